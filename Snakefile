@@ -1,0 +1,31 @@
+# scalemech: reproduce Paper D (depth) and Paper W (width) on normalized residual networks.
+#   snakemake --cores all                                   # default run "quick" (offline, CPU)
+#   snakemake --cores all --configfile config/paper.yaml    # full reproduction (GPU cluster)
+#   snakemake --cores all figures/quick/F4_dalign_vs_width.pdf
+# Named targets: data train covariance signal rebound dalign misalignment interventions
+# expansion figures report (and all).
+
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/measure.smk"
+include: "workflow/rules/experiments.smk"
+include: "workflow/rules/figures.smk"
+
+
+report: "workflow/report/workflow.rst"
+
+
+rule all:
+    input:
+        rules.report.output,
+        rules.figures.input,
+    default_target: True

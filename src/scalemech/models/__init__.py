@@ -1,0 +1,53 @@
+"""Model families behind one insertion-point interface (``base.ResidualModel``).
+
+A model is described by a plain ``spec`` dict (it travels inside ``model.pt`` and the
+config), whose ``family`` picks the builder:
+
+- ``resnet``:   CIFAR ResNet (He et al. 2016), keys ``depth`` (6n+2), ``width`` (multiplier k),
+                ``norm``, ``placement``, ``in_channels``, ``num_classes``.
+- ``tvresnet``: torchvision ResNet-18/34/50 for ImageNet, keys ``depth`` (18/34/50),
+                ``width`` (multiplier), ``num_classes``.
+- ``llama``:    pre-norm decoder, keys ``width`` (d_model), ``depth`` (n_layer), ``head_dim``,
+                ``vocab_size``, ``block_size``.
+- ``hf``:       any Hugging Face causal LM, keys ``checkpoint``, ``revision``, ``local_files_only``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .base import LanguageModel, ResidualModel
+
+FAMILIES = {"resnet": "resnet", "tvresnet": "tvresnet", "llama": "llama", "hf": "hf"}
+
+
+def build_model(spec: dict[str, Any]) -> ResidualModel:
+    """A fresh model of ``spec['family']`` (weights from the seed set by the caller)."""
+    family = spec.get("family")
+    if family not in FAMILIES:
+        raise ValueError(f"unknown model family {family!r}; allowed: {sorted(FAMILIES)}")
+    module = importlib.import_module(f"scalemech.models.{FAMILIES[family]}")
+    return module.build(spec)
+
+
+def save_model(path: str | Path, model: ResidualModel, spec: dict[str, Any], **extra: Any) -> None:
+    """Write ``{'spec', 'state_dict', **extra}`` to ``path`` (atomic rename)."""
+    path = Path(path)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    torch.save({"spec": spec, "state_dict": model.state_dict(), **extra}, tmp)
+    tmp.replace(path)
+
+
+def load_model(path: str | Path, map_location: str | torch.device = "cpu") -> tuple[ResidualModel, dict[str, Any]]:
+    """``(model, payload)`` from a ``model.pt`` written by ``save_model``; model in eval mode."""
+    payload = torch.load(path, map_location=map_location, weights_only=False)
+    model = build_model(payload["spec"])
+    model.load_state_dict(payload["state_dict"])
+    return model.to(map_location).eval(), payload
+
+
+__all__ = ["FAMILIES", "LanguageModel", "ResidualModel", "build_model", "load_model", "save_model"]

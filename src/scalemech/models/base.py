@@ -1,0 +1,127 @@
+"""The one insertion-point interface that every model family implements.
+
+A normalized residual network is read as ``head ∘ block_L ∘ … ∘ block_1 ∘ stem``: every
+block maps the residual stream to a stream of the same role, so the stream right after
+a block is an insertion point ``l*`` (PAPERS.md §1). With ``z = f_bot(x)``:
+
+    f_old = f_top ∘ f_bot,        f_new(x) = f_top(z + h_θ(z)),  h_0 = 0.
+
+Families (CIFAR ResNet, torchvision ResNet, llama, Hugging Face causal LMs) only say how
+to build their stem, blocks and head, how to make a new zero-output block at a point
+(``new_block``), and how an example's loss is computed (``per_example_loss``).
+Gradient capture, interventions and expansion use nothing else.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Sequence
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+class Chain(nn.Module):
+    """Apply modules in order (a ``nn.Sequential`` that keeps the modules it was given)."""
+
+    def __init__(self, modules: Sequence[nn.Module]):
+        super().__init__()
+        self.parts = nn.ModuleList(modules)
+
+    def forward(self, x: Tensor) -> Tensor:
+        for part in self.parts:
+            x = part(x)
+        return x
+
+
+class ResidualModel(nn.Module):
+    """``stem`` → named ``blocks`` on the residual stream → ``head``.
+
+    Subclasses call ``super().__init__(stem, blocks, names, head)`` and implement
+    ``new_block``; classification is the default ``per_example_loss``.
+    """
+
+    family: str = "abstract"
+
+    def __init__(self, stem: nn.Module, blocks: Sequence[nn.Module], names: Sequence[str], head: nn.Module):
+        super().__init__()
+        if len(blocks) != len(names) or len(set(names)) != len(names):
+            raise ValueError(f"need one unique name per block, got {len(blocks)} blocks and names {list(names)}")
+        self.stem = stem
+        self.blocks = nn.ModuleList(blocks)
+        self.block_names = list(names)
+        self.head = head
+
+    # -- the interface ---------------------------------------------------------------
+    def insertion_points(self) -> list[str]:
+        """Names of the residual-stream points, one after each block, input to output."""
+        return list(self.block_names)
+
+    def index(self, point: str) -> int:
+        """Position of ``point`` in ``insertion_points()``; a clear error for unknown names."""
+        try:
+            return self.block_names.index(point)
+        except ValueError:
+            raise KeyError(f"unknown insertion point {point!r}; this {self.family} model has "
+                           f"{self.block_names}") from None
+
+    def split(self, point: str) -> tuple[nn.Module, nn.Module]:
+        """``(f_bot, f_top)`` sharing this model's modules, with ``f_top(f_bot(x)) == self(x)``."""
+        i = self.index(point)
+        f_bot = Chain([self.stem, *self.blocks[: i + 1]])
+        f_top = Chain([*self.blocks[i + 1:], self.head])
+        return f_bot, f_top
+
+    def new_block(self, point: str) -> nn.Module:
+        """A fresh residual block of this family for the stream at ``point``, ``h(z) = z`` at init."""
+        raise NotImplementedError
+
+    def insert_block(self, point: str) -> tuple["ResidualModel", nn.Module]:
+        """A deep copy with ``new_block(point)`` placed right after ``point``.
+
+        Returns ``(f_new, block)``; ``f_new`` equals this model at initialization.
+        The new stream point is named ``"<point>+new"``.
+        """
+        i = self.index(point)
+        block = self.new_block(point)
+        expanded = copy.deepcopy(self)
+        expanded.blocks.insert(i + 1, block.to(next(self.parameters()).device))
+        expanded.block_names.insert(i + 1, f"{point}+new")
+        return expanded, expanded.blocks[i + 1]
+
+    # -- running it --------------------------------------------------------------------
+    def forward(self, x: Tensor) -> Tensor:
+        z = self.stem(x)
+        for block in self.blocks:
+            z = block(z)
+        return self.head(z)
+
+    def forward_streams(self, x: Tensor, points: Sequence[str]) -> tuple[Tensor, dict[str, Tensor]]:
+        """Output and the residual stream ``z`` at each of ``points`` (kept in the graph)."""
+        wanted = {self.index(p): p for p in points}
+        streams: dict[str, Tensor] = {}
+        z = self.stem(x)
+        for i, block in enumerate(self.blocks):
+            z = block(z)
+            if i in wanted:
+                streams[wanted[i]] = z
+        return self.head(z), streams
+
+    def per_example_loss(self, output: Tensor, target: Tensor) -> Tensor:
+        """Loss of each example, shape ``(B,)``: cross-entropy of class logits."""
+        return F.cross_entropy(output.float(), target, reduction="none")
+
+    def correct(self, output: Tensor, target: Tensor) -> Tensor:
+        """Number of correct predictions (tokens for language models) in the batch."""
+        return (output.argmax(-1) == target).sum()
+
+
+class LanguageModel(ResidualModel):
+    """A causal LM on ``(B, T)`` token ids; an example is one sequence (PAPERS.md §1)."""
+
+    def per_example_loss(self, output: Tensor, target: Tensor) -> Tensor:
+        """ℓ(sequence) = mean over its T positions of the next-token cross-entropy, shape ``(B,)``."""
+        B, T, V = output.shape
+        token_loss = F.cross_entropy(output.float().reshape(B * T, V), target.reshape(B * T), reduction="none")
+        return token_loss.view(B, T).mean(dim=1)
+

@@ -1,0 +1,61 @@
+"""Tidy tables: the only interface between measurement and figures.
+
+Column lists live in ``scalemech/schemas/tables.schema.yaml`` (linked from
+``workflow/schemas/``); every table starts with the model keys
+``run, dataset, family, depth, width, seed, model``.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+
+@cache
+def _schema() -> dict:
+    return yaml.safe_load(resources.files("scalemech").joinpath("schemas", "tables.schema.yaml").read_text())
+
+
+def model_keys() -> list[str]:
+    """The key columns that identify a model in every table."""
+    return list(_schema()["model_keys"])
+
+
+def columns(table: str) -> list[str]:
+    """All columns of ``table``: model keys, then its own measurement columns."""
+    tables = _schema()["tables"]
+    if table not in tables:
+        raise KeyError(f"unknown table {table!r}; known tables: {sorted(tables)}")
+    return model_keys() + list(tables[table]["columns"])
+
+
+def check_columns(frame: pd.DataFrame, table: str, required: list[str] | None = None) -> pd.DataFrame:
+    """Raise ``ValueError`` naming every column of ``table`` (or of ``required``) missing from ``frame``."""
+    wanted = columns(table) if required is None else required
+    missing = [c for c in wanted if c not in frame.columns]
+    if missing:
+        raise ValueError(f"table {table!r} lacks column(s) {missing}; it has {list(frame.columns)}")
+    return frame
+
+
+def write_table(frame: pd.DataFrame, path: str | Path, table: str) -> None:
+    """Check ``frame`` against the schema of ``table``, then write it as CSV or parquet by suffix."""
+    check_columns(frame, table)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ordered = frame[columns(table) + [c for c in frame.columns if c not in columns(table)]]
+    if path.suffix == ".parquet":
+        ordered.to_parquet(path, index=False)
+    else:
+        ordered.to_csv(path, index=False)
+
+
+def read_table(path: str | Path, table: str) -> pd.DataFrame:
+    """Read a CSV/parquet table and check it has the columns of ``table``."""
+    path = Path(path)
+    frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+    return check_columns(frame, table)

@@ -1,0 +1,106 @@
+# F1-F7 from the tidy tables alone, and the claims report. Figure rules list the plotting
+# modules as inputs: editing them reruns figures and the report, never training or
+# measurement (whose rules do not depend on these files).
+from scalemech.plots import FIGURES
+
+PLOTTING_CODE = ["src/scalemech/plots.py", "src/scalemech/report.py"]
+
+
+def table_path(name):
+    suffix = "parquet" if name == "covmats" else "csv"
+    return f"{RESULTS}/tables/{name}.{suffix}"
+
+
+def figure_files(stem):
+    return [f"{FIGURES}/{stem}.pdf", f"{FIGURES}/{stem}.png"]
+
+
+rule figure:
+    input:
+        tables=lambda wc: [table_path(name) for name in FIGURES[wc.stem][1]],
+        code=PLOTTING_CODE,
+    output:
+        pdf=f"{FIGURES}/{{stem}}.pdf",
+        png=report(f"{FIGURES}/{{stem}}.png", caption="../report/{stem}.rst", category="Figures"),
+    wildcard_constraints:
+        stem="|".join(FIGURES),
+    params:
+        tables_dir=f"{RESULTS}/tables",
+    log:
+        f"{LOGS}/figures/{{stem}}.log",
+    benchmark:
+        f"{BENCH}/figures/{{stem}}.tsv"
+    script:
+        "../scripts/figure.py"
+
+
+rule claims_report:
+    input:
+        tables=[table_path(name) for name in sorted({t for _, names in FIGURES.values() for t in names})],
+        figures=[f"{FIGURES}/{stem}.png" for stem in FIGURES],
+        code=PLOTTING_CODE,
+    output:
+        report(f"{RESULTS}/report.md", caption="../report/claims.rst", category="Claims"),
+    params:
+        tables_dir=f"{RESULTS}/tables",
+        figures_dir=FIGURES,
+        captions_dir=f"{workflow.basedir}/workflow/report",
+    log:
+        f"{LOGS}/report.log",
+    benchmark:
+        f"{BENCH}/report.tsv"
+    script:
+        "../scripts/claims_report.py"
+
+
+# -- named targets: one per experiment group ---------------------------------------------
+rule covariance:
+    input:
+        table_path("covariance"),
+        figure_files("F1_covariance"),
+
+
+rule signal:
+    input:
+        table_path("signal"),
+        figure_files("F2_signal_decay"),
+
+
+rule rebound:
+    input:
+        table_path("training"),
+        figure_files("F3_rebound"),
+
+
+rule dalign:
+    input:
+        table_path("dalign"),
+        figure_files("F4_dalign_vs_width"),
+
+
+rule misalignment:
+    input:
+        table_path("misalignment"),
+        figure_files("F5_misalignment"),
+
+
+rule interventions:
+    input:
+        table_path("intervention"),
+        figure_files("F6_intervention"),
+
+
+rule expansion:
+    input:
+        table_path("expansion"),
+        figure_files("F7_expansion"),
+
+
+rule figures:
+    input:
+        [figure_files(stem) for stem in FIGURES],
+
+
+rule report:
+    input:
+        rules.claims_report.output,
