@@ -43,10 +43,14 @@ def save_model(path: str | Path, model: ResidualModel, spec: dict[str, Any], **e
 
 
 def load_model(path: str | Path, map_location: str | torch.device = "cpu") -> tuple[ResidualModel, dict[str, Any]]:
-    """``(model, payload)`` from a ``model.pt`` written by ``save_model``; model in eval mode."""
+    """``(model, payload)`` from a ``model.pt`` written by ``save_model``; model in eval mode.
+
+    A pretrained model's ``model.pt`` holds only its spec: the weights come from its checkpoint.
+    """
     payload = torch.load(path, map_location=map_location, weights_only=False)
     model = build_model(payload["spec"])
-    model.load_state_dict(payload["state_dict"])
+    if "state_dict" in payload:
+        model.load_state_dict(payload["state_dict"])
     return model.to(map_location).eval(), payload
 
 

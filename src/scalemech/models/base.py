@@ -15,10 +15,13 @@ Gradient capture, interventions and expansion use nothing else.
 from __future__ import annotations
 
 import copy
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+if TYPE_CHECKING:
+    from ..data import Prepared
 
 
 class Chain(nn.Module):
@@ -115,13 +118,29 @@ class ResidualModel(nn.Module):
         """Number of correct predictions (tokens for language models) in the batch."""
         return (output.argmax(-1) == target).sum()
 
+    def examples(self, data: Prepared, split: str, n: int, seed: int) -> tuple[Tensor, Tensor]:
+        """``n`` fixed examples of ``data``'s ``split`` as this model takes them: normalized images."""
+        from ..data import normalize_images
+
+        x, y = data.pool(split, n, seed)
+        return normalize_images(x, data.manifest), y
+
 
 class LanguageModel(ResidualModel):
-    """A causal LM on ``(B, T)`` token ids; an example is one sequence (PAPERS.md §1)."""
+    """A causal LM on ``(B, T)`` token ids; an example is one sequence (PAPERS.md §1).
+
+    Subclasses set ``block_size``, the sequence length of an example.
+    """
+
+    block_size: int
 
     def per_example_loss(self, output: Tensor, target: Tensor) -> Tensor:
         """ℓ(sequence) = mean over its T positions of the next-token cross-entropy, shape ``(B,)``."""
         B, T, V = output.shape
         token_loss = F.cross_entropy(output.float().reshape(B * T, V), target.reshape(B * T), reduction="none")
         return token_loss.view(B, T).mean(dim=1)
+
+    def examples(self, data: Prepared, split: str, n: int, seed: int) -> tuple[Tensor, Tensor]:
+        """``n`` fixed windows of ``block_size`` bytes: ``(x, y)`` token ids, ``y`` shifted by one."""
+        return data.pool(split, n, seed, block_size=self.block_size)
 

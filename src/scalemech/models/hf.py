@@ -1,0 +1,179 @@
+"""Pretrained Hugging Face causal LMs (Pythia/GPT-NeoX, LLaMA) behind the insertion-point interface.
+
+``build(spec)`` loads ``AutoModelForCausalLM.from_pretrained`` and rewires its parts as
+``stem → layer.0 … layer.{L-1} → head`` (``base.ResidualModel``), so the residual stream
+after every decoder layer is an insertion point (PAPERS.md §1, E9):
+
+- stem  = token embedding (GPT-NeoX ``embed_in`` + embedding dropout; LLaMA ``embed_tokens``),
+- block = one decoder layer as a map of the hidden states alone: it builds the rotary
+  position embeddings and the causal mask from the stream's shape exactly as the HF
+  model's own ``forward`` does (no KV cache, no padding),
+- head  = final norm + ``lm_head`` (the checkpoints' ``embed_out`` for GPT-NeoX).
+
+The parts are the HF modules themselves, so ``model(ids)`` equals the HF logits.
+``examples`` draws windows of ``block_size`` tokens of a prepared text split in the
+checkpoint's own tokens (``data.tokenized``). With ``frozen`` (the default) no parameter
+takes a gradient and the stem marks its output as requiring one, so a backward pass
+computes gradients w.r.t. the residual stream only.
+References: Biderman et al. 2023 (Pythia), Touvron et al. 2023 (LLaMA), the
+``modeling_gpt_neox.py`` / ``modeling_llama.py`` forwards of ``transformers`` v5.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from transformers import AutoModelForCausalLM, PreTrainedConfig, PreTrainedModel
+from transformers.masking_utils import create_causal_mask
+
+from ..data.prepared import SPLITS, Prepared
+from ..data.tokenized import text_from_bytes, token_pool, tokenize_text
+from .base import Chain, LanguageModel
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Attribute names of one ``model_type``'s parts (on the base model, or on a decoder layer)."""
+
+    embedding: str                       # token embedding (B, T) -> (B, T, d)
+    embedding_dropout: str | None        # dropout after the embedding, None if the model has none
+    final_norm: str                      # norm before lm_head
+    output_projections: tuple[str, ...]  # linears that write a layer's branches into the stream
+
+
+LAYOUTS = {
+    "gpt_neox": Layout("embed_in", "emb_dropout", "final_layer_norm", ("attention.dense", "mlp.dense_4h_to_h")),
+    "llama": Layout("embed_tokens", None, "norm", ("self_attn.o_proj", "mlp.down_proj")),
+}
+
+
+class StreamStem(nn.Module):
+    """Token embedding (+ dropout) whose output requires grad whenever grad mode is on.
+
+    With frozen weights nothing upstream of the stream requires grad, so without this the
+    residual stream would carry no graph and ``∇_z ℓ`` could not be taken.
+    """
+
+    def __init__(self, embedding: nn.Module, dropout: nn.Module | None):
+        super().__init__()
+        self.embedding = embedding
+        self.dropout = dropout if dropout is not None else nn.Identity()
+
+    def forward(self, ids: Tensor) -> Tensor:
+        z = self.dropout(self.embedding(ids))  # (B, T, d)
+        if torch.is_grad_enabled() and not z.requires_grad:
+            z.requires_grad_()
+        return z
+
+
+class DecoderBlock(nn.Module):
+    """One HF decoder layer as ``z ↦ layer(z; mask, rotary(positions))``, ``(B, T, d) → (B, T, d)``.
+
+    Positions are ``0..T-1`` and the mask is ``create_causal_mask`` without padding, as in
+    the HF model's forward without a cache; ``rotary`` is the model's one shared rotary
+    embedding module (buffers only).
+    """
+
+    def __init__(self, layer: nn.Module, rotary: nn.Module, config: PreTrainedConfig):
+        super().__init__()
+        self.layer = layer
+        self.rotary = rotary
+        self.config = config
+
+    def forward(self, z: Tensor) -> Tensor:
+        position_ids = torch.arange(z.shape[1], device=z.device).unsqueeze(0)  # (1, T)
+        mask = create_causal_mask(config=self.config, inputs_embeds=z, attention_mask=None,
+                                  past_key_values=None, position_ids=position_ids)
+        cos_sin = self.rotary(z, position_ids=position_ids)  # 2 × (1, T, rotary_dim)
+        return self.layer(z, attention_mask=mask, position_ids=position_ids, position_embeddings=cos_sin)
+
+
+class HFCausalLM(LanguageModel):
+    """A Hugging Face causal LM split into stem, ``layer.{i}`` blocks and head (see module doc)."""
+
+    family = "hf"
+
+    def __init__(self, hf_model: PreTrainedModel, spec: dict[str, Any]):
+        config = hf_model.config
+        if config.model_type not in LAYOUTS:
+            raise ValueError(f"model_type {config.model_type!r} of checkpoint {spec.get('checkpoint')!r} "
+                             f"is not supported; supported: {sorted(LAYOUTS)}")
+        layout = LAYOUTS[config.model_type]
+        decoder = hf_model.base_model
+        dropout = getattr(decoder, layout.embedding_dropout) if layout.embedding_dropout else None
+        stem = StreamStem(getattr(decoder, layout.embedding), dropout)
+        blocks = [DecoderBlock(layer, decoder.rotary_emb, config) for layer in decoder.layers]
+        head = Chain([getattr(decoder, layout.final_norm), hf_model.get_output_embeddings()])
+        super().__init__(stem, blocks, [f"layer.{i}" for i in range(len(blocks))], head)
+        self.spec = dict(spec)
+        self.config = config
+        self.layout = layout
+        self.depth: int = config.num_hidden_layers
+        self.width: int = config.hidden_size
+        self.tokenizer_name: str = spec["checkpoint"]
+        self.block_size: int = int(spec.get("block_size", config.max_position_embeddings))
+        if not 1 <= self.block_size <= config.max_position_embeddings:
+            raise ValueError(f"block_size {self.block_size} is outside [1, {config.max_position_embeddings}] "
+                             f"(max_position_embeddings of {spec['checkpoint']!r})")
+
+    def examples(self, data: Prepared, split: str, n: int, seed: int) -> tuple[Tensor, Tensor]:
+        """``n`` windows of ``block_size`` tokens of ``split``'s text in the checkpoint's own tokens.
+
+        The split's byte stream is decoded (utf-8, errors replaced), tokenized by
+        ``tokenize_text`` and cut by ``token_pool``: ``(x, y)`` int64 ``(n, block_size)``.
+        """
+        if data.kind != "text" or split not in SPLITS:
+            raise ValueError(f"{self.family} models take text splits {SPLITS}; got {data.kind!r} split {split!r}")
+        text = text_from_bytes(getattr(data, f"{split}_x"))
+        tokens = tokenize_text(text, self.tokenizer_name, self.spec.get("revision"),
+                               bool(self.spec.get("local_files_only", False)))
+        return token_pool(tokens, n, self.block_size, seed)
+
+    def new_block(self, point: str) -> DecoderBlock:
+        """A fresh decoder layer of this model's type and config for the stream at ``point``.
+
+        Linear weights ~ N(0, initializer_range²) and zero biases (HF's init), norms at
+        their identity init, and every output projection zeroed, so ``h_0(z) = z``.
+        """
+        i = self.index(point)
+        reference = self.blocks[i]
+        weight = next(reference.layer.parameters())
+        layer = type(reference.layer)(self.config, i + 1).to(device=weight.device, dtype=weight.dtype)
+        std = getattr(self.config, "initializer_range", 0.02)
+        with torch.no_grad():
+            for module in layer.modules():
+                if isinstance(module, nn.Linear):
+                    module.weight.normal_(0.0, std)
+                    if module.bias is not None:
+                        module.bias.zero_()
+            for name in self.layout.output_projections:
+                for param in layer.get_submodule(name).parameters():
+                    param.zero_()
+        return DecoderBlock(layer.train(self.training), copy.deepcopy(reference.rotary), self.config)
+
+
+def build(spec: dict[str, Any]) -> HFCausalLM:
+    """Load ``spec['checkpoint']`` (hub name or local directory) as an ``HFCausalLM`` in eval mode.
+
+    Keys: ``checkpoint``; ``revision`` (a pin, None for local directories);
+    ``local_files_only`` (default False); ``dtype`` ("float32" default | "bfloat16");
+    ``frozen`` (default True: no parameter requires grad); ``block_size`` (tokens per example,
+    default ``max_position_embeddings``).
+    """
+    if "checkpoint" not in spec:
+        raise ValueError(f"an 'hf' model spec needs a 'checkpoint' (hub name or directory), got keys {sorted(spec)}")
+    dtype_name = spec.get("dtype", "float32")
+    if dtype_name not in DTYPES:
+        raise ValueError(f"dtype {dtype_name!r} is not supported for 'hf' models; allowed: {sorted(DTYPES)}")
+    hf_model = AutoModelForCausalLM.from_pretrained(
+        spec["checkpoint"], revision=spec.get("revision") or "main",
+        local_files_only=bool(spec.get("local_files_only", False)), dtype=DTYPES[dtype_name])
+    if spec.get("frozen", True):
+        hf_model.requires_grad_(False)
+    return HFCausalLM(hf_model, spec).eval()

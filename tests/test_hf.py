@@ -1,0 +1,231 @@
+"""Hugging Face causal LMs behind the insertion-point interface, and checkpoint tokenization.
+
+Tiny random GPT-NeoX (parallel and sequential residual, partial rotary) and LLaMA (grouped
+KV heads) checkpoints and a byte-level BPE tokenizer are written with ``save_pretrained``
+into a temporary directory and loaded through ``build_model`` (the hub code path, offline).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import pytest
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import (AutoModelForCausalLM, GPT2Config, GPTNeoXConfig, LlamaConfig,
+                          PreTrainedTokenizerFast)
+
+from scalemech.data import Prepared
+from scalemech.data.tokenized import text_from_bytes, text_from_file, text_from_hub, token_pool, tokenize_text
+from scalemech.models import build_model
+
+CORPUS = [
+    "To be, or not to be, that is the question:",
+    "Whether 'tis nobler in the mind to suffer",
+    "The slings and arrows of outrageous fortune,",
+    "Or to take arms against a sea of troubles",
+]
+VOCAB = 300
+CONFIGS = {
+    "gpt_neox": lambda: GPTNeoXConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
+                                      intermediate_size=64, max_position_embeddings=64, rotary_pct=0.25),
+    "gpt_neox_sequential": lambda: GPTNeoXConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
+                                                 num_attention_heads=4, intermediate_size=64,
+                                                 max_position_embeddings=64, use_parallel_residual=False),
+    "llama": lambda: LlamaConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
+                                 num_key_value_heads=2, intermediate_size=64, max_position_embeddings=64),
+}
+B, T = 5, 12
+
+
+def tiny_tokenizer() -> PreTrainedTokenizerFast:
+    """A byte-level BPE with ``VOCAB`` entries trained on ``CORPUS`` (round-trips any text)."""
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=VOCAB, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    bpe.train_from_iterator(CORPUS, trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=bpe)
+
+
+@pytest.fixture(scope="module", params=sorted(CONFIGS))
+def checkpoint(request, tmp_path_factory) -> str:
+    """Directory holding a tiny random checkpoint of one config and the tiny tokenizer."""
+    path = tmp_path_factory.mktemp(request.param)
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(CONFIGS[request.param]()).save_pretrained(path)
+    tiny_tokenizer().save_pretrained(path)
+    return str(path)
+
+
+def load(checkpoint: str, **spec):
+    model = build_model({"family": "hf", "checkpoint": checkpoint, "local_files_only": True, **spec})
+    reference = AutoModelForCausalLM.from_pretrained(checkpoint, local_files_only=True).eval()
+    return model, reference
+
+
+def token_ids(seed: int = 0) -> torch.Tensor:
+    return torch.randint(0, VOCAB, (B, T + 1), generator=torch.Generator().manual_seed(seed))
+
+
+def test_forward_and_streams_equal_hf(checkpoint):
+    model, reference = load(checkpoint)
+    x = token_ids()[:, :-1]
+    with torch.no_grad():
+        expected = reference(x, output_hidden_states=True)
+        logits, streams = model.forward_streams(x, model.insertion_points())
+        torch.testing.assert_close(model(x), expected.logits, rtol=0, atol=0)
+    torch.testing.assert_close(logits, expected.logits, rtol=0, atol=0)
+    config = reference.config
+    assert (model.depth, model.width) == (config.num_hidden_layers, config.hidden_size)
+    assert model.tokenizer_name == checkpoint
+    assert model.insertion_points() == [f"layer.{i}" for i in range(config.num_hidden_layers)]
+    # HF's hidden_states: embeddings, then each layer's output, the last one after the final norm
+    for i, point in enumerate(model.insertion_points()[:-1]):
+        torch.testing.assert_close(streams[point], expected.hidden_states[i + 1])
+    final_norm = model.head.parts[0]
+    torch.testing.assert_close(final_norm(streams[model.insertion_points()[-1]]), expected.hidden_states[-1])
+
+
+def test_frozen_and_dtype(checkpoint):
+    model, _ = load(checkpoint)
+    assert not any(p.requires_grad for p in model.parameters())
+    assert not model.training
+    trainable = build_model({"family": "hf", "checkpoint": checkpoint, "local_files_only": True,
+                             "frozen": False, "dtype": "bfloat16"})
+    assert all(p.requires_grad and p.dtype == torch.bfloat16 for p in trainable.parameters())
+    reference = AutoModelForCausalLM.from_pretrained(checkpoint, local_files_only=True, dtype=torch.bfloat16).eval()
+    x = token_ids()[:, :-1]
+    with torch.no_grad():
+        torch.testing.assert_close(trainable(x), reference(x).logits, rtol=0, atol=0)
+        _, block = trainable.insert_block("layer.0")
+    assert all(p.dtype == torch.bfloat16 for p in block.parameters())
+
+
+def test_split_composes_at_every_point(checkpoint):
+    model, _ = load(checkpoint)
+    x = token_ids(1)[:, :-1]
+    with torch.no_grad():
+        expected = model(x)
+        for point in model.insertion_points():
+            f_bot, f_top = model.split(point)
+            z = f_bot(x)
+            assert z.shape == (B, T, model.width)
+            torch.testing.assert_close(f_top(z), expected, rtol=0, atol=0)
+
+
+def test_insert_block_is_identity_at_every_point(checkpoint):
+    model, _ = load(checkpoint)
+    x, y = token_ids(2)[:, :-1], token_ids(2)[:, 1:]
+    with torch.no_grad():
+        expected = model(x)
+    for point in model.insertion_points():
+        expanded, block = model.insert_block(point)
+        assert expanded.insertion_points()[model.index(point) + 1] == f"{point}+new"
+        assert type(block.layer) is type(model.blocks[0].layer)
+        for name in model.layout.output_projections:
+            assert all(torch.all(p == 0) for p in block.layer.get_submodule(name).parameters())
+        with torch.no_grad():
+            torch.testing.assert_close(expanded(x), expected)
+        # Condition 1 is measurable: the zero-output block has a nonzero first-order gradient
+        loss = expanded.per_example_loss(expanded(x), y).mean()
+        grads = torch.autograd.grad(loss, [p for p in block.parameters() if p.requires_grad])
+        assert sum(g.abs().sum() for g in grads) > 0
+    assert len(model.blocks) == model.depth  # the original is untouched
+
+
+def test_per_example_stream_grads_from_one_batch(checkpoint):
+    """One batched forward/backward of the summed per-example loss gives each sequence's ∇_z ℓ."""
+    model, _ = load(checkpoint)
+    points = model.insertion_points()
+    ids = token_ids(3)
+    x, y = ids[:, :-1], ids[:, 1:]
+    output, streams = model.forward_streams(x, points)
+    batched = torch.autograd.grad(model.per_example_loss(output, y).sum(), [streams[p] for p in points])
+    for b in range(B):
+        output_b, streams_b = model.forward_streams(x[b:b + 1], points)
+        single = torch.autograd.grad(model.per_example_loss(output_b, y[b:b + 1]).sum(), [streams_b[p] for p in points])
+        for grad_batched, grad_single in zip(batched, single):
+            torch.testing.assert_close(grad_batched[b:b + 1], grad_single, rtol=1e-4, atol=1e-7)
+    assert all(g.abs().sum() > 0 for g in batched)
+    assert all(p.grad is None for p in model.parameters())
+    if importlib.util.find_spec("scalemech.stats") is not None:
+        from scalemech.stats import alignment_stats
+
+        Q = batched[0].flatten(1).double()  # (B, T·d)
+        G = Q @ Q.T
+        stats = alignment_stats(Q)
+        assert (stats.n, stats.dim) == (B, T * model.width)
+        assert stats.mu_sq == pytest.approx(float((G.sum() - G.trace()) / (B * (B - 1))), rel=1e-9, abs=1e-30)
+
+
+def test_unsupported_model_type_is_named(tmp_path):
+    config = GPT2Config(vocab_size=VOCAB, n_embd=16, n_layer=1, n_head=2, n_positions=32)
+    AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="gpt2"):
+        build_model({"family": "hf", "checkpoint": str(tmp_path), "local_files_only": True})
+    with pytest.raises(ValueError, match="float16"):
+        build_model({"family": "hf", "checkpoint": str(tmp_path), "dtype": "float16"})
+
+
+def test_tokenize_text_round_trips(checkpoint):
+    text = "\n".join(CORPUS) + "\nunseen wörds ✓"
+    tokens = tokenize_text(text, checkpoint, revision=None, local_files_only=True)
+    assert tokens.dtype == torch.int64 and tokens.dim() == 1
+    assert len(text.encode()) > tokens.numel() > 0  # merges learned on CORPUS compress it
+    assert int(tokens.max()) < VOCAB
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(checkpoint)
+    assert tokenizer.decode(tokens.tolist()) == text
+
+
+def test_text_sources(tmp_path, monkeypatch):
+    raw = "héllo".encode() + b"\xff!"
+    assert text_from_bytes(torch.tensor(list(raw), dtype=torch.uint8)) == "héllo\ufffd!"
+    (tmp_path / "a.txt").write_bytes(raw)
+    assert text_from_file(tmp_path / "a.txt") == "héllo\ufffd!"
+    with pytest.raises(ValueError, match="uint8"):
+        text_from_bytes(torch.zeros(3, dtype=torch.int64))
+    monkeypatch.setitem(sys.modules, "datasets", None)  # makes `import datasets` fail
+    with pytest.raises(ImportError, match="pip install datasets"):
+        text_from_hub("tiny_shakespeare")
+
+
+def test_examples_are_checkpoint_tokens_of_the_split(checkpoint):
+    model = build_model({"family": "hf", "checkpoint": checkpoint, "local_files_only": True, "block_size": 4})
+    train_text, test_text = "\n".join(CORPUS[:3]), CORPUS[3]
+    stream = {split: torch.tensor(list(text.encode()), dtype=torch.uint8)
+              for split, text in [("train", train_text), ("test", test_text)]}
+    data = Prepared(name="tiny", kind="text", train_x=stream["train"], train_y=None, test_x=stream["test"],
+                    test_y=None, manifest={}, vocab_size=256)
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(checkpoint)
+    for split, text in [("train", train_text), ("test", test_text)]:
+        x, y = model.examples(data, split, n=2, seed=0)
+        assert x.shape == y.shape == (2, 4)
+        torch.testing.assert_close(x[:, 1:], y[:, :-1])
+        for row_x, row_y in zip(x, y):
+            assert tokenizer.decode(torch.cat([row_x, row_y[-1:]]).tolist()) in text
+    with pytest.raises(ValueError, match="block_size 100"):
+        build_model({"family": "hf", "checkpoint": checkpoint, "local_files_only": True, "block_size": 100})
+
+
+@pytest.mark.parametrize("n,block_size", [(1, 5), (7, 4), (10, 9)])
+def test_token_pool_windows_are_disjoint_and_seeded(n, block_size):
+    tokens = torch.arange(100) * 3 + 1  # unique values: a window's first token gives its offset
+    x, y = token_pool(tokens, n, block_size, seed=0)
+    assert x.shape == y.shape == (n, block_size) and x.dtype == tokens.dtype
+    torch.testing.assert_close(x[:, 1:], y[:, :-1])
+    starts = ((x[:, 0] - 1) // 3).sort().values
+    for start, row_x, row_y in zip(((x[:, 0] - 1) // 3), x, y):
+        torch.testing.assert_close(torch.cat([row_x, row_y[-1:]]), tokens[start:start + block_size + 1])
+    assert torch.all(starts.diff() >= block_size + 1)
+    again = token_pool(tokens, n, block_size, seed=0)
+    assert torch.equal(again[0], x) and torch.equal(again[1], y)
+    draws = {tuple(token_pool(tokens, n, block_size, seed=s)[0][:, 0].tolist()) for s in range(5)}
+    assert len(draws) > 1
+
+
+def test_token_pool_rejects_too_many_windows():
+    with pytest.raises(ValueError, match="n=5"):
+        token_pool(torch.arange(20), 5, 4, seed=0)
