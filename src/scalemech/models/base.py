@@ -17,11 +17,17 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Sequence
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 if TYPE_CHECKING:
     from ..data import Prepared
+
+
+def _at_least_float32(logits: Tensor) -> Tensor:
+    """Logits for the loss: half precision promoted to float32, float64 kept as is."""
+    return logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
 
 
 class Chain(nn.Module):
@@ -112,7 +118,7 @@ class ResidualModel(nn.Module):
 
     def per_example_loss(self, output: Tensor, target: Tensor) -> Tensor:
         """Loss of each example, shape ``(B,)``: cross-entropy of class logits."""
-        return F.cross_entropy(output.float(), target, reduction="none")
+        return F.cross_entropy(_at_least_float32(output), target, reduction="none")
 
     def correct(self, output: Tensor, target: Tensor) -> Tensor:
         """Number of correct predictions (tokens for language models) in the batch."""
@@ -137,7 +143,8 @@ class LanguageModel(ResidualModel):
     def per_example_loss(self, output: Tensor, target: Tensor) -> Tensor:
         """ℓ(sequence) = mean over its T positions of the next-token cross-entropy, shape ``(B,)``."""
         B, T, V = output.shape
-        token_loss = F.cross_entropy(output.float().reshape(B * T, V), target.reshape(B * T), reduction="none")
+        token_loss = F.cross_entropy(_at_least_float32(output).reshape(B * T, V), target.reshape(B * T),
+                                     reduction="none")
         return token_loss.view(B, T).mean(dim=1)
 
     def examples(self, data: Prepared, split: str, n: int, seed: int) -> tuple[Tensor, Tensor]:

@@ -1,0 +1,18 @@
+"""Experiments above the insertion-point interface (PAPERS.md §5).
+
+- ``measure``:   E2 covariance structure, E3 first-order signal, E5 ``d_align``; stores gradient pools.
+- ``misalign``:  E6 empirical misalignment probability beside the Cantelli certificates.
+- ``intervene``: E7 zero-initialized residual parameter stepped along ``−μ_M`` (Paper W).
+- ``expand``:    E8 zero-initialized block insertion with jumpboard and fallback (Paper D).
+
+Each returns tidy tables with the columns of ``schemas/tables.schema.yaml``; none asks which
+model family it has.
+"""
+
+from .expand import ExpandConfig, expand
+from .intervene import STEP_FRACTIONS, intervene
+from .measure import draw_pools, measure, select_points
+from .misalign import misalignment, wilson_interval
+
+__all__ = ["STEP_FRACTIONS", "ExpandConfig", "draw_pools", "expand", "intervene", "measure", "misalignment",
+           "select_points", "wilson_interval"]

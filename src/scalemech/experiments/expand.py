@@ -1,0 +1,167 @@
+"""Depth expansion with a jumpboard and the fallback rule (E8, Paper D).
+
+At an insertion point, ``f_new(x) = f_top(z + h_θ(z))`` with ``h_0 = 0`` (``insert_block``), so
+``f_new = f_old`` at ``θ = 0`` (checked). Then:
+
+1. training-set jumpboard: ``θ_J = −s·∇_θ L_train(θ = 0)``, with ``s = t / ‖∇_θ L_train‖`` and the
+   step length ``t`` picked from ``ExpandConfig.jump_lengths`` by the lowest train-pool loss;
+2. training: ``steps`` optimizer steps on the train split from ``θ = 0``, either the new block only
+   (``train_mode="block"``) or every parameter (``"all"``);
+3. Condition 2 (fallback): if trained ``f_new`` has a higher train-pool loss than the jumpboard
+   (or a non-finite one), the jumpboard is selected instead;
+4. control: the old model, trained with the same optimizer, steps and data order, on every
+   parameter (``"all"``) or on the old block at the point (``"block"``: the same place in the
+   network and about the same number of parameters as the new block), so a gain of ``f_new``
+   over the control is a gain from depth, not from extra optimization.
+
+Norm statistics stay frozen throughout: every model runs in eval mode, so BatchNorm uses its
+running statistics and only parameters change (a fine-tuning of a trained model, and the setting
+in which the jumpboard's first-order argument holds).
+
+Columns: ``delta_r_test = L_test(f_old) − L_test(jumpboard)`` (Paper D's ``Δ^R_test``),
+``delta_erm = L_train(jumpboard) − L_train(selected) >= 0`` (``Δ_ERM``).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import torch
+from torch import Tensor, nn
+
+from ..grads import PrepareBatch, block_grad, mean_loss
+from ..models.base import ResidualModel
+from ..tables import columns
+
+TRAIN_MODES = ("block", "all")
+OPTIMIZERS = ("sgd", "adam")
+
+
+@dataclass
+class ExpandConfig:
+    steps: int = 200                  # optimizer steps after insertion (the same for the control)
+    train_mode: str = "block"         # "block": the new block only; "all": every parameter
+    optimizer: str = "sgd"            # "sgd" (with momentum) or "adam"
+    lr: float = 0.01                  # learning rate
+    momentum: float = 0.9             # SGD momentum
+    weight_decay: float = 0.0         # decoupled for adam (AdamW), L2 for sgd
+    batch_size: int = 128             # training batch size
+    eval_batch_size: int = 256        # batch size of loss evaluations
+    jump_lengths: tuple[float, ...] = (1e-3, 1e-2, 1e-1, 1.0)  # candidate ‖θ_J‖ of the jumpboard
+    seed: int = 0                     # data order (shared by expanded model and control)
+
+    def __post_init__(self) -> None:
+        if self.train_mode not in TRAIN_MODES:
+            raise ValueError(f"train_mode {self.train_mode!r}; allowed: {TRAIN_MODES}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer {self.optimizer!r}; allowed: {OPTIMIZERS}")
+        if self.steps < 0 or not self.jump_lengths or min(self.jump_lengths) <= 0:
+            raise ValueError(f"need steps >= 0 and positive jump_lengths; got {self.steps}, {self.jump_lengths}")
+
+
+def _optimizer(params: list[nn.Parameter], config: ExpandConfig) -> torch.optim.Optimizer:
+    if config.optimizer == "adam":
+        return torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
+    return torch.optim.SGD(params, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay)
+
+
+def train_params(model: ResidualModel, params: Iterable[nn.Parameter], train: tuple[Tensor, Tensor],
+                 config: ExpandConfig, prepare_batch: PrepareBatch) -> None:
+    """``config.steps`` steps on the mean batch loss, updating ``params`` only, model in eval mode.
+
+    Batches follow a seeded order (``config.seed``): reshuffled epochs of the train split.
+    """
+    params = list(params)
+    chosen = {id(p) for p in params}
+    for p in model.parameters():
+        p.requires_grad_(id(p) in chosen)
+    x, y = train
+    generator = torch.Generator().manual_seed(config.seed)
+    order = torch.cat([torch.randperm(len(x), generator=generator)
+                       for _ in range(math.ceil(config.steps * config.batch_size / len(x)))]) if config.steps else None
+    optimizer = _optimizer(params, config)
+    model.eval()
+    for step in range(config.steps):
+        batch = order[step * config.batch_size:(step + 1) * config.batch_size]
+        xb, yb = prepare_batch(x[batch], y[batch])
+        loss = model.per_example_loss(model(xb), yb).mean()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+
+def jumpboard(expanded: ResidualModel, block: nn.Module, pool: tuple[Tensor, Tensor], config: ExpandConfig,
+              prepare_batch: PrepareBatch) -> tuple[float, float]:
+    """Set ``block`` to ``θ_J = −s·∇_θ L_pool(0)`` with the best ``s`` of the grid; return ``(s, L_pool)``.
+
+    ``s = 0`` (the old model) when the gradient vanishes (Condition 1 fails).
+    """
+    grads = block_grad(expanded, block, *pool, config.eval_batch_size, prepare_batch)
+    norm = math.sqrt(sum(float((g**2).sum()) for g in grads))
+    start = [p.detach().clone() for p in block.parameters()]
+
+    def step_to(s: float) -> float:
+        with torch.no_grad():
+            for p, p0, g in zip(block.parameters(), start, grads):
+                p.copy_(p0 - s * g.to(p.dtype))
+        return mean_loss(expanded, *pool, config.eval_batch_size, prepare_batch)
+
+    if norm == 0:
+        return 0.0, step_to(0.0)
+    losses = {t / norm: step_to(t / norm) for t in config.jump_lengths}
+    best = min(losses, key=lambda s: losses[s] if math.isfinite(losses[s]) else math.inf)
+    return best, step_to(best)
+
+
+def expand(model: ResidualModel, point: str, train: tuple[Tensor, Tensor], train_pool: tuple[Tensor, Tensor],
+           test_pool: tuple[Tensor, Tensor], config: ExpandConfig, prepare_batch: PrepareBatch,
+           keys: dict[str, Any]) -> pd.DataFrame:
+    """The one-row ``expansion`` table of inserting a block at ``point`` of ``model``.
+
+    ``train`` is the training split (batches are drawn from it); losses are measured on
+    ``train_pool`` and ``test_pool`` (the full splits for small data sets).
+    """
+    def losses(m: ResidualModel) -> tuple[float, float]:
+        return tuple(mean_loss(m, *pool, config.eval_batch_size, prepare_batch) for pool in (train_pool, test_pool))
+
+    model.eval()
+    expanded, block = model.insert_block(point)
+    with torch.no_grad():
+        probe = prepare_batch(*(t[:config.eval_batch_size] for t in test_pool))[0]
+        reference = model(probe)
+        gap = float((expanded.eval()(probe) - reference).abs().max())
+    if gap > 1e-5 * max(1.0, float(reference.abs().max())):
+        raise RuntimeError(f"inserting a block at {point!r} changed the model's output by {gap:.3g}; "
+                           f"new_block must return z at initialization")
+    old = losses(model)
+
+    jump_model = copy.deepcopy(expanded)
+    jump_step, _ = jumpboard(jump_model, jump_model.blocks[jump_model.index(f"{point}+new")], train_pool, config,
+                             prepare_batch)
+    jump = losses(jump_model)
+
+    train_params(expanded, block.parameters() if config.train_mode == "block" else expanded.parameters(),
+                 train, config, prepare_batch)
+    new = losses(expanded)
+    fallback = not new[0] <= jump[0]  # also when the trained loss is nan
+    selected = jump if fallback else new
+
+    control = copy.deepcopy(model)
+    control_params = (control.blocks[control.index(point)].parameters() if config.train_mode == "block"
+                      else control.parameters())
+    train_params(control, control_params, train, config, prepare_batch)
+    control_losses = losses(control)
+
+    row = {**keys, "point": point, "point_index": model.index(point), "steps": config.steps,
+           "train_mode": config.train_mode, "jump_step": jump_step,
+           "train_loss_old": old[0], "test_loss_old": old[1], "train_loss_jump": jump[0], "test_loss_jump": jump[1],
+           "train_loss_new": new[0], "test_loss_new": new[1],
+           "train_loss_selected": selected[0], "test_loss_selected": selected[1],
+           "train_loss_control": control_losses[0], "test_loss_control": control_losses[1],
+           "delta_r_test": old[1] - jump[1], "delta_erm": jump[0] - selected[0], "fallback": fallback}
+    return pd.DataFrame([row], columns=columns("expansion"))

@@ -1,0 +1,128 @@
+"""Measurement at insertion points: covariance structure (E2), signal (E3) and d_align (E5).
+
+For a trained model, a train pool and a test pool of examples, ``measure`` captures the
+per-example activation gradients ``q`` at the chosen points in one pass per pool
+(``scalemech.grads``), stores them as ``GradientPool`` files for E6/E7, and returns the tidy
+tables of ``schemas/tables.schema.yaml``:
+
+- ``covariance`` (Paper D, D1): off-diagonal energy ``‖Σ̂ − diag Σ̂‖_F² / ‖Σ̂‖_F²`` of the pooled
+  train gradients, beside its value under a column-permutation null of the same ``n``;
+- ``covmats``: the pooled correlation matrix in long form, for ``covmat_points`` only;
+- ``signal`` (D2): ``‖μ‖²`` (unbiased U-statistic), ``‖μ‖ = sqrt(max(‖μ‖², 0))`` and the
+  first-order signal ``‖∇_θ L(f_new)‖`` at ``θ = 0`` of a zero-initialized inserted block;
+- ``dalign`` (Paper W, W1/W5): ``‖μ‖²``, ``μᵀΣμ``, ``tr Σ²``, ``d_∥``, ``d_2``, ``d_align`` with
+  jackknife intervals, from Gram matrices only (PAPERS.md §4), per split and view.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from .. import stats
+from ..data import Prepared
+from ..grads import VIEWS, block_grad_norm, capture_pools, to_device
+from ..models.base import ResidualModel
+from ..tables import columns
+
+SPLITS = ("train", "test")
+
+
+def select_points(model: ResidualModel, rule: str | int | Sequence[str]) -> list[str]:
+    """Insertion points picked by ``rule``, in model order.
+
+    ``"all"``: every point; an int ``n``: ``n`` points evenly spaced in depth ending at the last,
+    indices ``ceil(k·L/n) − 1`` for ``k = 1 … n`` of ``L`` points;
+    a list of names: those points (``KeyError`` naming an unknown one and the valid names).
+    """
+    names = model.insertion_points()
+    if rule == "all":
+        return names
+    if isinstance(rule, int) and not isinstance(rule, bool):
+        if not 1 <= rule <= len(names):
+            raise ValueError(f"point count {rule} must lie in [1, {len(names)}] for this model")
+        return [names[math.ceil(k * len(names) / rule) - 1] for k in range(1, rule + 1)]
+    if isinstance(rule, str) or not all(isinstance(name, str) for name in rule):
+        raise ValueError(f"point rule {rule!r}; allowed: 'all', a positive int, or a list of point names")
+    unknown = [name for name in rule if name not in names]
+    if unknown:
+        raise KeyError(f"unknown insertion point(s) {unknown}; valid names: {names}")
+    return [name for name in names if name in rule]
+
+
+def draw_pools(model: ResidualModel, data: Prepared, n_train: int, n_test: int,
+               seed: int) -> dict[str, tuple[Tensor, Tensor]]:
+    """``{"train": (x, y), "test": (x, y)}``: the example pools every experiment of a model shares,
+    in the model's own input format (``ResidualModel.examples``)."""
+    return {split: model.examples(data, split, n, seed) for split, n in (("train", n_train), ("test", n_test))}
+
+
+def _rows(table: str, keys: dict[str, Any], rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """A frame of ``rows`` with ``keys`` prepended, in the schema's column order."""
+    return pd.DataFrame([{**keys, **row} for row in rows], columns=columns(table))
+
+
+def _long_form(corr: Tensor, labels: dict[str, Any]) -> pd.DataFrame:
+    """The ``covmats`` rows of one correlation matrix (C, C): one row per ``(row, col)``."""
+    rows, cols = torch.meshgrid(torch.arange(corr.shape[0]), torch.arange(corr.shape[1]), indexing="ij")
+    frame = pd.DataFrame({"row": rows.flatten().numpy(), "col": cols.flatten().numpy(),
+                          "corr": corr.flatten().numpy()})
+    return frame.assign(**labels)[columns("covmats")]
+
+
+def measure(model: ResidualModel, data: Prepared, points: Sequence[str], train_pool: int, test_pool: int,
+            batch_size: int, device: torch.device | str, keys: dict[str, Any], covmat_points: Sequence[str] = (),
+            pool_dir: str | Path = "pools", dtype: str = "float16", pool_seed: int = 0,
+            null_draws: int = 20, level: float = 0.9,
+            interval: str = "jackknife") -> dict[str, pd.DataFrame]:
+    """Tables ``covariance``, ``covmats``, ``signal``, ``dalign`` of ``model`` at ``points``.
+
+    Pools of ``train_pool``/``test_pool`` examples come from ``draw_pools(model, data, …,
+    pool_seed)``; their gradients are stored under ``pool_dir`` (``grads.pool_path``) in ``dtype``.
+    ``keys`` holds the model key columns. Intervals: ``stats.alignment_intervals`` at ``level``.
+    The inserted block behind ``block_grad_norm`` is initialized from ``pool_seed``.
+    """
+    unknown = [p for p in covmat_points if p not in points]
+    if unknown:
+        raise ValueError(f"covmat_points {unknown} are not among the measured points {list(points)}")
+    model = model.to(device).eval()
+    prepare = to_device(device)
+    pools = draw_pools(model, data, train_pool, test_pool, pool_seed)
+    index = {p: model.index(p) for p in points}
+    tables: dict[str, list[dict[str, Any]]] = {name: [] for name in ("covariance", "signal", "dalign")}
+    covmats: list[pd.DataFrame] = []
+    for split in SPLITS:
+        x, y = pools[split]
+        grads = capture_pools(model, x, y, points, pool_dir, split, batch_size, prepare, dtype, VIEWS, progress=True)
+        for point in tqdm(points, desc=f"statistics {split}"):
+            where = {"point": point, "point_index": index[point]}
+            for view in VIEWS:
+                pool = grads[point, view]
+                G = pool.gram(device=device)
+                estimate = stats.stats_from_gram(G, pool.dim)
+                bounds = stats.alignment_intervals(G, pool.dim, level, interval)
+                tables["dalign"].append({**where, "split": split, "view": view,
+                                         **stats.table_row(estimate, bounds)})
+                if view == "full":
+                    tables["signal"].append({
+                        **where, "split": split, "n": pool.n, "mu_sq": estimate.mu_sq,
+                        "mu_norm": math.sqrt(max(estimate.mu_sq, 0.0)),
+                        "block_grad_norm": block_grad_norm(model, point, x, y, batch_size, prepare, pool_seed)})
+            if split == "train":
+                pooled = grads[point, "pooled"].rows(device=device)  # (n, C)
+                null_mean, null_sd = stats.offdiag_null(pooled, null_draws, pool_seed)
+                tables["covariance"].append({**where, "n": pooled.shape[0], "dim": pooled.shape[1],
+                                             "offdiag_ratio": stats.offdiag_ratio(pooled),
+                                             "offdiag_ratio_null": null_mean, "offdiag_ratio_null_sd": null_sd})
+                if point in covmat_points:
+                    covmats.append(_long_form(stats.correlation(pooled).cpu(), {**keys, **where}))
+    frames = {name: _rows(name, keys, rows) for name, rows in tables.items()}
+    frames["covmats"] = pd.concat(covmats, ignore_index=True) if covmats else _rows("covmats", keys, [])
+    return frames

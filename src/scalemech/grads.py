@@ -1,0 +1,308 @@
+"""Per-example activation gradients at insertion points, from one forward and one backward pass.
+
+For an example ``(x, y)`` and an insertion point with stream ``z = f_bot(x)`` (PAPERS.md §1)
+
+    q(x, y) = ∇_z ℓ(f_top(z), y).
+
+In eval mode (norm layers use running statistics) examples do not interact, so row ``b`` of
+``∇_Z Σ_b ℓ_b`` for a batched stream ``Z`` is ``q_b``: one forward and one backward per batch
+give ``q`` at every requested point at once (DESIGN.md, "Measurement"); parameters may be frozen.
+
+Two views of ``q`` per point:
+
+- ``full``:   the stream flattened, ``D = C·H·W`` (CNN) or ``T·d`` (transformer);
+- ``pooled``: summed over every axis except batch and the channel axis, which is axis 1 for
+  rank >= 4 streams ``(B, C, H, W)`` and the last axis for rank-3 streams ``(B, T, d)``; a rank-2
+  stream ``(B, d)`` is its own pooled view. ``pooled`` is the gradient w.r.t. one shift per
+  channel broadcast over space/positions (``broadcast_shift``).
+
+``GradientPool`` keeps the rows ``Q`` (n×D) of one split × point × view on disk, so a pass over a
+pool never holds all of ``Q`` in memory. ``block_grad_norm`` is the first-order signal of a
+zero-initialized inserted block (Paper D's Condition 1): ``‖∇_θ L(f_new)‖`` at ``θ = 0``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+from tqdm.auto import tqdm
+
+from .models.base import ResidualModel
+
+VIEWS = ("full", "pooled")
+POOL_DTYPES = ("float16", "float32")
+
+PrepareBatch = Callable[[Tensor, Tensor], tuple[Tensor, Tensor]]
+"""``(x, y)`` of the CPU pool -> model-ready ``(x, y)`` on the device (e.g. image normalization)."""
+
+
+# ----------------------------------------------------------------------------- views
+
+def channel_dim(stream: Tensor) -> int:
+    """The channel/feature axis of a batched stream: 1 for rank >= 4 ``(B, C, ...)``, else -1."""
+    if stream.dim() < 2:
+        raise ValueError(f"a stream has a batch axis and at least one more; got shape {tuple(stream.shape)}")
+    return 1 if stream.dim() >= 4 else stream.dim() - 1
+
+
+def pool_stream(stream: Tensor) -> Tensor:
+    """Sum over all axes but batch and channel: ``(B, C, H, W) -> (B, C)``, ``(B, T, d) -> (B, d)``."""
+    keep = channel_dim(stream)
+    summed = [a for a in range(1, stream.dim()) if a != keep]
+    return stream.sum(dim=summed) if summed else stream
+
+
+def view_of(grad: Tensor, view: str) -> Tensor:
+    """``grad`` (B, *stream) in ``view``: ``full`` (B, D) or ``pooled`` (B, C)."""
+    if view == "full":
+        return grad.reshape(grad.shape[0], -1)
+    if view == "pooled":
+        return pool_stream(grad)
+    raise ValueError(f"unknown view {view!r}; allowed: {VIEWS}")
+
+
+def broadcast_shift(delta: Tensor, view: str, stream_shape: Sequence[int]) -> Tensor:
+    """A shift ``δ`` given in ``view`` as a tensor of shape ``(1, *stream_shape)`` to add to ``z``.
+
+    ``full``: ``δ`` has ``prod(stream_shape)`` entries. ``pooled``: one entry per channel, repeated
+    over space/positions, so ``∂L/∂δ`` is the pooled view of ``q``.
+    """
+    shape = (1, *stream_shape)
+    if view == "full":
+        return delta.reshape(shape)
+    if view == "pooled":
+        keep = channel_dim(torch.empty(shape, device="meta"))
+        per_channel = [1] * len(shape)
+        per_channel[keep] = shape[keep]
+        return delta.reshape(per_channel).expand(shape)
+    raise ValueError(f"unknown view {view!r}; allowed: {VIEWS}")
+
+
+# ----------------------------------------------------------------------------- batches
+
+def to_device(device: torch.device | str) -> PrepareBatch:
+    """The default ``prepare_batch``: move ``x`` and ``y`` to ``device`` unchanged."""
+    return lambda x, y: (x.to(device), y.to(device))
+
+
+def iter_batches(x: Tensor, y: Tensor, batch_size: int, prepare_batch: PrepareBatch) -> Iterator[tuple[Tensor, Tensor]]:
+    """Consecutive prepared batches of a pool ``(x, y)``, in order."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1; got {batch_size}")
+    for start in range(0, len(x), batch_size):
+        yield prepare_batch(x[start:start + batch_size], y[start:start + batch_size])
+
+
+@torch.no_grad()
+def mean_loss(model: ResidualModel, x: Tensor, y: Tensor, batch_size: int, prepare_batch: PrepareBatch) -> float:
+    """``L = (1/n) Σ_i ℓ(f(x_i), y_i)`` over the pool, float64 accumulation, model in eval mode."""
+    model.eval()
+    total = sum(model.per_example_loss(model(xb), yb).double().sum()
+                for xb, yb in iter_batches(x, y, batch_size, prepare_batch))
+    return float(total) / len(x)
+
+
+# ----------------------------------------------------------------------------- capture
+
+@contextmanager
+def _stream_requires_grad(model: ResidualModel) -> Iterator[None]:
+    """Make the stem output require grad, so streams have gradients even with frozen parameters."""
+    def hook(module: nn.Module, inputs: tuple, output: Tensor) -> Tensor:
+        return output if output.requires_grad else output.detach().requires_grad_()
+    handle = model.stem.register_forward_hook(hook)
+    try:
+        yield
+    finally:
+        handle.remove()
+
+
+def activation_grads(model: ResidualModel, x: Tensor, y: Tensor, points: Sequence[str],
+                     views: Sequence[str] = VIEWS) -> dict[str, dict[str, Tensor]]:
+    """``{point: {view: q}}`` for one prepared batch, ``q`` float32 (B, D) or (B, C), one backward.
+
+    ``q_b = ∂(Σ_b' ℓ_b')/∂z_b``; the model must be in eval mode (``iter_activation_grads`` sets it).
+    """
+    with torch.enable_grad(), _stream_requires_grad(model):
+        output, streams = model.forward_streams(x, points)
+        loss = model.per_example_loss(output, y).sum()
+        grads = torch.autograd.grad(loss, [streams[p] for p in points])
+    return {p: {v: view_of(g.float(), v) for v in views} for p, g in zip(points, grads)}
+
+
+def iter_activation_grads(model: ResidualModel, x: Tensor, y: Tensor, points: Sequence[str], batch_size: int,
+                          prepare_batch: PrepareBatch, views: Sequence[str] = VIEWS
+                          ) -> Iterator[dict[str, dict[str, Tensor]]]:
+    """``activation_grads`` of each consecutive batch of the pool ``(x, y)``; puts ``model`` in eval mode."""
+    model.eval()
+    for xb, yb in iter_batches(x, y, batch_size, prepare_batch):
+        yield activation_grads(model, xb, yb, points, views)
+
+
+# ----------------------------------------------------------------------------- on-disk pools
+
+def pool_path(root: str | Path, split: str, point: str, view: str) -> Path:
+    """Where the pool of ``split`` × ``point`` × ``view`` lives under ``root`` (no suffix)."""
+    return Path(root) / split / point / view
+
+
+class GradientPool:
+    """Rows ``q_i`` (n×D) of one split × point × view, stored as three files at ``path``:
+
+    - ``<path>.npy``: ``q_i / s_i`` in float16 or float32 (memory-mapped), ``s_i = max_k |q_ik|``
+      (1 for a zero row), so float16 rows stay in range whatever the gradient's magnitude;
+    - ``<path>.scale.npy``: the float64 row scales ``s_i``;
+    - ``<path>.json``: ``n``, ``dim``, ``dtype`` and labels (``split``, ``point``, ``point_index``,
+      ``view``, ``stream_shape``); written last by ``finish``, so a pool with it is complete.
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        meta_file = self.path.with_suffix(".json")
+        if not meta_file.exists():
+            raise FileNotFoundError(f"no finished gradient pool at {self.path} ({meta_file.name} missing)")
+        self.meta = json.loads(meta_file.read_text())
+        self.scaled = np.load(self.path.with_suffix(".npy"), mmap_mode="r")  # (n, D)
+        self.scale = np.load(self.path.with_suffix(".scale.npy"))  # (n,)
+
+    @staticmethod
+    def create(path: str | Path, n: int, dim: int, dtype: str, **labels) -> "PoolWriter":
+        """A ``PoolWriter`` for ``n`` rows of length ``dim`` stored in ``dtype`` (float16 | float32)."""
+        return PoolWriter(Path(path), n, dim, dtype, labels)
+
+    @property
+    def n(self) -> int:
+        return int(self.meta["n"])
+
+    @property
+    def dim(self) -> int:
+        return int(self.meta["dim"])
+
+    def rows(self, start: int = 0, stop: int | None = None, device: torch.device | str = "cpu") -> Tensor:
+        """Rows ``q_start … q_stop-1`` as float64 (b, D) on ``device``."""
+        stop = self.n if stop is None else stop
+        scaled = torch.from_numpy(np.array(self.scaled[start:stop])).to(device, torch.float64)
+        return scaled * torch.from_numpy(self.scale[start:stop]).to(device)[:, None]
+
+    def mean(self, device: torch.device | str = "cpu", chunk_rows: int = 1024) -> Tensor:
+        """``(1/n) Σ_i q_i`` (D,), float64."""
+        total = sum(self.rows(s, s + chunk_rows, device).sum(0) for s in range(0, self.n, chunk_rows))
+        return total / self.n
+
+    def gram(self, other: "GradientPool | None" = None, device: torch.device | str = "cpu",
+             chunk_cols: int = 8192) -> Tensor:
+        """``Q_a Q_bᵀ`` (n_a × n_b, float64; ``b = a`` when ``other`` is None), summed over column chunks.
+
+        ``G_ij = s_i t_j Σ_k Q̃_ik R̃_jk`` from the stored scaled rows; only a column chunk of
+        each pool is in memory at a time (PAPERS.md §4).
+        """
+        b = self if other is None else other
+        if b.dim != self.dim:
+            raise ValueError(f"pools of different lengths: {self.path} has D = {self.dim}, {b.path} has D = {b.dim}")
+        cross = torch.zeros(self.n, b.n, dtype=torch.float64, device=device)
+        for start in range(0, self.dim, chunk_cols):
+            a_chunk = torch.from_numpy(np.array(self.scaled[:, start:start + chunk_cols])).to(device, torch.float64)
+            b_chunk = a_chunk if other is None else torch.from_numpy(
+                np.array(b.scaled[:, start:start + chunk_cols])).to(device, torch.float64)
+            cross.addmm_(a_chunk, b_chunk.T)
+        a_scale, b_scale = (torch.from_numpy(p.scale).to(device) for p in (self, b))
+        return cross * a_scale[:, None] * b_scale[None, :]
+
+
+class PoolWriter:
+    """Fills a ``GradientPool`` batch by batch (``write``), then ``finish`` makes it readable."""
+
+    def __init__(self, path: Path, n: int, dim: int, dtype: str, labels: dict):
+        if dtype not in POOL_DTYPES:
+            raise ValueError(f"pool dtype {dtype!r}; allowed: {POOL_DTYPES}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.with_suffix(".json").unlink(missing_ok=True)
+        self.path, self.meta = path, {"n": n, "dim": dim, "dtype": dtype, **labels}
+        self.scaled = np.lib.format.open_memmap(path.with_suffix(".npy"), mode="w+", dtype=dtype, shape=(n, dim))
+        self.scale = np.ones(n, dtype=np.float64)
+        self.filled = 0
+
+    def write(self, rows: Tensor) -> None:
+        """Append ``rows`` (b, D)."""
+        stop = self.filled + rows.shape[0]
+        if stop > self.scaled.shape[0] or rows.shape[1] != self.scaled.shape[1]:
+            raise ValueError(f"rows of shape {tuple(rows.shape)} after {self.filled} rows do not fit the pool "
+                             f"{self.path} of shape {self.scaled.shape}")
+        rows = rows.detach().double()
+        scale = rows.abs().amax(dim=1)
+        scale = torch.where(scale > 0, scale, 1.0)  # (b,)
+        self.scaled[self.filled:stop] = (rows / scale[:, None]).cpu().numpy()
+        self.scale[self.filled:stop] = scale.cpu().numpy()
+        self.filled = stop
+
+    def finish(self) -> GradientPool:
+        """Flush; write the scales and the metadata; return the pool for reading."""
+        if self.filled != self.scaled.shape[0]:
+            raise ValueError(f"pool {self.path} got {self.filled} of its {self.scaled.shape[0]} rows")
+        self.scaled.flush()
+        np.save(self.path.with_suffix(".scale.npy"), self.scale)
+        self.path.with_suffix(".json").write_text(json.dumps(self.meta, indent=1))
+        return GradientPool(self.path)
+
+
+def capture_pools(model: ResidualModel, x: Tensor, y: Tensor, points: Sequence[str], root: str | Path, split: str,
+                  batch_size: int, prepare_batch: PrepareBatch, dtype: str = "float16",
+                  views: Sequence[str] = VIEWS, progress: bool = False) -> dict[tuple[str, str], GradientPool]:
+    """Capture ``q`` of the pool ``(x, y)`` at ``points`` and store one ``GradientPool`` per point × view.
+
+    One forward and one backward per batch; returns ``{(point, view): pool}``.
+    """
+    writers: dict[tuple[str, str], PoolWriter] = {}
+    batches = iter_activation_grads(model, x, y, points, batch_size, prepare_batch, views)
+    for grads in tqdm(batches, total=math.ceil(len(x) / batch_size), desc=f"capture {split}", disable=not progress):
+        if not writers:
+            with torch.no_grad():
+                _, streams = model.forward_streams(prepare_batch(x[:1], y[:1])[0], points)
+            writers = {(p, v): GradientPool.create(
+                pool_path(root, split, p, v), len(x), grads[p][v].shape[1], dtype, split=split, point=p,
+                point_index=model.index(p), view=v, stream_shape=list(streams[p].shape[1:]))
+                for p in points for v in views}
+        for (p, v), writer in writers.items():
+            writer.write(grads[p][v])
+    return {key: writer.finish() for key, writer in writers.items()}
+
+
+# ----------------------------------------------------------------------------- first-order signal
+
+def block_grad(model: ResidualModel, block: nn.Module, x: Tensor, y: Tensor, batch_size: int,
+               prepare_batch: PrepareBatch) -> list[Tensor]:
+    """``∇_θ L`` for the parameters ``θ`` of ``block`` (a part of ``model``), ``L`` the mean pool loss.
+
+    Float64 accumulation over batches; the model is put in eval mode; nothing is written to ``.grad``.
+    """
+    model.eval()
+    params = list(block.parameters())
+    for p in params:
+        p.requires_grad_(True)
+    total = [torch.zeros_like(p, dtype=torch.float64) for p in params]
+    with torch.enable_grad():
+        for xb, yb in iter_batches(x, y, batch_size, prepare_batch):
+            loss = model.per_example_loss(model(xb), yb).sum()
+            for acc, g in zip(total, torch.autograd.grad(loss, params, allow_unused=True)):
+                if g is not None:
+                    acc += g
+    return [g / len(x) for g in total]
+
+
+def block_grad_norm(model: ResidualModel, point: str, x: Tensor, y: Tensor, batch_size: int,
+                    prepare_batch: PrepareBatch, seed: int = 0) -> float:
+    """``‖∇_θ L(f_new)‖`` at ``θ = 0`` for the block ``model.insert_block(point)`` inserts (Condition 1).
+
+    The new block's random weights come from ``seed`` (the global RNG state is left as it was).
+    """
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        expanded, block = model.insert_block(point)
+    grads = block_grad(expanded, block, x, y, batch_size, prepare_batch)
+    return math.sqrt(sum(float((g**2).sum()) for g in grads))

@@ -1,0 +1,66 @@
+"""Depth expansion: identity at insertion, the jumpboard, the fallback rule and the control."""
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from scalemech.experiments.expand import ExpandConfig, expand, jumpboard
+from scalemech.grads import mean_loss, to_device
+from scalemech.models import build_model
+from scalemech.tables import check_columns
+
+KEYS = {"run": "t", "dataset": "d", "family": "resnet", "depth": 8, "width": 0.25, "seed": 0, "model": "m"}
+PREPARE = to_device("cpu")
+
+
+def _setup():
+    torch.manual_seed(0)
+    model = build_model({"family": "resnet", "depth": 8, "width": 0.25, "in_channels": 1, "num_classes": 3}).eval()
+    x = torch.randn(120, 1, 8, 8)
+    y = (x[:, 0].mean((1, 2)) * 8).long().clamp(-1, 1) + 1
+    return model, (x[:80], y[:80]), (x[80:], y[80:])
+
+
+def test_expanded_model_equals_old_and_jumpboard_descends():
+    model, train, test = _setup()
+    point = model.insertion_points()[1]
+    expanded, block = model.insert_block(point)
+    torch.testing.assert_close(expanded.eval()(test[0]), model(test[0]), rtol=0, atol=1e-6)
+    old_loss = mean_loss(model, *train, 40, PREPARE)
+    step, jump_loss = jumpboard(expanded, block, train, ExpandConfig(eval_batch_size=40), PREPARE)
+    assert step > 0 and jump_loss < old_loss
+    assert mean_loss(expanded, *train, 40, PREPARE) == pytest.approx(jump_loss)  # the block is left at θ_J
+
+
+def test_broken_new_block_is_refused():
+    model, train, test = _setup()
+    model.new_block = lambda point: nn.Conv2d(8, 8, 3, padding=1)  # not zero at initialization
+    with pytest.raises(RuntimeError, match="changed the model's output"):
+        expand(model, model.insertion_points()[1], train, train, test, ExpandConfig(steps=1), PREPARE, KEYS)
+
+
+@pytest.mark.parametrize("train_mode", ["block", "all"])
+def test_expansion_row(train_mode):
+    model, train, test = _setup()
+    config = ExpandConfig(steps=6, train_mode=train_mode, batch_size=16, lr=0.02, eval_batch_size=40)
+    row = expand(model, model.insertion_points()[0], train, train, test, config, PREPARE, KEYS).iloc[0]
+    check_columns(row.to_frame().T, "expansion")
+    assert row.train_loss_old == pytest.approx(mean_loss(model, *train, 40, PREPARE))
+    assert row.test_loss_old == pytest.approx(mean_loss(model, *test, 40, PREPARE))
+    assert row.train_loss_jump < row.train_loss_old
+    assert row.train_loss_selected <= row.train_loss_jump and row.delta_erm >= 0
+    chosen = "jump" if row.fallback else "new"
+    assert row.train_loss_selected == row[f"train_loss_{chosen}"]
+    assert row.delta_r_test == pytest.approx(row.test_loss_old - row.test_loss_jump)
+    assert math.isfinite(row.train_loss_control) and row.train_loss_control != row.train_loss_old
+
+
+def test_sabotaged_training_falls_back_to_jumpboard():
+    model, train, test = _setup()
+    config = ExpandConfig(steps=5, train_mode="all", batch_size=16, lr=1e4, momentum=0.0, eval_batch_size=40)
+    row = expand(model, model.insertion_points()[1], train, train, test, config, PREPARE, KEYS).iloc[0]
+    assert row.fallback
+    assert not row.train_loss_new <= row.train_loss_jump  # training diverged (or went nan)
+    assert row.train_loss_selected == row.train_loss_jump and row.test_loss_selected == row.test_loss_jump

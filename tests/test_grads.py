@@ -1,0 +1,154 @@
+"""One-pass activation-gradient capture against batch-size-1 autograd; pools; block gradients."""
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from scalemech.grads import (GradientPool, activation_grads, block_grad, block_grad_norm, broadcast_shift,
+                             capture_pools, to_device)
+from scalemech.models import build_model
+from scalemech.models.base import ResidualModel
+
+
+class MLPBlock(nn.Module):
+    """``z + W2 relu(W1 LayerNorm(z))``; ``W2 = 0`` when ``zero``."""
+
+    def __init__(self, d: int, zero: bool = False):
+        super().__init__()
+        self.norm, self.up, self.down = nn.LayerNorm(d), nn.Linear(d, 2 * d), nn.Linear(2 * d, d)
+        if zero:
+            nn.init.zeros_(self.down.weight), nn.init.zeros_(self.down.bias)
+
+    def forward(self, z):
+        return z + self.down(torch.relu(self.up(self.norm(z))))
+
+
+class ToyNet(ResidualModel):
+    """Vectors (B, 5) -> stream (B, 6) -> 3 residual MLP blocks -> 4 class logits."""
+
+    family = "toy"
+
+    def __init__(self):
+        super().__init__(nn.Linear(5, 6), [MLPBlock(6) for _ in range(3)], ["b0", "b1", "b2"], nn.Linear(6, 4))
+
+    def new_block(self, point):
+        return MLPBlock(6, zero=True)
+
+
+def _models():
+    torch.manual_seed(0)
+    resnet = build_model({"family": "resnet", "depth": 8, "width": 0.25, "in_channels": 1, "num_classes": 10})
+    resnet.train()
+    with torch.no_grad():  # non-trivial BatchNorm running statistics
+        for _ in range(3):
+            resnet(torch.randn(8, 1, 8, 8) * 2 + 0.5)
+    llama = build_model({"family": "llama", "width": 16, "depth": 2, "head_dim": 8, "block_size": 6, "vocab_size": 11})
+    return {
+        "toy": (ToyNet(), torch.randn(7, 5), torch.randint(0, 4, (7,))),
+        "resnet": (resnet, torch.randn(7, 1, 8, 8), torch.randint(0, 10, (7,))),
+        "llama": (llama, torch.randint(0, 11, (7, 6)), torch.randint(0, 11, (7, 6))),
+    }
+
+
+MODELS = _models()
+
+
+def _single_example_grads(model, x, y, point):
+    """q of each example from its own forward/backward (batch size 1): the brute-force reference."""
+    rows = []
+    for i in range(len(x)):
+        _, streams = model.forward_streams(x[i:i + 1], [point])
+        z = streams[point]
+        loss = model.per_example_loss(model.split(point)[1](z), y[i:i + 1]).sum()
+        rows.append(torch.autograd.grad(loss, z)[0].reshape(1, -1))
+    return torch.cat(rows)
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_one_pass_matches_batch_size_one_autograd(name):
+    model, x, y = MODELS[name]
+    model.eval()
+    points = model.insertion_points()
+    grads = activation_grads(model, x, y, points)
+    for point in points:
+        reference = _single_example_grads(model, x, y, point)
+        assert reference.abs().max() > 0
+        torch.testing.assert_close(grads[point]["full"], reference, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_frozen_parameters_and_batch_size_independence(name, tmp_path):
+    model, x, y = MODELS[name]
+    points = model.insertion_points()
+    in_batches = capture_pools(model, x, y, points, tmp_path / "a", "train", 3, to_device("cpu"), "float32")
+    for p in model.parameters():
+        p.requires_grad_(False)
+    try:
+        whole = capture_pools(model, x, y, points, tmp_path / "b", "train", len(x), to_device("cpu"), "float32")
+    finally:
+        for p in model.parameters():
+            p.requires_grad_(True)
+    for key, pool in in_batches.items():
+        torch.testing.assert_close(pool.rows(), whole[key].rows(), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_pooled_view_is_sum_of_full_view(name, tmp_path):
+    model, x, y = MODELS[name]
+    pools = capture_pools(model, x, y, model.insertion_points(), tmp_path, "test", 4, to_device("cpu"), "float32")
+    for point in model.insertion_points():
+        full, pooled = pools[point, "full"], pools[point, "pooled"]
+        shape = full.meta["stream_shape"]
+        spatial = tuple(range(2, len(shape) + 1)) if len(shape) >= 3 else tuple(range(1, len(shape)))
+        summed = full.rows().reshape(len(x), *shape).sum(spatial) if spatial else full.rows()  # (n, C)
+        torch.testing.assert_close(pooled.rows(), summed, rtol=1e-5, atol=1e-7)
+        assert pooled.dim == shape[0 if len(shape) >= 3 else -1]
+
+
+def test_broadcast_shift_gradient_is_pooled_view():
+    stream = torch.randn(2, 3, 4, 5)
+    weights = torch.randn(2, 3, 4, 5)
+    delta = torch.zeros(3, requires_grad=True)
+    loss = ((stream + broadcast_shift(delta, "pooled", stream.shape[1:])) * weights).sum()
+    torch.testing.assert_close(torch.autograd.grad(loss, delta)[0], weights.sum((0, 2, 3)))
+    token_delta = torch.zeros(5, requires_grad=True)
+    tokens = torch.randn(2, 4, 5)
+    loss = ((tokens + broadcast_shift(token_delta, "pooled", tokens.shape[1:])) * tokens).sum()
+    torch.testing.assert_close(torch.autograd.grad(loss, token_delta)[0], tokens.sum((0, 1)))
+
+
+@pytest.mark.parametrize("dtype,rtol", [("float16", 2e-3), ("float32", 1e-6)])
+def test_pool_roundtrip_mean_and_gram(tmp_path, dtype, rtol):
+    torch.manual_seed(1)
+    a = torch.randn(9, 13, dtype=torch.float64) * torch.logspace(-9, 2, 9, dtype=torch.float64)[:, None]
+    b = torch.randn(5, 13, dtype=torch.float64) * 1e-7
+    pools = []
+    for name, rows in (("a", a), ("b", b)):
+        writer = GradientPool.create(tmp_path / name, len(rows), 13, dtype, point_index=0)
+        writer.write(rows[:4]), writer.write(rows[4:])
+        pools.append(writer.finish())
+    pa, pb = pools
+    torch.testing.assert_close(pa.rows(), a, rtol=rtol, atol=0)
+    stored_a, stored_b = pa.rows(), pb.rows()
+    torch.testing.assert_close(pa.gram(chunk_cols=4), stored_a @ stored_a.T, rtol=1e-10, atol=0)
+    torch.testing.assert_close(pa.gram(pb, chunk_cols=5), stored_a @ stored_b.T, rtol=1e-10, atol=0)
+    torch.testing.assert_close(pa.mean(chunk_rows=2), stored_a.mean(0), rtol=1e-12, atol=0)
+    assert np.load(tmp_path / "a.npy").dtype == np.dtype(dtype)
+    with pytest.raises(ValueError, match="float16"):
+        GradientPool.create(tmp_path / "c", 2, 2, "bfloat16")
+
+
+def test_block_grad_matches_full_batch_autograd():
+    model, x, y = MODELS["toy"]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(3)
+        expanded, block = model.insert_block("b1")
+    grads = block_grad(expanded, block, x, y, 2, to_device("cpu"))
+    loss = expanded.per_example_loss(expanded(x), y).mean()
+    reference = torch.autograd.grad(loss, list(block.parameters()))
+    for g, r in zip(grads, reference):
+        torch.testing.assert_close(g.float(), r, rtol=1e-4, atol=1e-7)
+    norm = block_grad_norm(model, "b1", x, y, 3, to_device("cpu"), seed=3)  # the same new block
+    assert norm > 0
+    assert norm == pytest.approx(torch.cat([r.flatten() for r in reference]).norm().item(), rel=1e-4)

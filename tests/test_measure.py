@@ -1,0 +1,93 @@
+"""measure(): schema tables whose numbers match an independent computation from the gradients."""
+
+import math
+
+import pytest
+import torch
+
+from scalemech import stats
+from scalemech.data import Prepared, normalize_images
+from scalemech.experiments.measure import draw_pools, measure, select_points
+from scalemech.grads import GradientPool, activation_grads, block_grad_norm, pool_path, to_device
+from scalemech.models import build_model
+from scalemech.tables import check_columns
+
+KEYS = {"run": "t", "dataset": "synthetic", "family": "resnet", "depth": 8, "width": 0.25, "seed": 0, "model": "m"}
+
+
+def _data():
+    generator = torch.Generator().manual_seed(0)
+    images = {split: torch.randint(0, 256, (n, 1, 8, 8), dtype=torch.uint8, generator=generator)
+              for split, n in (("train", 30), ("test", 20))}
+    labels = {split: (x.float().mean((1, 2, 3)) > 127.5).long() for split, x in images.items()}
+    manifest = {"stats": {"mean": [0.5], "std": [0.29]}}
+    return Prepared("synthetic", "image", images["train"], labels["train"], images["test"], labels["test"],
+                    manifest, num_classes=2, in_channels=1, image_size=8)
+
+
+def _model():
+    torch.manual_seed(0)
+    return build_model({"family": "resnet", "depth": 8, "width": 0.25, "in_channels": 1, "num_classes": 2}).eval()
+
+
+def test_select_points():
+    names = _model().insertion_points()
+    assert select_points(_model(), "all") == names
+    assert select_points(_model(), 1) == [names[-1]]
+    assert select_points(_model(), len(names)) == names
+    deep = build_model({"family": "resnet", "depth": 56, "width": 0.25, "in_channels": 1, "num_classes": 2})
+    all_names = deep.insertion_points()  # 27 points
+    for n in (2, 4, 5, 26):
+        picked = [all_names.index(p) for p in select_points(deep, n)]
+        gaps = [b - a for a, b in zip([-1] + picked, picked)]
+        assert len(picked) == n and picked[-1] == 26 and max(gaps) - min(gaps) <= 1  # even spacing
+    assert select_points(_model(), [names[2], names[0]]) == [names[0], names[2]]
+    with pytest.raises(KeyError, match="nope"):
+        select_points(_model(), [names[0], "nope"])
+    with pytest.raises(ValueError, match="point count"):
+        select_points(_model(), 0)
+
+
+def test_measure_tables_match_brute_force(tmp_path):
+    data, model = _data(), _model()
+    points = select_points(model, 2)
+    tables = measure(model, data, points, 24, 16, 10, "cpu", KEYS, covmat_points=points[:1], pool_dir=tmp_path,
+                     dtype="float32", pool_seed=5)
+    for name, frame in tables.items():
+        check_columns(frame, name)
+        assert (frame.model == "m").all()
+    assert len(tables["dalign"]) == 2 * 2 * 2 and len(tables["signal"]) == 2 * 2 and len(tables["covariance"]) == 2
+    channels = model.blocks[model.index(points[0])].conv2.out_channels
+    assert len(tables["covmats"]) == channels**2
+    corr = stats.correlation(GradientPool(pool_path(tmp_path, "train", points[0], "pooled")).rows())
+    cell = tables["covmats"].query("row == 1 and col == 0").iloc[0]
+    assert cell["corr"] == pytest.approx(corr[1, 0].item()) and cell.point == points[0]
+    with pytest.raises(ValueError, match="covmat_points"):
+        measure(model, data, points[:1], 8, 8, 8, "cpu", KEYS, covmat_points=points[1:], pool_dir=tmp_path / "x")
+
+    pools = draw_pools(model, data, 24, 16, 5)
+    prepare = to_device("cpu")
+    x, y = pools["test"]
+    raw_x, _ = data.pool("test", 16, 5)
+    assert torch.equal(x, normalize_images(raw_x, data.manifest))
+    reference = activation_grads(model, *prepare(x, y), points)  # one batch: independent of the batching
+    for point in points:
+        stored = GradientPool(pool_path(tmp_path, "test", point, "full")).rows()
+        torch.testing.assert_close(stored, reference[point]["full"].double(), rtol=1e-5, atol=1e-8)
+        Q = reference[point]["full"].double()  # (n, D)
+        n = len(Q)
+        mu_sq = ((Q.sum(0) ** 2).sum() - (Q**2).sum()) / (n * (n - 1))  # avg_{i≠j} q_iᵀq_j
+        row = tables["signal"].query("point == @point and split == 'test'").iloc[0]
+        assert row.mu_sq == pytest.approx(mu_sq.item(), rel=1e-4)
+        assert row.mu_norm == pytest.approx(math.sqrt(max(mu_sq.item(), 0)), rel=1e-4)
+        assert row.block_grad_norm > 0
+        assert row.block_grad_norm == pytest.approx(block_grad_norm(model, point, x, y, 16, prepare, seed=5), rel=1e-6)
+        expected = stats.stats_from_gram(Q @ Q.T, Q.shape[1])
+        d_row = tables["dalign"].query("point == @point and split == 'test' and view == 'full'").iloc[0]
+        assert d_row.d_align == pytest.approx(expected.d_align, rel=1e-4)
+        assert d_row.dim == Q.shape[1] and d_row.n == n
+
+    pooled = GradientPool(pool_path(tmp_path, "train", points[-1], "pooled")).rows()
+    cov_row = tables["covariance"].query("point == @points[-1]").iloc[0]
+    assert cov_row.offdiag_ratio == pytest.approx(stats.offdiag_ratio(pooled))
+    assert cov_row.dim == pooled.shape[1]

@@ -1,0 +1,93 @@
+"""Cross-Gram draws against direct means; empirical misalignment against the true-moment certificate."""
+
+import math
+
+import pytest
+import torch
+
+from scalemech.experiments.misalign import (block_means, misalignment, misalignment_draws, ordered_subsets,
+                                            wilson_interval)
+from scalemech.grads import GradientPool, pool_path
+from scalemech.stats import AlignmentStats, certificates
+from scalemech.tables import check_columns
+
+
+def _direct(Q_train, Q_test, rows, cols, M, K):
+    """μ_Mᵀ g_K of each draw from the gradient rows themselves."""
+    return torch.stack([Q_train[r[:M]].mean(0) @ Q_test[c[:K]].mean(0) for r, c in zip(rows, cols)])
+
+
+@pytest.mark.parametrize("n_train,n_test,Ms,Ks", [(30, 20, [1, 4, 9], [2, 5]), (12, 40, [3, 12], [1, 7, 30])])
+def test_block_means_equal_direct_computation(n_train, n_test, Ms, Ks):
+    generator = torch.Generator().manual_seed(0)
+    Q_train = torch.randn(n_train, 6, dtype=torch.float64, generator=generator) + 0.3
+    Q_test = torch.randn(n_test, 6, dtype=torch.float64, generator=generator) + 0.3
+    rows = ordered_subsets(25, n_train, Ms[-1], generator)
+    cols = ordered_subsets(25, n_test, Ks[-1], generator)
+    assert all(len(set(r.tolist())) == Ms[-1] for r in rows)  # without replacement
+    values = block_means(Q_train @ Q_test.T, rows, cols, Ms, Ks)
+    for a, M in enumerate(Ms):
+        for b, K in enumerate(Ks):
+            torch.testing.assert_close(values[:, a, b], _direct(Q_train, Q_test, rows, cols, M, K))
+
+
+def test_prefixes_of_ordered_subsets_are_uniform():
+    counts = torch.bincount(ordered_subsets(20_000, 5, 5, torch.Generator().manual_seed(1))[:, 0], minlength=5)
+    assert (counts - 4000).abs().max() < 5 * math.sqrt(20_000 * 0.2 * 0.8)
+
+
+def test_wilson_interval_solves_its_defining_quadratic():
+    z = 1.959963984540054
+    for k, n in [(0, 50), (7, 50), (50, 50), (3, 10_000)]:
+        lo, hi = wilson_interval(k, n)
+        p_hat = k / n
+        assert lo <= p_hat <= hi
+        for bound in (lo, hi):  # (p̂ − p)² = z² p (1 − p) / n at both ends
+            assert (p_hat - bound) ** 2 == pytest.approx(z * z * bound * (1 - bound) / n, abs=1e-12)
+    with pytest.raises(ValueError, match="successes"):
+        wilson_interval(3, 2)
+
+
+def _gaussian(n, mu, L, generator):
+    return mu + torch.randn(n, len(mu), dtype=torch.float64, generator=generator) @ L.T
+
+
+def test_gaussian_misalignment_stays_below_true_certificate():
+    generator = torch.Generator().manual_seed(2)
+    D = 8
+    mu = torch.full((D,), 0.5, dtype=torch.float64)
+    L = torch.randn(D, D, dtype=torch.float64, generator=generator) / math.sqrt(D)
+    sigma = L @ L.T
+    truth = AlignmentStats.from_moments(0, D, float(mu @ mu), float(mu @ mu) ** 2, float(mu @ sigma @ mu),
+                                        float(torch.trace(sigma @ sigma)))
+    Q_train, Q_test = _gaussian(3000, mu, L, generator), _gaussian(3000, mu, L, generator)
+    grid = [(1, 1), (2, 3), (4, 4), (10, 5)]
+    draws = 20_000
+    values = misalignment_draws(Q_train @ Q_test.T, grid, draws, seed=3)
+    for M, K in grid:
+        p = float((values[M, K] <= 0).double().mean())
+        bound = certificates(truth, M, K)
+        assert 0 < bound.b_exact <= bound.b_align
+        assert p <= bound.b_exact + 4 * math.sqrt(bound.b_exact * (1 - bound.b_exact) / draws)
+        assert values[M, K].mean().item() == pytest.approx(truth.mu_sq, abs=6 * math.sqrt(bound.var / draws))
+        assert values[M, K].var().item() == pytest.approx(bound.var, rel=0.15)  # Paper W's variance formula
+    assert float((values[1, 1] <= 0).double().mean()) > 0.05  # the test is not vacuous
+
+
+def test_misalignment_table_from_pools(tmp_path):
+    generator = torch.Generator().manual_seed(4)
+    split_rows = {"train": torch.randn(40, 5, dtype=torch.float64, generator=generator) + 0.2,
+                  "test": torch.randn(30, 5, dtype=torch.float64, generator=generator) + 0.2}
+    for split, rows in split_rows.items():
+        writer = GradientPool.create(pool_path(tmp_path, split, "p", "full"), len(rows), 5, "float32", point_index=3)
+        writer.write(rows)
+        writer.finish()
+    keys = {"run": "t", "dataset": "d", "family": "f", "depth": 1, "width": 1.0, "seed": 0, "model": "m"}
+    table = misalignment(tmp_path, ["p"], [(2, 3), (5, 1)], keys, draws=500, seed=9, views=["full"])
+    check_columns(table, "misalignment")
+    assert len(table) == 4 and set(table.stats_split) == {"train", "test"} and (table.point_index == 3).all()
+    stored = {split: GradientPool(pool_path(tmp_path, split, "p", "full")).rows() for split in split_rows}
+    expected = misalignment_draws(stored["train"] @ stored["test"].T, [(2, 3)], 500, seed=9)[2, 3]
+    row = table[(table.M == 2) & (table.stats_split == "train")].iloc[0]
+    assert row.p_misalign == pytest.approx(float((expected <= 0).double().mean()))
+    assert row.p_lo <= row.p_misalign <= row.p_hi and row.b_exact <= row.b_align
