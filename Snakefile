@@ -10,7 +10,10 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
+# The default run; --configfile replaces it rather than merging grids into it.
+if not config:
+
+    configfile: "config/config.yaml"
 
 
 include: "workflow/rules/common.smk"
@@ -26,6 +29,6 @@ report: "workflow/report/workflow.rst"
 
 rule all:
     input:
-        rules.report.output,
+        rules.claims_report.output,
         rules.figures.input,
     default_target: True

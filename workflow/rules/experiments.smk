@@ -32,9 +32,10 @@ rule intervene_model:
     output:
         f"{RESULTS}/intervene/{{dataset}}/{{model}}.csv",
     params:
-        run=RUN,
+        model_keys=lambda wc: job(wc).keys(RUN),
         settings=config["intervene"],
         measure=config["measure"],
+        device=config["device"],
     threads: config["threads"]
     resources:
         gpu=lambda wc: job(wc).resources["gpu"],
@@ -55,9 +56,10 @@ rule expand_model:
     output:
         f"{RESULTS}/expand/{{dataset}}/{{model}}.csv",
     params:
-        run=RUN,
+        model_keys=lambda wc: job(wc).keys(RUN),
         settings=config["expand"],
         measure=config["measure"],
+        device=config["device"],
     threads: config["threads"]
     resources:
         gpu=lambda wc: job(wc).resources["gpu"],

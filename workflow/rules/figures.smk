@@ -1,7 +1,9 @@
 # F1-F7 from the tidy tables alone, and the claims report. Figure rules list the plotting
 # modules as inputs: editing them reruns figures and the report, never training or
 # measurement (whose rules do not depend on these files).
-from scalemech.plots import FIGURES
+from scalemech.plots import FIGURES as PLOTS
+
+FIGURE_TABLES = {stem: names for stem, (_, names) in PLOTS.items()}
 
 PLOTTING_CODE = ["src/scalemech/plots.py", "src/scalemech/report.py"]
 
@@ -17,13 +19,13 @@ def figure_files(stem):
 
 rule figure:
     input:
-        tables=lambda wc: [table_path(name) for name in FIGURES[wc.stem][1]],
+        tables=lambda wc: [table_path(name) for name in FIGURE_TABLES[wc.stem]],
         code=PLOTTING_CODE,
     output:
         pdf=f"{FIGURES}/{{stem}}.pdf",
         png=report(f"{FIGURES}/{{stem}}.png", caption="../report/{stem}.rst", category="Figures"),
     wildcard_constraints:
-        stem="|".join(FIGURES),
+        stem="|".join(FIGURE_TABLES),
     params:
         tables_dir=f"{RESULTS}/tables",
     log:
@@ -36,8 +38,8 @@ rule figure:
 
 rule claims_report:
     input:
-        tables=[table_path(name) for name in sorted({t for _, names in FIGURES.values() for t in names})],
-        figures=[f"{FIGURES}/{stem}.png" for stem in FIGURES],
+        tables=[table_path(name) for name in sorted({t for names in FIGURE_TABLES.values() for t in names})],
+        figures=[f"{FIGURES}/{stem}.png" for stem in FIGURE_TABLES],
         code=PLOTTING_CODE,
     output:
         report(f"{RESULTS}/report.md", caption="../report/claims.rst", category="Claims"),
@@ -98,7 +100,7 @@ rule expansion:
 
 rule figures:
     input:
-        [figure_files(stem) for stem in FIGURES],
+        [figure_files(stem) for stem in FIGURE_TABLES],
 
 
 rule report:

@@ -11,8 +11,9 @@ rule measure_model:
         covmats=f"{RESULTS}/stats/{{dataset}}/{{model}}.covmats.parquet",
         pools=directory(f"{RESULTS}/pools/{{dataset}}/{{model}}"),
     params:
-        run=RUN,
+        model_keys=lambda wc: job(wc).keys(RUN),
         settings=config["measure"],
+        device=config["device"],
     threads: config["threads"]
     resources:
         gpu=lambda wc: job(wc).resources["gpu"],

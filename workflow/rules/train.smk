@@ -16,6 +16,9 @@ rule train_model:
         spec=lambda wc: job(wc).spec,
         recipe=lambda wc: job(wc).recipe,
         seed=lambda wc: job(wc).seed,
+        model_keys=lambda wc: job(wc).keys(RUN),
+        settings=config["train"],
+        device=config["device"],
         checkpoints=lambda wc: f"{RESULTS}/checkpoints/{wc.dataset}/{wc.model}",
     threads: config["threads"]
     resources:
@@ -54,8 +57,6 @@ rule training_table:
         per_model(f"{RESULTS}/models/{{dataset}}/{{model}}/metrics.json", TRAINED),
     output:
         f"{RESULTS}/tables/training.csv",
-    params:
-        run=RUN,
     log:
         f"{LOGS}/tables/training.log",
     benchmark:

@@ -1,0 +1,187 @@
+"""Job-level functions: what one Snakemake rule (or one CLI command) does, end to end.
+
+Each takes explicit paths and settings, loads what it needs through the library, and
+writes its outputs; ``workflow/scripts/*.py`` and ``scalemech.cli`` are thin callers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import pandas as pd
+import torch
+
+from . import tables
+from .data import load_prepared, prepare_dataset
+from .models import ResidualModel, build_model, load_model, save_model
+
+log = logging.getLogger("scalemech")
+
+
+def resolve_device(device: str) -> torch.device:
+    """``auto`` → CUDA when available, else CPU; ``cuda`` without a GPU is an error."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("device 'cuda' requested but torch sees no GPU; use device: auto or cpu")
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"unknown device {device!r}; allowed: auto, cpu, cuda")
+    return torch.device(device)
+
+
+@contextlib.contextmanager
+def job_context(log_path: str | None, threads: int) -> Iterator[None]:
+    """Send progress bars and log records to ``log_path`` and use ``threads`` torch threads."""
+    torch.set_num_threads(threads)
+    stream = open(log_path, "a", buffering=1) if log_path else sys.stderr
+    logging.basicConfig(stream=stream, level=logging.INFO, force=True,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        with contextlib.redirect_stderr(stream):
+            yield
+    finally:
+        if log_path:
+            stream.close()
+
+
+def complete_spec(spec: dict[str, Any], data) -> dict[str, Any]:
+    """Add what the data decide (input channels, classes, vocabulary) to a grid's model spec."""
+    if data.kind == "image":
+        return {**spec, "in_channels": data.in_channels, "num_classes": data.num_classes}
+    return {**spec, "vocab_size": data.vocab_size}
+
+
+def model_keys(base_keys: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+    """Table keys of a model: the job's keys with depth and width as the model's spec states them."""
+    return {**base_keys, "depth": spec["depth"], "width": spec["width"]}
+
+
+# -- data and training --------------------------------------------------------------------
+def prepare(dataset: str, cfg: dict[str, Any], out_dir: str, offline: bool) -> None:
+    manifest = prepare_dataset(dataset, cfg, out_dir, offline=offline)
+    log.info("prepared %s: %s", dataset, json.dumps(manifest.get("shapes", {})))
+
+
+def train_model(spec: dict[str, Any], recipe: dict[str, Any], seed: int, data_dir: str, out_dir: str,
+                checkpoint_dir: str, keys: dict[str, Any], device: str, checkpoint_every: int,
+                compile: bool) -> dict[str, Any]:
+    """Train one grid model; ``metrics.json`` also carries the model's table keys."""
+    from .train import Recipe, train
+
+    data = load_prepared(data_dir)
+    full_spec = complete_spec(spec, data)
+    metrics = train(full_spec, Recipe.from_dict(recipe), data, Path(out_dir), Path(checkpoint_dir), seed=seed,
+                    device=str(resolve_device(device)), checkpoint_every=checkpoint_every, compile=compile)
+    metrics = {**model_keys(keys, full_spec), **metrics}
+    (Path(out_dir) / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    return metrics
+
+
+def pin_pretrained(spec: dict[str, Any], out: str) -> None:
+    """Record a pretrained checkpoint as ``model.pt`` (its spec only; weights stay in the hub cache)."""
+    model = build_model(spec)
+    full_spec = {**spec, "depth": model.depth, "width": model.width}
+    torch.save({"spec": full_spec}, out)
+    log.info("pinned %s at revision %s: depth %d, width %d", spec["checkpoint"], spec.get("revision"),
+             model.depth, model.width)
+
+
+def training_table(metrics_paths: Sequence[str], out: str) -> None:
+    rows = [json.loads(Path(p).read_text()) for p in metrics_paths]
+    tables.write_table(pd.DataFrame(rows), out, "training")
+
+
+def load_for_measurement(model_path: str, device: torch.device) -> tuple[ResidualModel, dict[str, Any]]:
+    model, payload = load_model(model_path, map_location=device)
+    return model, payload["spec"]
+
+
+# -- measurement and experiments ----------------------------------------------------------
+def _loaded(model_path: str, data_dir: str, base_keys: dict[str, Any], device: str):
+    """``(model, data, keys, device)`` for a model job: the model in eval mode on its device."""
+    torch_device = resolve_device(device)
+    model, payload = load_model(model_path, map_location=torch_device)
+    return model, load_prepared(data_dir), model_keys(base_keys, payload["spec"]), torch_device
+
+
+def measure_model(model_path: str, data_dir: str, base_keys: dict[str, Any], settings: dict[str, Any], device: str,
+                  stats_out: str, covmats_out: str, pools_dir: str) -> None:
+    """E2/E3/E5 of one model: ``stats_out`` holds the covariance, signal and dalign rows
+    (column ``table`` says which), ``covmats_out`` the heat-map matrices, ``pools_dir`` the gradients."""
+    from .experiments import measure, select_points
+
+    model, data, keys, torch_device = _loaded(model_path, data_dir, base_keys, device)
+    points = select_points(model, settings["points"])
+    covmat_points = select_points(model, min(settings["covmat_points"], len(points))) if settings["covmat_points"] else []
+    frames = measure(model, data, points, settings["train_pool"], settings["test_pool"], settings["batch_size"],
+                     torch_device, keys, covmat_points=[p for p in covmat_points if p in points], pool_dir=pools_dir,
+                     dtype=settings["pool_dtype"], pool_seed=settings["seed"], null_draws=settings["null_draws"],
+                     level=settings["interval_level"])
+    combined = pd.concat([frame.assign(table=name) for name, frame in frames.items() if name != "covmats"],
+                         ignore_index=True)
+    Path(stats_out).parent.mkdir(parents=True, exist_ok=True)
+    combined.to_parquet(stats_out, index=False)
+    tables.write_table(frames["covmats"], covmats_out, "covmats")
+
+
+def stats_tables(stats_paths: Sequence[str], covmat_paths: Sequence[str], outputs: dict[str, str]) -> None:
+    """Split the per-model measurement files into the covariance, signal and dalign tables."""
+    combined = pd.concat([pd.read_parquet(p) for p in stats_paths], ignore_index=True)
+    for name in ("covariance", "signal", "dalign"):
+        rows = combined[combined["table"] == name]
+        tables.write_table(rows[tables.columns(name)], outputs[name], name)
+    covmats = pd.concat([pd.read_parquet(p) for p in covmat_paths], ignore_index=True)
+    tables.write_table(covmats, outputs["covmats"], "covmats")
+
+
+def misalign_model(stats_path: str, pools_dir: str, settings: dict[str, Any], out: str) -> None:
+    """E6 at every measured point, over the (M, K) grid of ``settings['sizes']``."""
+    from .experiments import misalignment
+
+    measured = pd.read_parquet(stats_path)
+    dalign = measured[measured["table"] == "dalign"].sort_values("point_index")
+    keys = dalign.iloc[0][tables.model_keys()].to_dict()
+    grid = [(M, K) for M in settings["sizes"] for K in settings["sizes"]]
+    frame = misalignment(pools_dir, list(dict.fromkeys(dalign["point"])), grid, keys, draws=settings["draws"],
+                         seed=settings["seed"])
+    tables.write_table(frame, out, "misalignment")
+
+
+def intervene_model(model_path: str, data_dir: str, pools_dir: str, base_keys: dict[str, Any],
+                    settings: dict[str, Any], measure_settings: dict[str, Any], device: str, out: str) -> None:
+    """E7 at every measured point and view, on the very pools ``measure_model`` stored."""
+    from .experiments import draw_pools, intervene, select_points
+    from .grads import to_device
+
+    model, data, keys, torch_device = _loaded(model_path, data_dir, base_keys, device)
+    pools = draw_pools(model, data, measure_settings["train_pool"], measure_settings["test_pool"],
+                       measure_settings["seed"])
+    frames = [intervene(model, point, view, pools["train"], pools["test"], pools_dir, measure_settings["batch_size"],
+                        to_device(torch_device), keys, step_fractions=settings["step_fractions"])
+              for point in select_points(model, measure_settings["points"]) for view in settings["views"]]
+    tables.write_table(pd.concat(frames, ignore_index=True), out, "intervention")
+
+
+def expand_model(model_path: str, data_dir: str, base_keys: dict[str, Any], settings: dict[str, Any],
+                 measure_settings: dict[str, Any], device: str, out: str) -> None:
+    """E8 at every measured point: insert, jumpboard, train, fall back, against a control."""
+    from .experiments import ExpandConfig, draw_pools, expand, select_points
+    from .grads import to_device
+
+    model, data, keys, torch_device = _loaded(model_path, data_dir, base_keys, device)
+    pools = draw_pools(model, data, settings["pool"], settings["pool"], settings["seed"])
+    config = ExpandConfig(steps=settings["steps"], train_mode=settings["train_mode"], optimizer=settings["optimizer"],
+                          lr=settings["lr"], batch_size=settings["batch_size"], seed=settings["seed"])
+    frames = [expand(model, point, pools["train"], pools["train"], pools["test"], config, to_device(torch_device), keys)
+              for point in select_points(model, measure_settings["points"])]
+    tables.write_table(pd.concat(frames, ignore_index=True), out, "expansion")
+
+
+def concat_table(paths: Sequence[str], out: str, table: str) -> None:
+    """One table from the per-model files of an experiment."""
+    tables.write_table(pd.concat([tables.read_table(p, table) for p in paths], ignore_index=True), out, table)
