@@ -44,6 +44,7 @@ def test_select_points():
     assert select_points(_model(), [names[2], names[0]]) == [names[0], names[2]]
     with pytest.raises(KeyError, match="nope"):
         select_points(_model(), [names[0], "nope"])
+    assert select_points(_model(), len(names) + 5) == names  # more than the model has: all of them
     with pytest.raises(ValueError, match="point count"):
         select_points(_model(), 0)
 

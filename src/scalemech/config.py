@@ -19,6 +19,8 @@ from typing import Any, Iterator
 import jsonschema
 import yaml
 
+from .data import config_keys
+
 
 class ConfigError(ValueError):
     """A configuration that does not match ``config.schema.yaml``."""
@@ -75,6 +77,10 @@ def validate_config(config: dict[str, Any]) -> dict[str, Any]:
     errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
         raise ConfigError("invalid config:\n  " + "\n  ".join(_explain(e) for e in errors))
+    for name, settings in config["datasets"].items():
+        unknown = sorted(set(settings) - set(config_keys(name)))
+        if unknown:
+            raise ConfigError(f"datasets.{name}: unknown key(s) {unknown}; allowed keys: {list(config_keys(name))}")
     for name, grid in config["grids"].items():
         if grid["dataset"] not in config["datasets"]:
             raise ConfigError(f"grids.{name}.dataset: {grid['dataset']!r} is not prepared; "

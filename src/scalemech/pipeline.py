@@ -185,3 +185,73 @@ def expand_model(model_path: str, data_dir: str, base_keys: dict[str, Any], sett
 def concat_table(paths: Sequence[str], out: str, table: str) -> None:
     """One table from the per-model files of an experiment."""
     tables.write_table(pd.concat([tables.read_table(p, table) for p in paths], ignore_index=True), out, table)
+
+
+# -- certify a user's own checkpoint ------------------------------------------------------
+CERTIFICATE_COLUMNS = ["point", "point_index", "n", "dim", "mu_sq", "d_par", "d_par_lo", "d_par_hi", "d_2", "d_2_lo",
+                       "d_2_hi", "d_align", "d_align_lo", "d_align_hi", "M", "K", "b_exact", "b_align",
+                       "block_grad_norm"]
+
+
+def _certify_model(checkpoint: str, family: str | None, block_size: int | None,
+                   device: torch.device) -> ResidualModel:
+    """A scalemech ``model.pt``, or a Hugging Face hub name / local directory (``family`` hf)."""
+    path = Path(checkpoint)
+    if path.suffix == ".pt" and family in (None, "resnet", "llama", "tvresnet"):
+        return load_model(path, map_location=device)[0]
+    if family not in (None, "hf"):
+        raise ValueError(f"--family {family} needs a scalemech model.pt, got {checkpoint!r}")
+    spec = {"family": "hf", "checkpoint": checkpoint, "local_files_only": path.is_dir()}
+    if block_size:
+        spec["block_size"] = block_size
+    return build_model(spec).to(device)
+
+
+def _certify_data(data: str, scratch: Path):
+    """A prepared dataset directory, or a text file prepared here as a byte-level corpus."""
+    path = Path(data)
+    if (path / "manifest.json").is_file():
+        return load_prepared(path)
+    if path.is_file():
+        prepare_dataset("corpus", {"path": str(path)}, scratch / "corpus")
+        return load_prepared(scratch / "corpus")
+    raise FileNotFoundError(f"--data {data!r} is neither a prepared dataset directory (with manifest.json) "
+                            "nor a text file")
+
+
+def certify(checkpoint: str, data: str, family: str | None = None, points: str = "all", pool: int = 256,
+            M: int = 16, K: int = 16, batch_size: int = 16, device: str = "auto", block_size: int | None = None,
+            seed: int = 0) -> pd.DataFrame:
+    """Per insertion point of a user's model: ``‖μ‖²``, ``d_∥``, ``d_2``, ``d_align`` with jackknife
+    intervals (train pool), ``B_exact``/``B_align`` at ``(M, K)`` and the first-order gain
+    ``‖∇_θ L‖`` of a zero-initialized block inserted there (Paper W, Theorem 1; Paper D, Condition 1).
+    A point where ``B_align`` is small and the block gradient large is where growing the model can pay off."""
+    import tempfile
+
+    from . import stats
+    from .experiments import measure, select_points
+
+    torch_device = resolve_device(device)
+    rule: str | int | list[str] = points
+    if points != "all":
+        rule = int(points) if points.isdigit() else points.split(",")
+    with tempfile.TemporaryDirectory() as scratch:
+        prepared = _certify_data(data, Path(scratch))
+        model = _certify_model(checkpoint, family, block_size, torch_device)
+        chosen = select_points(model, rule)
+        frames = measure(model, prepared, chosen, pool, pool, batch_size, torch_device, {"model": checkpoint},
+                         pool_dir=Path(scratch) / "pools", dtype="float32", pool_seed=seed, null_draws=2)
+    dalign = frames["dalign"].query("split == 'train' and view == 'full'")
+    signal = frames["signal"].query("split == 'train'")[["point", "block_grad_norm"]]
+    rows = []
+    for row in dalign.to_dict("records"):
+        moments = stats.AlignmentStats.from_moments(row["n"], row["dim"], row["mu_sq"], row["mu_four"],
+                                                    row["mu_sigma_mu"], row["tr_sigma_sq"])
+        bound = stats.certificates(moments, M, K)
+        rows.append({**row, "M": M, "K": K, "b_exact": bound.b_exact, "b_align": bound.b_align})
+    return pd.DataFrame(rows).merge(signal, on="point")[CERTIFICATE_COLUMNS]
+
+
+def format_certificate(frame: pd.DataFrame) -> str:
+    """The certificate table as aligned text for the terminal."""
+    return frame.to_string(index=False, float_format=lambda v: f"{v:.4g}")

@@ -1,11 +1,11 @@
 # F1-F7 from the tidy tables alone, and the claims report. Figure rules list the plotting
 # modules as inputs: editing them reruns figures and the report, never training or
 # measurement (whose rules do not depend on these files).
-from scalemech.plots import FIGURES as PLOTS
+import scalemech.plots
+import scalemech.report
 
-FIGURE_TABLES = {stem: names for stem, (_, names) in PLOTS.items()}
-
-PLOTTING_CODE = ["src/scalemech/plots.py", "src/scalemech/report.py"]
+FIGURE_TABLES = {stem: names for stem, (_, names) in scalemech.plots.FIGURES.items()}
+PLOTTING_CODE = [scalemech.plots.__file__, scalemech.report.__file__]
 
 
 def table_path(name):

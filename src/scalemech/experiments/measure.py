@@ -39,16 +39,18 @@ def select_points(model: ResidualModel, rule: str | int | Sequence[str]) -> list
     """Insertion points picked by ``rule``, in model order.
 
     ``"all"``: every point; an int ``n``: ``n`` points evenly spaced in depth ending at the last,
-    indices ``ceil(k·L/n) − 1`` for ``k = 1 … n`` of ``L`` points;
+    indices ``ceil(k·L/n) − 1`` for ``k = 1 … n`` of ``L`` points (all ``L`` when ``n ≥ L``, so one
+    config serves shallow and deep models);
     a list of names: those points (``KeyError`` naming an unknown one and the valid names).
     """
     names = model.insertion_points()
     if rule == "all":
         return names
     if isinstance(rule, int) and not isinstance(rule, bool):
-        if not 1 <= rule <= len(names):
-            raise ValueError(f"point count {rule} must lie in [1, {len(names)}] for this model")
-        return [names[math.ceil(k * len(names) / rule) - 1] for k in range(1, rule + 1)]
+        if rule < 1:
+            raise ValueError(f"point count {rule} must be at least 1")
+        count = min(rule, len(names))
+        return [names[math.ceil(k * len(names) / count) - 1] for k in range(1, count + 1)]
     if isinstance(rule, str) or not all(isinstance(name, str) for name in rule):
         raise ValueError(f"point rule {rule!r}; allowed: 'all', a positive int, or a list of point names")
     unknown = [name for name in rule if name not in names]

@@ -1,0 +1,450 @@
+"""Resumable, fast, deterministic training of one model on one prepared dataset.
+
+Defines ``Recipe`` (the optimization settings of a run), ``train`` (one run, resumable from
+its own checkpoints), ``evaluate`` and the batched augmentation ``crop_flip``/``augment``.
+
+- Data lives on the device as one uint8 tensor; normalization and augmentation (random
+  crop with 4-pixel zero padding and horizontal flip, He et al. 2016) are batched tensor
+  operations with no per-example Python, as in airbench (Jordan 2024, ``airbench94.py``).
+- One seeded CPU ``torch.Generator`` draws every shuffle, crop, flip and text window, so a
+  run's batches do not depend on the device; its state is checkpointed.
+- Schedule: linear warmup (Goyal et al. 2017) then cosine decay to ``min_lr_fraction·lr``
+  (Loshchilov & Hutter 2017). The lr is a pure function of the step, so the step is the
+  whole scheduler state.
+- SGD with (Nesterov) momentum or AdamW (Loshchilov & Hutter 2019); weight decay only on
+  conv/linear weight matrices, never on norm gains, biases or embeddings (nanoGPT's
+  ``configure_optimizers``).
+- CUDA: bf16 autocast; image models run channels_last on every device (deterministic on
+  CPU, and faster there with oneDNN). On CPU a run is bit-reproducible for a fixed
+  thread count, and a resumed run ends with the same weights as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import platform
+import sys
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from tqdm import tqdm
+
+from .data import Prepared, normalize_images, text_windows
+from .models import build_model, save_model
+
+CHECKPOINTS_KEPT = 2
+SYNC_EVERY = 50           # steps between host syncs (non-finite check, progress bar) in the hot loop
+EVAL_SEED = 0             # fixed seed of the evaluation subsets/windows: the same for every run
+CURVE_COLUMNS = ["step", "epoch", "lr", "train_loss", "test_loss", "test_acc"]
+
+
+class NonFiniteLossError(FloatingPointError):
+    """The training loss became NaN or infinite."""
+
+
+@dataclass
+class Recipe:
+    """How to train: optimizer, schedule, budget, augmentation and evaluation."""
+
+    optimizer: str = "sgd"            # sgd | adamw
+    lr: float = 0.1                   # peak learning rate
+    momentum: float = 0.9             # SGD momentum; AdamW beta1
+    beta2: float = 0.95               # AdamW beta2
+    weight_decay: float = 5e-4        # on conv/linear weight matrices only
+    nesterov: bool = True             # SGD only
+    batch_size: int = 128             # examples (LM: sequences of block_size tokens) per step
+    epochs: int | None = None         # budget: passes over the train split ...
+    steps: int | None = None          # ... or optimizer steps ...
+    tokens: int | None = None         # ... or tokens (LMs): steps = tokens // (batch_size·block_size)
+    warmup_fraction: float = 0.0      # share of the steps with linear warmup from lr/warmup_steps
+    min_lr_fraction: float = 0.0      # cosine floor as a fraction of lr
+    grad_clip: float | None = None    # max global gradient norm, None = no clipping
+    eval_batch_size: int = 512        # examples per evaluation batch
+    augment: bool | str = "auto"      # auto: crop+flip for 3×32×32 images only; or true/false
+    eval_every_epoch: int = 1         # images: test-split evaluation every this many epochs
+    eval_every_steps: int = 200       # LMs: test-window evaluation every this many steps
+    eval_examples: int = 10_000       # images: final train-split metrics on at most this many examples
+    eval_windows: int = 256           # LMs: fixed windows per split for test and final train metrics
+    label_smoothing: float = 0.0      # of the training loss only; reported losses are plain CE
+
+    def __post_init__(self) -> None:
+        if self.optimizer not in ("sgd", "adamw"):
+            raise ValueError(f"recipe optimizer {self.optimizer!r} is not one of ('sgd', 'adamw')")
+        budgets = {k: getattr(self, k) for k in ("epochs", "steps", "tokens") if getattr(self, k) is not None}
+        if len(budgets) != 1:
+            raise ValueError(f"a recipe needs exactly one budget of epochs | steps | tokens, got {budgets or 'none'}")
+        for key, value in (*budgets.items(), ("batch_size", self.batch_size), ("eval_batch_size", self.eval_batch_size),
+                           ("eval_every_epoch", self.eval_every_epoch), ("eval_every_steps", self.eval_every_steps),
+                           ("eval_examples", self.eval_examples), ("eval_windows", self.eval_windows)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"recipe {key} must be an integer >= 1, got {value!r}")
+        if not self.lr > 0:
+            raise ValueError(f"recipe lr must be > 0, got {self.lr!r}")
+        for key in ("warmup_fraction", "min_lr_fraction", "label_smoothing"):
+            if not 0 <= getattr(self, key) < 1:
+                raise ValueError(f"recipe {key} must lie in [0, 1), got {getattr(self, key)!r}")
+        if self.grad_clip is not None and not self.grad_clip > 0:
+            raise ValueError(f"recipe grad_clip must be None or > 0, got {self.grad_clip!r}")
+        if self.augment not in ("auto", True, False):
+            raise ValueError(f"recipe augment must be 'auto', true or false, got {self.augment!r}")
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Recipe":
+        """A ``Recipe`` from a config mapping; unknown keys raise ``ValueError`` listing the allowed ones."""
+        allowed = [f.name for f in fields(cls)]
+        unknown = sorted(set(d) - set(allowed))
+        if unknown:
+            raise ValueError(f"unknown recipe key(s) {unknown}; allowed: {allowed}")
+        return cls(**d)
+
+
+# -- schedule and optimizer ------------------------------------------------------------------
+def lr_at(step: int, total_steps: int, recipe: Recipe) -> float:
+    """lr of step ``s`` (0-based) of ``S``, with ``W = round(warmup_fraction·S)`` warmup steps:
+
+        s < W:  lr·(s+1)/W
+        else:   lr·(m + (1−m)·½(1 + cos(π·(s−W)/(S−W))))      m = min_lr_fraction
+    """
+    warmup = round(recipe.warmup_fraction * total_steps)
+    if step < warmup:
+        return recipe.lr * (step + 1) / warmup
+    progress = (step - warmup) / max(1, total_steps - warmup)
+    floor = recipe.min_lr_fraction
+    return recipe.lr * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def make_optimizer(model: nn.Module, recipe: Recipe) -> torch.optim.Optimizer:
+    """SGD or AdamW with two groups: decayed weight matrices (dim ≥ 2, not embeddings) and the rest."""
+    embeddings = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
+    params = [p for p in model.parameters() if p.requires_grad]
+    decay = [p for p in params if p.dim() >= 2 and id(p) not in embeddings]
+    no_decay = [p for p in params if p.dim() < 2 or id(p) in embeddings]
+    groups = [{"params": decay, "weight_decay": recipe.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    if recipe.optimizer == "sgd":
+        return torch.optim.SGD(groups, lr=recipe.lr, momentum=recipe.momentum, nesterov=recipe.nesterov)
+    return torch.optim.AdamW(groups, lr=recipe.lr, betas=(recipe.momentum, recipe.beta2))
+
+
+# -- batched augmentation ----------------------------------------------------------------------
+def crop_flip(x: Tensor, shifts: Tensor, flips: Tensor, pad: int = 4) -> Tensor:
+    """Crop ``x`` (B,C,H,W) zero-padded by ``pad`` at offsets ``shifts`` (B,2) ∈ [0, 2·pad], then
+    mirror the examples where ``flips`` (B,) is true: ``out_b = flip?(pad(x_b)[:, i:i+H, j:j+W])``.
+    Two batched gathers (rows, then mirrored-or-not columns)."""
+    B, C, H, W = x.shape
+    padded = F.pad(x, (pad, pad, pad, pad))                                   # (B, C, H+2p, W+2p)
+    rows = shifts[:, 0, None] + torch.arange(H, device=x.device)              # (B, H)
+    cols = shifts[:, 1, None] + torch.arange(W, device=x.device)              # (B, W)
+    cols = torch.where(flips[:, None], cols.flip(1), cols)                    # mirrored read order
+    picked_rows = padded.gather(2, rows[:, None, :, None].expand(B, C, H, W + 2 * pad))  # (B, C, H, W+2p)
+    return picked_rows.gather(3, cols[:, None, None, :].expand(B, C, H, W))           # (B, C, H, W)
+
+
+def augment(x: Tensor, generator: torch.Generator, pad: int = 4) -> Tensor:
+    """``crop_flip`` with offsets uniform in [0, 2·pad]² and flips with probability ½ drawn from
+    ``generator`` (CPU), as torchvision's RandomCrop(padding=pad) + RandomHorizontalFlip."""
+    shifts = torch.randint(0, 2 * pad + 1, (len(x), 2), generator=generator)
+    flips = torch.rand(len(x), generator=generator) < 0.5
+    return crop_flip(x, shifts.to(x.device), flips.to(x.device), pad)
+
+
+# -- batches ----------------------------------------------------------------------------------
+class ImageBatches:
+    """Shuffled epochs of an on-device uint8 image split: batch ``k`` of an epoch is
+    ``order[k·B:(k+1)·B]`` of a fresh permutation (the last partial batch is dropped)."""
+
+    def __init__(self, x: Tensor, y: Tensor, batch_size: int, generator: torch.Generator, augmented: bool):
+        self.x, self.y, self.generator, self.augmented = x, y, generator, augmented
+        self.batch_size = min(batch_size, len(x))
+        self.steps_per_epoch = len(x) // self.batch_size
+        self.order: Tensor | None = None
+
+    def batch(self, step: int) -> tuple[Tensor, Tensor]:
+        k = step % self.steps_per_epoch
+        if k == 0 or self.order is None:
+            self.order = torch.randperm(len(self.x), generator=self.generator)
+        index = self.order[k * self.batch_size:(k + 1) * self.batch_size].to(self.x.device)
+        x = self.x.index_select(0, index)                                      # (B, C, H, W) uint8
+        return (augment(x, self.generator) if self.augmented else x), self.y.index_select(0, index)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"order": self.order}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.order = state["order"]
+
+
+class TextBatches:
+    """Windows of ``block_size + 1`` bytes at uniform random starts (nanoGPT's ``get_batch``);
+    an "epoch" is ``len(stream) // (B·T)`` steps."""
+
+    def __init__(self, stream: Tensor, batch_size: int, block_size: int, generator: torch.Generator):
+        if len(stream) <= block_size + 1:
+            raise ValueError(f"a text stream of {len(stream)} bytes is too short for block_size {block_size}")
+        self.stream, self.batch_size, self.block_size, self.generator = stream, batch_size, block_size, generator
+        self.steps_per_epoch = max(1, len(stream) // (batch_size * block_size))
+
+    def batch(self, step: int) -> tuple[Tensor, Tensor]:
+        starts = torch.randint(0, len(self.stream) - self.block_size, (self.batch_size,), generator=self.generator)
+        return text_windows(self.stream, starts.to(self.stream.device), self.block_size)  # (B, T) each
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        pass
+
+
+# -- evaluation -------------------------------------------------------------------------------
+def autocast(device: torch.device) -> contextlib.AbstractContextManager:
+    """bf16 autocast on CUDA, a no-op elsewhere."""
+    return torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, x: Tensor, y: Tensor, batch_size: int, device: torch.device | str,
+             normalize: Callable[[Tensor], Tensor]) -> tuple[float, float]:
+    """``(mean per-example loss, accuracy)`` of ``model`` in eval mode over ``(x, y)``.
+
+    ``normalize`` maps a stored batch (on ``device``) to model input. Loss is the family's
+    ``per_example_loss`` (LM: mean token cross-entropy of a sequence) averaged over examples;
+    accuracy is correct predictions over ``y.numel()`` (LM: token accuracy).
+    """
+    device = torch.device(device)
+    base = getattr(model, "_orig_mod", model)  # a torch.compile wrapper keeps the model here
+    was_training = model.training
+    model.eval()
+    loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+    correct = torch.zeros((), dtype=torch.int64, device=device)
+    for i in range(0, len(x), batch_size):
+        xb, yb = x[i:i + batch_size].to(device), y[i:i + batch_size].to(device)
+        with autocast(device):
+            output = model(normalize(xb))
+        loss_sum += base.per_example_loss(output, yb).sum()
+        correct += base.correct(output, yb)
+    model.train(was_training)
+    return loss_sum.item() / len(x), correct.item() / y.numel()
+
+
+# -- checkpoints ------------------------------------------------------------------------------
+def checkpoint_paths(checkpoint_dir: Path) -> list[Path]:
+    """Checkpoints in ``checkpoint_dir``, oldest first."""
+    return sorted(checkpoint_dir.glob("step-*.pt"))
+
+
+def save_checkpoint(checkpoint_dir: Path, state: dict[str, Any]) -> None:
+    """Write ``step-<step>.pt`` atomically (tmp + rename); keep the newest ``CHECKPOINTS_KEPT``."""
+    checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    path = checkpoint_dir / f"step-{state['step']:09d}.pt"
+    tmp = path.with_suffix(".pt.tmp")
+    torch.save(state, tmp)
+    tmp.replace(path)
+    for old in checkpoint_paths(checkpoint_dir)[:-CHECKPOINTS_KEPT]:
+        old.unlink()
+
+
+def load_checkpoint(checkpoint_dir: Path, run: dict[str, Any]) -> dict[str, Any] | None:
+    """The newest checkpoint of ``run`` (spec, recipe, seed, dataset) or None; another run's raises."""
+    paths = checkpoint_paths(checkpoint_dir)
+    if not paths:
+        return None
+    state = torch.load(paths[-1], map_location="cpu", weights_only=True)
+    if state["run"] != run:
+        differ = sorted(k for k in run if state["run"].get(k) != run[k])
+        raise ValueError(f"{paths[-1]} belongs to another run (differs in {differ}); "
+                         f"use another checkpoint_dir or delete it to start afresh")
+    return state
+
+
+# -- training ---------------------------------------------------------------------------------
+def resolve_device(device: str | torch.device) -> torch.device:
+    """``"auto"`` → cuda when available, else cpu; anything else as given."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+@dataclass
+class Task:
+    """What the loop needs from a dataset: batches, the map to model input, evaluation sets."""
+
+    batches: ImageBatches | TextBatches
+    to_input: Callable[[Tensor], Tensor]      # stored batch on the device -> model input
+    test: tuple[Tensor, Tensor]               # images: the whole test split; LMs: fixed windows
+    train_eval: tuple[Tensor, Tensor]         # a fixed subset of the train split for final metrics
+    train_eval_note: str                      # what train_eval is, for metrics.json
+    eval_every: int                           # steps between test evaluations
+    tokens_per_example: int                   # 1 for images, block_size for LMs
+    memory_format: torch.memory_format        # of the model and its image inputs
+    augmented: bool
+
+
+def make_task(spec: dict[str, Any], recipe: Recipe, data: Prepared, device: torch.device,
+              generator: torch.Generator) -> Task:
+    """Put ``data``'s train split on ``device`` and fix the evaluation sets (seed ``EVAL_SEED``)."""
+    train_x = torch.as_tensor(data.train_x).to(device)
+    if data.kind == "image":
+        augmented = wants_augment(recipe, train_x)
+        batches = ImageBatches(train_x, torch.as_tensor(data.train_y).to(device), recipe.batch_size,
+                               generator, augmented)
+        n_train_eval = min(recipe.eval_examples, len(train_x))
+
+        def to_input(xb: Tensor) -> Tensor:
+            return normalize_images(xb, data.manifest).contiguous(memory_format=torch.channels_last)
+
+        return Task(batches, to_input, (torch.as_tensor(data.test_x).to(device), torch.as_tensor(data.test_y)),
+                    data.pool("train", n_train_eval, EVAL_SEED),
+                    f"{n_train_eval} of {len(train_x)} train examples (seed {EVAL_SEED})",
+                    batches.steps_per_epoch * recipe.eval_every_epoch, 1, torch.channels_last, augmented)
+    if recipe.augment is True:
+        raise ValueError(f"recipe augment=true is for images; dataset {data.name!r} is {data.kind}")
+    block_size = spec["block_size"]
+    return Task(TextBatches(train_x, recipe.batch_size, block_size, generator), Tensor.long,
+                data.pool("test", recipe.eval_windows, EVAL_SEED, block_size),
+                data.pool("train", recipe.eval_windows, EVAL_SEED, block_size),
+                f"{recipe.eval_windows} fixed windows of {block_size} tokens per split (seed {EVAL_SEED})",
+                recipe.eval_every_steps, block_size, torch.contiguous_format, False)
+
+
+def check_finite(losses: Tensor, first_step: int, total_steps: int, recipe: Recipe) -> None:
+    """Raise ``NonFiniteLossError`` naming the first step (1-based) whose loss in ``losses`` is not finite."""
+    finite = torch.isfinite(losses)
+    if not finite.all():
+        i = int((~finite).nonzero()[0])
+        raise NonFiniteLossError(
+            f"the training loss became non-finite ({losses[i].item()}) at step {first_step + i} of {total_steps} "
+            f"(lr {lr_at(first_step + i - 1, total_steps, recipe):.3g}); lower the recipe lr (now {recipe.lr}) "
+            f"or set grad_clip")
+
+
+def train(spec: dict[str, Any], recipe: Recipe, data: Prepared, out_dir: str | Path, checkpoint_dir: str | Path,
+          seed: int, device: str | torch.device = "auto", checkpoint_every: int = 200, compile: bool = False,
+          progress: bool = True, on_step: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """Train ``build_model(spec)`` (torch seeded with ``seed``) on ``data`` with ``recipe``; resume
+    from ``checkpoint_dir`` if it holds a checkpoint of this run. Writes ``model.pt``,
+    ``metrics.json`` and ``curve.csv`` into ``out_dir`` and returns the metrics. ``on_step(step)``
+    is called after every step (a test hook: raising from it interrupts the run like a crash).
+    """
+    out_dir, checkpoint_dir, device = Path(out_dir), Path(checkpoint_dir), resolve_device(device)
+    wall_start = time.perf_counter()
+    generator = torch.Generator().manual_seed(seed)
+    task = make_task(spec, recipe, data, device, generator)
+    torch.manual_seed(seed)
+    model = build_model(spec).to(device, memory_format=task.memory_format)
+    step_model = torch.compile(model) if compile else model
+    optimizer = make_optimizer(model, recipe)
+    batches, spe = task.batches, task.batches.steps_per_epoch
+    total_steps = total_steps_of(recipe, spe, task.tokens_per_example if data.kind == "text" else None)
+    run = {"spec": spec, "recipe": asdict(recipe), "seed": seed, "dataset": data.name}
+
+    def test_point(step: int, train_loss: float) -> dict[str, float]:
+        test_loss, test_acc = evaluate(step_model, *task.test, recipe.eval_batch_size, device, task.to_input)
+        return {"step": step, "epoch": step / spe, "lr": lr_at(max(step - 1, 0), total_steps, recipe),
+                "train_loss": train_loss, "test_loss": test_loss, "test_acc": test_acc}
+
+    state = load_checkpoint(checkpoint_dir, run)
+    if state is None:
+        step, curve, train_seconds, loss_sum, loss_count = 0, [test_point(0, math.nan)], 0.0, 0.0, 0
+    else:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        generator.set_state(state["generator"])
+        torch.set_rng_state(state["torch_rng"])
+        if device.type == "cuda":
+            torch.cuda.set_rng_state(state["cuda_rng"], device)
+        batches.load_state_dict(state["batches"])
+        step, curve, train_seconds = state["step"], state["curve"], state["train_seconds"]
+        loss_sum, loss_count = state["loss_sum"], state["loss_count"]   # running train loss since the last eval
+
+    pending: list[Tensor] = []                    # step losses not yet checked on the host
+    bar = tqdm(total=total_steps, initial=step, file=sys.stderr, disable=not progress, dynamic_ncols=True,
+               desc=f"{spec['family']} {data.name} s{seed}")
+    model.train()
+    tick, tick_step = time.perf_counter(), step
+    while step < total_steps:
+        lr = lr_at(step, total_steps, recipe)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        inputs, targets = batches.batch(step)
+        with autocast(device):
+            output = step_model(task.to_input(inputs))
+        loss = F.cross_entropy(output.flatten(0, -2).float(), targets.flatten(), label_smoothing=recipe.label_smoothing)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if recipe.grad_clip is not None:
+            nn.utils.clip_grad_norm_(model.parameters(), recipe.grad_clip)
+        optimizer.step()
+        pending.append(loss.detach())
+        step += 1
+
+        evaluate_now = step % task.eval_every == 0 or step == total_steps
+        checkpoint_now = step % checkpoint_every == 0 or step == total_steps
+        if evaluate_now or checkpoint_now or len(pending) >= SYNC_EVERY:
+            losses = torch.stack(pending).double().cpu()           # the host sync of this interval
+            check_finite(losses, step - len(pending) + 1, total_steps, recipe)
+            loss_sum, loss_count = loss_sum + losses.sum().item(), loss_count + len(pending)
+            seconds = time.perf_counter() - tick
+            train_seconds += seconds
+            bar.update(step - tick_step)
+            bar.set_postfix(loss=f"{losses[-1].item():.4f}", lr=f"{lr:.3g}",
+                            ex_s=f"{(step - tick_step) * batches.batch_size / max(seconds, 1e-9):.0f}")
+            pending = []
+            if evaluate_now:
+                curve.append(test_point(step, loss_sum / loss_count))
+                loss_sum, loss_count = 0.0, 0
+            if checkpoint_now:
+                save_checkpoint(checkpoint_dir, {
+                    "run": run, "step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                    "generator": generator.get_state(), "torch_rng": torch.get_rng_state(),
+                    "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+                    "batches": batches.state_dict(), "curve": curve, "loss_sum": loss_sum,
+                    "loss_count": loss_count, "train_seconds": train_seconds})
+            tick, tick_step = time.perf_counter(), step
+        if on_step is not None:
+            on_step(step)
+    bar.close()
+
+    train_loss, train_acc = evaluate(step_model, *task.train_eval, recipe.eval_batch_size, device, task.to_input)
+    examples_per_second = step * batches.batch_size / max(train_seconds, 1e-9)
+    metrics = {
+        "train_loss": train_loss, "train_acc": train_acc,
+        "test_loss": curve[-1]["test_loss"], "test_acc": curve[-1]["test_acc"],
+        "steps": step, "epochs": step / spe, "batch_size": batches.batch_size,
+        "examples_per_second": examples_per_second,
+        "tokens_per_second": examples_per_second * task.tokens_per_example if data.kind == "text" else None,
+        "train_seconds": train_seconds, "wall_seconds": time.perf_counter() - wall_start,
+        "augment": task.augmented, "train_eval": task.train_eval_note, "device": str(device),
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.machine(),
+        "torch_version": torch.__version__, "num_threads": torch.get_num_threads(),
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    save_model(out_dir / "model.pt", model, spec, recipe=asdict(recipe), seed=seed, metrics=metrics)
+    (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=1) + "\n")
+    pd.DataFrame(curve, columns=CURVE_COLUMNS).to_csv(out_dir / "curve.csv", index=False)
+    return metrics
+
+
+def wants_augment(recipe: Recipe, train_x: Tensor) -> bool:
+    """Crop+flip for ``augment=True``, or for ``"auto"`` when the images are 3×32×32 (CIFAR-like)."""
+    if recipe.augment == "auto":
+        return tuple(train_x.shape[1:]) == (3, 32, 32)
+    return bool(recipe.augment)
+
+
+def total_steps_of(recipe: Recipe, steps_per_epoch: int, block_size: int | None) -> int:
+    """Optimizer steps of the recipe's budget; ``tokens`` needs a language model (``block_size``)."""
+    if recipe.steps is not None:
+        return recipe.steps
+    if recipe.epochs is not None:
+        return recipe.epochs * steps_per_epoch
+    if block_size is None:
+        raise ValueError(f"recipe tokens={recipe.tokens} is a budget for language models; "
+                         f"use epochs or steps for images")
+    return max(1, recipe.tokens // (recipe.batch_size * block_size))

@@ -1,0 +1,108 @@
+"""The Snakemake workflow as users run it: dry runs of the shipped configs, and a tiny
+end-to-end run that makes every figure and the report, then reruns only plotting."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+import scalemech.plots
+
+ROOT = Path(__file__).resolve().parents[1]
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile")]
+
+
+def snakemake(*args: str, cwd: Path = ROOT, timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([*SNAKEMAKE, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def planned(output: str) -> dict[str, int]:
+    """``{rule: count}`` from the job-stats table of a dry run."""
+    counts, table = {}, False
+    for line in output.splitlines():
+        parts = line.split()
+        if parts[:2] == ["job", "count"]:
+            table = True
+        elif table and len(parts) == 2 and parts[1].isdigit():
+            counts[parts[0]] = int(parts[1])
+        elif table and parts and parts[0] == "total":
+            break
+    return counts
+
+
+@pytest.mark.parametrize("config, expected", [
+    ("config/config.yaml", {"prepare_data": 2, "train_model": 12, "measure_model": 12, "figure": 7}),
+    ("config/quick-cifar10.yaml", {"prepare_data": 2, "train_model": 12}),
+    ("config/paper.yaml", {"prepare_data": 5, "train_model": 85, "pin_pretrained": 5, "measure_model": 90}),
+])
+def test_dry_run_plans_every_job(config: str, expected: dict[str, int], tmp_path: Path) -> None:
+    result = snakemake("-n", "--cores", "2", "--configfile", str(ROOT / config), "--directory", str(tmp_path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    counts = planned(result.stdout)
+    for rule, count in expected.items():
+        assert counts.get(rule) == count, (rule, counts)
+    if config == "config/paper.yaml":
+        for data in ("cifar10", "cifar100", "imagenet", "tinyshakespeare", "corpus"):
+            assert f"results/paper/data/{data}" in result.stdout
+        assert "hf-pythia-6.9b" in result.stdout and "llama-d12-w3072-s0" in result.stdout
+
+
+def test_bad_config_fails_before_planning(tmp_path: Path) -> None:
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    config["grids"]["resnet_mnist"]["widths"] = [-1]
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(config))
+    result = snakemake("-n", "--cores", "1", "--configfile", str(tmp_path / "bad.yaml"), "--directory", str(tmp_path))
+    assert result.returncode != 0
+    assert "grids.resnet_mnist.widths[0]" in result.stdout + result.stderr
+
+
+TINY = {
+    "run": "tiny", "device": "cpu", "offline": True, "threads": 1,
+    "datasets": {"mnist5k": {"test_fraction": 0.2}, "pystdlib": {"max_files": 40}},
+    "grids": {
+        "resnet": {"dataset": "mnist5k", "family": "resnet", "depths": [8], "widths": [0.5, 1],
+                   "recipe": {"optimizer": "sgd", "lr": 0.05, "batch_size": 32, "steps": 6}},
+        "llama": {"dataset": "pystdlib", "family": "llama", "depths": [1], "widths": [64],
+                  "model": {"block_size": 16},
+                  "recipe": {"optimizer": "adamw", "lr": 1e-3, "batch_size": 8, "steps": 6}},
+    },
+    "train": {"checkpoint_every": 3},
+    "measure": {"points": 2, "train_pool": 24, "test_pool": 24, "batch_size": 12, "covmat_points": 2,
+                "null_draws": 3},
+    "misalign": {"sizes": [1, 2, 4], "draws": 200},
+    "intervene": {"step_fractions": [0.01, 0.001]},
+    "expand": {"steps": 3, "pool": 32, "batch_size": 16},
+}
+
+
+def test_tiny_run_makes_every_figure_and_reruns_only_plotting(tmp_path: Path) -> None:
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(TINY))
+    run = snakemake("--cores", "2", "--configfile", str(tmp_path / "tiny.yaml"), "--directory", str(tmp_path),
+                    timeout=900)
+    assert run.returncode == 0, run.stderr[-4000:]
+    for stem in scalemech.plots.FIGURES:
+        for suffix in (".pdf", ".png"):
+            assert (tmp_path / "figures" / "tiny" / f"{stem}{suffix}").stat().st_size > 0
+    report = (tmp_path / "results" / "tiny" / "report.md").read_text()
+    for claim in ("D1", "D2", "D3", "W1", "W2", "W3", "W4", "W5"):
+        assert f"| {claim} " in report
+    training = pd.read_csv(tmp_path / "results" / "tiny" / "tables" / "training.csv")
+    assert sorted(training["model"]) == ["llama-d1-w64-s0", "resnet-d8-w0.5-s0", "resnet-d8-w1-s0"]
+    assert (tmp_path / "logs" / "tiny" / "train" / "mnist5k" / "resnet-d8-w1-s0.log").is_file()
+    assert (tmp_path / "benchmarks" / "tiny" / "train" / "mnist5k" / "resnet-d8-w1-s0.tsv").is_file()
+
+    plots_py = Path(scalemech.plots.__file__)
+    os.utime(plots_py)  # "edit" the plotting code
+    dry = snakemake("-n", "--cores", "2", "--configfile", str(tmp_path / "tiny.yaml"), "--directory", str(tmp_path))
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    counts = planned(dry.stdout)
+    assert counts.get("figure") == len(scalemech.plots.FIGURES) and counts.get("claims_report") == 1
+    for heavy in ("prepare_data", "train_model", "measure_model", "misalign_model", "intervene_model",
+                  "expand_model", "stats_tables", "experiment_table", "training_table"):
+        assert heavy not in counts, counts
