@@ -24,6 +24,7 @@ from multiprocessing import get_context
 
 import torch
 
+from scalemech.cost import covariance_moments
 from scalemech.stats import alignment_stats
 
 
@@ -45,15 +46,7 @@ def _gram_moments(rows: torch.Tensor) -> dict[str, float]:
             "d_align": stats.d_align}
 
 
-def _covariance_moments(rows: torch.Tensor) -> dict[str, float]:
-    mean = rows.mean(0)  # (D,)
-    centred = rows - mean
-    sigma = centred.T @ centred / (rows.shape[0] - 1)  # (D, D)
-    return {"mu_sq": (mean @ mean).item(), "mu_sigma_mu": (mean @ sigma @ mean).item(),
-            "tr_sigma_sq": (sigma * sigma).sum().item()}
-
-
-METHODS = {"gram": _gram_moments, "covariance": _covariance_moments}
+METHODS = {"gram": _gram_moments, "covariance": covariance_moments}
 
 
 def _measure(method: str, n: int, dim: int, seed: int) -> tuple[float, float, dict[str, float]]:

@@ -99,3 +99,10 @@ def test_duplicate_models_are_rejected() -> None:
 
 def test_width_format() -> None:
     assert [format_width(w) for w in (0.5, 1.0, 2, 256, 1536)] == ["0.5", "1", "2", "256", "1536"]
+
+
+def test_dataset_keys_are_checked_per_dataset() -> None:
+    config = quick()
+    config["datasets"]["mnist5k"]["archive"] = "mnist.tar.gz"  # a CIFAR key, not an MNIST one
+    with pytest.raises(ConfigError, match=r"datasets.mnist5k: unknown key\(s\) \['archive'\]"):
+        validate_config(config)

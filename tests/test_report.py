@@ -47,7 +47,7 @@ def make_tables(trend: int = 1, families: tuple[str, ...] = ("resnet",)) -> dict
     wide = 2.0 - 0.005 * training["depth"] - s * 0.1 * np.log2(training["width"])
     training["test_loss"] = np.where((training["width"] == 1) & (s > 0), narrow, wide)
     training = training.assign(steps=100, epochs=1, train_loss=training["test_loss"] - 0.1, train_acc=0.5, test_acc=0.5,
-                               wall_time_s=1.0, examples_per_s=1e3, device="cpu")
+                               wall_seconds=1.0, examples_per_second=1e3, device="cpu")
 
     covariance = _points(_grid(families, point_index=POINTS))
     covariance = covariance.assign(n=256, dim=4, offdiag_ratio=0.2 if s > 0 else 0.8, offdiag_ratio_null=0.05,

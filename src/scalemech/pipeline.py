@@ -182,6 +182,13 @@ def expand_model(model_path: str, data_dir: str, base_keys: dict[str, Any], sett
     tables.write_table(pd.concat(frames, ignore_index=True), out, "expansion")
 
 
+def cost(settings: dict[str, Any], out: str) -> None:
+    """W5: time the Gram U-statistics against the covariance at each configured D."""
+    from .cost import cost_table
+
+    tables.write_table(cost_table(settings["dims"], settings["n"]), out, "benchmarks")
+
+
 def concat_table(paths: Sequence[str], out: str, table: str) -> None:
     """One table from the per-model files of an experiment."""
     tables.write_table(pd.concat([tables.read_table(p, table) for p in paths], ignore_index=True), out, table)

@@ -26,11 +26,12 @@ def model_keys() -> list[str]:
 
 
 def columns(table: str) -> list[str]:
-    """All columns of ``table``: model keys, then its own measurement columns."""
+    """All columns of ``table``: model keys (unless the table is about no model), then its own."""
     tables = _schema()["tables"]
     if table not in tables:
         raise KeyError(f"unknown table {table!r}; known tables: {sorted(tables)}")
-    return model_keys() + list(tables[table]["columns"])
+    keys = [] if table in _schema()["unkeyed"] else model_keys()
+    return keys + list(tables[table]["columns"])
 
 
 def check_columns(frame: pd.DataFrame, table: str, required: list[str] | None = None) -> pd.DataFrame:

@@ -40,6 +40,7 @@ rule claims_report:
     input:
         tables=[table_path(name) for name in sorted({t for names in FIGURE_TABLES.values() for t in names})],
         figures=[f"{FIGURES}/{stem}.png" for stem in FIGURE_TABLES],
+        cost=rules.cost_table.output,
         code=PLOTTING_CODE,
     output:
         report(f"{RESULTS}/report.md", caption="../report/claims.rst", category="Claims"),

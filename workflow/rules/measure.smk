@@ -42,3 +42,17 @@ rule stats_tables:
         f"{BENCH}/tables/stats.tsv"
     script:
         "../scripts/stats_tables.py"
+
+
+rule cost_table:
+    output:
+        f"{RESULTS}/tables/benchmarks.csv",
+    params:
+        settings=config["cost"],
+    threads: config["threads"]
+    log:
+        f"{LOGS}/tables/benchmarks.log",
+    benchmark:
+        f"{BENCH}/tables/benchmarks.tsv"
+    script:
+        "../scripts/cost_table.py"

@@ -1,0 +1,222 @@
+"""Tests of scalemech.train: learning, resumption, determinism, divergence, augmentation."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+import torch.nn.functional as F
+
+from scalemech.data import Prepared, load_prepared, normalize_images, prepare_dataset
+from scalemech.models import build_model, load_model
+from scalemech.train import NonFiniteLossError, Recipe, augment, crop_flip, evaluate, lr_at, total_steps_of, train
+
+RESNET = {"family": "resnet", "depth": 8, "width": 0.5, "norm": "batch", "placement": "branch",
+          "in_channels": 1, "num_classes": 10}
+TINY_RESNET = {**RESNET, "width": 0.25}
+LLAMA = {"family": "llama", "width": 64, "depth": 2, "head_dim": 32, "block_size": 32, "vocab_size": 256}
+TIMING_KEYS = {"examples_per_second", "train_seconds", "wall_seconds"}
+
+
+@pytest.fixture(scope="module")
+def mnist(tmp_path_factory) -> Prepared:
+    """The real mnist5k digits (4 000 train, 1 000 test), prepared by the data layer."""
+    out = tmp_path_factory.mktemp("data") / "mnist5k"
+    prepare_dataset("mnist5k", {}, out)
+    return load_prepared(out)
+
+
+@pytest.fixture(scope="module")
+def small_mnist(mnist) -> Prepared:
+    """512 train / 256 test digits: enough for determinism checks, a few seconds per run."""
+    return dataclasses.replace(mnist, train_x=mnist.train_x[:512], train_y=mnist.train_y[:512],
+                               test_x=mnist.test_x[:256], test_y=mnist.test_y[:256])
+
+
+@pytest.fixture(scope="module")
+def text() -> Prepared:
+    """A byte stream of real text: the source of this interpreter's ``dataclasses.py``."""
+    stream = torch.frombuffer(bytearray(Path(dataclasses.__file__).read_bytes()), dtype=torch.uint8)
+    split = int(0.9 * len(stream))
+    return Prepared("bytes", "text", stream[:split].clone(), None, stream[split:].clone(), None, {}, vocab_size=256)
+
+
+# a recipe of a few dozen steps over small_mnist: 8 steps per epoch, augmentation on
+RESUME_RECIPE = Recipe(steps=20, batch_size=64, lr=0.05, augment=True, eval_batch_size=256, eval_examples=256,
+                       warmup_fraction=0.1, grad_clip=5.0)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(small_mnist, tmp_path_factory) -> tuple[dict, Path]:
+    out = tmp_path_factory.mktemp("uninterrupted")
+    metrics = train(TINY_RESNET, RESUME_RECIPE, small_mnist, out, out / "ckpt", seed=3, device="cpu",
+                    checkpoint_every=6, progress=False)
+    return metrics, out
+
+
+def untimed(metrics: dict) -> dict:
+    return {k: v for k, v in metrics.items() if k not in TIMING_KEYS}
+
+
+def test_training_lowers_mnist_test_loss(mnist, tmp_path):
+    recipe = Recipe(steps=30, batch_size=32, lr=0.2, eval_batch_size=500, eval_examples=500)
+    metrics = train(RESNET, recipe, mnist, tmp_path, tmp_path / "ckpt", seed=0, device="cpu", progress=False)
+    curve = pd.read_csv(tmp_path / "curve.csv")
+    assert list(curve.columns) == ["step", "epoch", "lr", "train_loss", "test_loss", "test_acc"]
+    assert curve["step"].iloc[0] == 0 and curve["step"].iloc[-1] == 30
+    assert curve["test_loss"].iloc[-1] < curve["test_loss"].iloc[0] - 0.2
+    assert metrics["test_acc"] > 0.2 and metrics["steps"] == 30                  # chance: 0.1
+    assert json.loads((tmp_path / "metrics.json").read_text()) == metrics
+    model, payload = load_model(tmp_path / "model.pt")
+    assert payload["spec"] == RESNET and payload["seed"] == 0 and payload["recipe"]["steps"] == 30
+    assert not any(p.isnan().any() for p in model.parameters())
+
+
+def test_language_model_loss_drops(text, tmp_path):
+    recipe = Recipe(optimizer="adamw", lr=3e-3, weight_decay=0.1, steps=40, batch_size=16, warmup_fraction=0.1,
+                    eval_every_steps=20, eval_windows=32, eval_batch_size=32)
+    metrics = train(LLAMA, recipe, text, tmp_path, tmp_path / "ckpt", seed=0, device="cpu", progress=False)
+    curve = pd.read_csv(tmp_path / "curve.csv")
+    assert list(curve["step"]) == [0, 20, 40]
+    assert curve["test_loss"].iloc[0] > math.log(256) - 0.5          # starts near uniform over bytes
+    assert curve["test_loss"].iloc[-1] < curve["test_loss"].iloc[0] - 1.0
+    assert metrics["tokens_per_second"] == pytest.approx(metrics["examples_per_second"] * LLAMA["block_size"])
+
+
+def test_resume_after_crash_matches_uninterrupted_run(uninterrupted, small_mnist, tmp_path):
+    expected, expected_dir = uninterrupted
+
+    def crash_after_13(step: int) -> None:
+        if step == 13:
+            raise KeyboardInterrupt("simulated crash")
+
+    with pytest.raises(KeyboardInterrupt):
+        train(TINY_RESNET, RESUME_RECIPE, small_mnist, tmp_path, tmp_path / "ckpt", seed=3, device="cpu",
+              checkpoint_every=6, progress=False, on_step=crash_after_13)
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["step-000000006.pt", "step-000000012.pt"]
+    resumed_steps = []
+    metrics = train(TINY_RESNET, RESUME_RECIPE, small_mnist, tmp_path, tmp_path / "ckpt", seed=3, device="cpu",
+                    checkpoint_every=6, progress=False, on_step=resumed_steps.append)
+    assert resumed_steps[0] == 13                                      # resumed from step 12, not from 0
+    assert list(pd.read_csv(expected_dir / "curve.csv")["step"]) == [0, 8, 16, 20]  # 8 steps per epoch
+    assert untimed(metrics) == untimed(expected)
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "curve.csv"), pd.read_csv(expected_dir / "curve.csv"))
+    weights = torch.load(tmp_path / "model.pt", weights_only=False)["state_dict"]
+    expected_weights = torch.load(expected_dir / "model.pt", weights_only=False)["state_dict"]
+    assert weights.keys() == expected_weights.keys()
+    assert all(torch.equal(weights[k], expected_weights[k]) for k in weights)
+
+
+def test_same_seed_same_metrics_other_seed_differs(uninterrupted, small_mnist, tmp_path):
+    expected, _ = uninterrupted
+    again = train(TINY_RESNET, RESUME_RECIPE, small_mnist, tmp_path / "a", tmp_path / "a" / "ckpt", seed=3,
+                  device="cpu", progress=False)
+    assert untimed(again) == untimed(expected)
+    other = train(TINY_RESNET, dataclasses.replace(RESUME_RECIPE, steps=4), small_mnist, tmp_path / "b",
+                  tmp_path / "b" / "ckpt", seed=4, device="cpu", progress=False)
+    assert other["train_loss"] != expected["train_loss"]
+
+
+def test_checkpoint_of_another_run_is_refused(uninterrupted, small_mnist):
+    _, out = uninterrupted
+    with pytest.raises(ValueError, match="another run.*seed"):
+        train(TINY_RESNET, RESUME_RECIPE, small_mnist, out / "other", out / "ckpt", seed=4, device="cpu",
+              progress=False)
+
+
+def test_huge_lr_raises_non_finite_loss(small_mnist, tmp_path):
+    recipe = Recipe(steps=6, batch_size=64, lr=1e6, eval_examples=64, eval_batch_size=256)
+    with pytest.raises(NonFiniteLossError, match=r"non-finite .* at step \d+ of 6.*lower the recipe lr"):
+        train(TINY_RESNET, recipe, small_mnist, tmp_path, tmp_path / "ckpt", seed=0, device="cpu", progress=False)
+    assert not (tmp_path / "model.pt").exists()
+
+
+def brute_force_crop_flip(x: torch.Tensor, shifts: torch.Tensor, flips: torch.Tensor, pad: int) -> torch.Tensor:
+    """One example at a time: zero-pad, slice, mirror."""
+    H, W = x.shape[-2:]
+    out = []
+    for xb, (i, j), flip in zip(x, shifts.tolist(), flips.tolist()):
+        crop = F.pad(xb, (pad, pad, pad, pad))[:, i:i + H, j:j + W]
+        out.append(crop.flip(-1) if flip else crop)
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("pad", [1, 4])
+def test_crop_flip_equals_per_example_reference(pad):
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 256, (16, 3, 8, 10), dtype=torch.uint8, generator=generator)
+    shifts = torch.randint(0, 2 * pad + 1, (16, 2), generator=generator)
+    flips = torch.rand(16, generator=generator) < 0.5
+    out = crop_flip(x, shifts, flips, pad)
+    assert out.shape == x.shape and out.dtype == x.dtype
+    assert torch.equal(out, brute_force_crop_flip(x, shifts, flips, pad))
+
+
+def test_augment_is_seeded_and_covers_all_offsets():
+    x = torch.arange(4 * 4, dtype=torch.uint8).view(1, 1, 4, 4).expand(2000, 1, 4, 4)
+    a = augment(x, torch.Generator().manual_seed(1), pad=1)
+    assert torch.equal(a, augment(x, torch.Generator().manual_seed(1), pad=1))
+    assert a.shape == x.shape
+    # each augmented image equals the reference for one of the 3·3·2 (shift, flip) choices
+    choices = [brute_force_crop_flip(x[:1], torch.tensor([[i, j]]), torch.tensor([f]), 1)[0]
+               for i in range(3) for j in range(3) for f in (False, True)]
+    hits = torch.stack([(a == c).flatten(1).all(1) for c in choices])   # (18, 2000)
+    assert (hits.sum(0) >= 1).all()
+    assert (hits.sum(1) > 0).all()                                      # every choice occurs
+
+
+def test_evaluate_matches_one_big_batch(small_mnist):
+    torch.manual_seed(0)
+    model = build_model(TINY_RESNET).eval()
+    x, y = small_mnist.test_x[:50], small_mnist.test_y[:50]
+    normalize = lambda b: normalize_images(b, small_mnist.manifest)  # noqa: E731
+    loss, acc = evaluate(model, x, y, batch_size=7, device="cpu", normalize=normalize)
+    with torch.no_grad():
+        logits = model(normalize(x))
+    assert loss == pytest.approx(F.cross_entropy(logits, y).item(), rel=1e-5)
+    assert acc == (logits.argmax(1) == y).sum().item() / len(y)
+
+
+def test_budgets_in_steps():
+    assert total_steps_of(Recipe(epochs=3), steps_per_epoch=7, block_size=None) == 21
+    assert total_steps_of(Recipe(steps=5), steps_per_epoch=7, block_size=None) == 5
+    assert total_steps_of(Recipe(tokens=10_000, batch_size=4), steps_per_epoch=7, block_size=25) == 100
+    with pytest.raises(ValueError, match="tokens=10000 is a budget for language models"):
+        total_steps_of(Recipe(tokens=10_000), steps_per_epoch=7, block_size=None)
+
+
+def test_lr_schedule_warmup_then_cosine_to_floor():
+    recipe = Recipe(steps=100, lr=0.2, warmup_fraction=0.1, min_lr_fraction=0.05)
+    lrs = [lr_at(s, 100, recipe) for s in range(100)]
+    assert lrs[:10] == pytest.approx([0.2 * (s + 1) / 10 for s in range(10)])
+    assert all(a >= b for a, b in zip(lrs[10:], lrs[11:]))
+    assert lrs[55] == pytest.approx(0.2 * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * 45 / 90))))
+    assert min(lrs) > 0.2 * 0.05
+
+
+def test_recipe_validation():
+    assert Recipe.from_dict({"epochs": 3, "lr": 0.05}).epochs == 3
+    with pytest.raises(ValueError, match="unknown recipe key.*'learning_rate'.*allowed"):
+        Recipe.from_dict({"epochs": 3, "learning_rate": 0.1})
+    with pytest.raises(ValueError, match="exactly one budget"):
+        Recipe(epochs=1, steps=10)
+    with pytest.raises(ValueError, match="exactly one budget"):
+        Recipe()
+    with pytest.raises(ValueError, match="optimizer 'adam'"):
+        Recipe(steps=1, optimizer="adam")
+
+
+@pytest.mark.slow
+def test_compiled_run_matches_eager(small_mnist, tmp_path):
+    recipe = dataclasses.replace(RESUME_RECIPE, steps=4)
+    eager = train(TINY_RESNET, recipe, small_mnist, tmp_path / "eager", tmp_path / "eager" / "ckpt", seed=3,
+                  device="cpu", progress=False)
+    compiled = train(TINY_RESNET, recipe, small_mnist, tmp_path / "compiled", tmp_path / "compiled" / "ckpt",
+                     seed=3, device="cpu", compile=True, progress=False)
+    assert compiled["test_loss"] == pytest.approx(eager["test_loss"], rel=1e-3)
+    assert compiled["train_loss"] == pytest.approx(eager["train_loss"], rel=1e-3)
