@@ -61,7 +61,7 @@ def make_tables(trend: int = 1, families: tuple[str, ...] = ("resnet",)) -> dict
 
     dalign = _points(_grid(families, point_index=POINTS, split=["train", "test"], view=["full", "pooled"]))
     d_align = 3.0 * dalign["width"].astype(float) ** s * (1 + 0.01 * dalign["depth"])
-    dalign = dalign.assign(n=64, dim=128, mu_sq=1.0, mu_sigma_mu=1.0, tr_sigma_sq=1.0)
+    dalign = dalign.assign(n=64, dim=128, mu_sq=1.0, mu_four=1.0, mu_sigma_mu=1.0, tr_sigma_sq=1.0)
     for name, value in {"d_align": d_align, "d_par": 2 * d_align, "d_2": d_align}.items():
         dalign = dalign.assign(**{name: value, f"{name}_lo": 0.8 * value, f"{name}_hi": 1.2 * value})
 

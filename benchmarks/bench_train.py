@@ -1,0 +1,124 @@
+"""Training throughput of ``scalemech.train`` against a plain PyTorch loop, in one run.
+
+Both train the same ResNet-20 (k = 1) from the same initial weights with the same SGD
+(lr 0.1, momentum 0.9, Nesterov, weight decay 5e-4), batch size 128, number of steps and
+torch threads, on CIFAR-shaped 3×32×32 images with random crop (padding 4) + horizontal flip:
+
+- ours:      ``train()``: data on the device as one uint8 tensor, batched crop/flip and
+             normalization, channels_last (airbench style);
+- reference: ``DataLoader`` over a ``TensorDataset`` with torchvision ``RandomCrop(32, padding=4)``,
+             ``RandomHorizontalFlip`` and ``Normalize`` applied per example, NCHW.
+
+Images/s count optimizer steps only (evaluation excluded). Data: CIFAR-10 from
+``--archive`` (default ``../shared/data/cifar10-jpg.tar.gz``) prepared through the data layer
+(a stratified train subset), or random uint8 images of CIFAR shape when it is missing.
+
+    python benchmarks/bench_train.py [--steps 30] [--threads 2] [--device auto]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, TensorDataset
+from torchvision import transforms
+
+from scalemech.data import Prepared, load_prepared, prepare_dataset
+from scalemech.models import build_model
+from scalemech.train import Recipe, make_optimizer, resolve_device, train
+
+SPEC = {"family": "resnet", "depth": 20, "width": 1, "norm": "batch", "placement": "branch",
+        "in_channels": 3, "num_classes": 10}
+ARCHIVE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10-jpg.tar.gz"
+
+
+def cifar_like(archive: Path, n_train: int, workdir: Path) -> tuple[Prepared, str]:
+    """CIFAR-10 (a stratified ``n_train`` subset) if ``archive`` exists, else random uint8 images."""
+    if archive.is_file():
+        out = workdir / "cifar10"
+        prepare_dataset("cifar10", {"archive": str(archive), "subset": {"train": n_train, "test": 1000}}, out)
+        return load_prepared(out), f"CIFAR-10 from {archive} ({n_train} train images)"
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 256, (n_train + 1000, 3, 32, 32), dtype=torch.uint8, generator=generator)
+    y = torch.randint(0, 10, (n_train + 1000,), generator=generator)
+    stats = {"mean": [0.5] * 3, "std": [0.29] * 3}
+    return (Prepared("random", "image", x[:n_train], y[:n_train], x[n_train:], y[n_train:], {"stats": stats},
+                     num_classes=10, in_channels=3, image_size=32),
+            f"random uint8 images of CIFAR shape ({archive} not found)")
+
+
+class PerExample(torch.utils.data.Dataset):
+    """A ``TensorDataset`` of uint8 images with a torchvision transform applied per example."""
+
+    def __init__(self, x: torch.Tensor, y: torch.Tensor, transform):
+        self.items, self.transform = TensorDataset(x, y), transform
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: int):
+        x, y = self.items[i]
+        return self.transform(x), y
+
+
+def reference_loop(data: Prepared, recipe: Recipe, seed: int, device: torch.device) -> float:
+    """Images/s of the plain loop: per-example torchvision augmentation, NCHW, fp32."""
+    stats = data.manifest["stats"]
+    transform = transforms.Compose([
+        transforms.RandomCrop(32, padding=4), transforms.RandomHorizontalFlip(),
+        transforms.ConvertImageDtype(torch.float32), transforms.Normalize(stats["mean"], stats["std"])])
+    loader = DataLoader(PerExample(data.train_x, data.train_y, transform), batch_size=recipe.batch_size,
+                        shuffle=True, drop_last=True, generator=torch.Generator().manual_seed(seed))
+    torch.manual_seed(seed)
+    model = build_model(SPEC).to(device).train()
+    optimizer = make_optimizer(model, recipe)
+    step, start = 0, time.perf_counter()
+    while step < recipe.steps:
+        for x, y in loader:
+            loss = F.cross_entropy(model(x.to(device)), y.to(device))
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            step += 1
+            if step == recipe.steps:
+                break
+    loss.item()  # wait for the device
+    return step * recipe.batch_size / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--archive", type=Path, default=ARCHIVE)
+    parser.add_argument("--train-images", type=int, default=5000)
+    parser.add_argument("--repeats", type=int, default=2, help="alternate the two loops this often; best of each")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    device = resolve_device(args.device)
+    recipe = Recipe(steps=args.steps, batch_size=128, lr=0.1, augment=True, eval_examples=1000, eval_batch_size=1000)
+    with tempfile.TemporaryDirectory() as tmp:
+        data, what = cifar_like(args.archive, args.train_images, Path(tmp))
+        print(f"data: {what}\nmodel: ResNet-20 k=1, batch 128, {args.steps} steps, {args.threads} threads, {device}")
+        ours, reference = 0.0, 0.0
+        for r in range(args.repeats):
+            reference_r = reference_loop(data, recipe, seed=r, device=device)
+            run_dir = Path(tmp) / f"run{r}"
+            ours_r = train(SPEC, recipe, data, run_dir, run_dir / "ckpt", seed=r, device=device,
+                           checkpoint_every=10 ** 9, progress=False)["examples_per_second"]
+            print(f"repeat {r}: reference {reference_r:.0f} images/s, ours {ours_r:.0f} images/s")
+            reference, ours = max(reference, reference_r), max(ours, ours_r)
+    print("best of the repeats:")
+    print(f"reference loop (DataLoader + per-example torchvision): {reference:8.0f} images/s")
+    print(f"scalemech.train (on-device batched augmentation):      {ours:8.0f} images/s")
+    print(f"ratio ours/reference: {ours / reference:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
