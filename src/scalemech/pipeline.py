@@ -18,20 +18,10 @@ import torch
 
 from . import tables
 from .data import load_prepared, prepare_dataset
+from .device import resolve_device
 from .models import ResidualModel, build_model, load_model, save_model
 
 log = logging.getLogger("scalemech")
-
-
-def resolve_device(device: str) -> torch.device:
-    """``auto`` → CUDA when available, else CPU; ``cuda`` without a GPU is an error."""
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("device 'cuda' requested but torch sees no GPU; use device: auto or cpu")
-    if device not in ("cpu", "cuda"):
-        raise ValueError(f"unknown device {device!r}; allowed: auto, cpu, cuda")
-    return torch.device(device)
 
 
 @contextlib.contextmanager
@@ -76,7 +66,7 @@ def train_model(spec: dict[str, Any], recipe: dict[str, Any], seed: int, data_di
     data = load_prepared(data_dir)
     full_spec = complete_spec(spec, data)
     metrics = train(full_spec, Recipe.from_dict(recipe), data, Path(out_dir), Path(checkpoint_dir), seed=seed,
-                    device=str(resolve_device(device)), checkpoint_every=checkpoint_every, compile=compile)
+                    device=device, checkpoint_every=checkpoint_every, compile=compile)
     metrics = {**model_keys(keys, full_spec), **metrics}
     (Path(out_dir) / "metrics.json").write_text(json.dumps(metrics, indent=2))
     return metrics

@@ -38,6 +38,7 @@ from torch import Tensor, nn
 from tqdm import tqdm
 
 from .data import Prepared, normalize_images, text_windows
+from .device import resolve_device
 from .models import build_model, save_model
 
 CHECKPOINTS_KEPT = 2
@@ -264,13 +265,6 @@ def load_checkpoint(checkpoint_dir: Path, run: dict[str, Any]) -> dict[str, Any]
 
 
 # -- training ---------------------------------------------------------------------------------
-def resolve_device(device: str | torch.device) -> torch.device:
-    """``"auto"`` → cuda when available, else cpu; anything else as given."""
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
-
-
 @dataclass
 class Task:
     """What the loop needs from a dataset: batches, the map to model input, evaluation sets."""

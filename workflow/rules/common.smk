@@ -21,10 +21,9 @@ EXPAND_GRIDS = config["expand"].get("grids", sorted(config["grids"]))
 EXPANDED = [key for key in TRAINED if JOBS[key].grid in EXPAND_GRIDS]
 
 
-def regex(keys, part):
-    """A wildcard constraint matching exactly the dataset or model parts of ``keys``."""
-    index = 0 if part == "dataset" else 1
-    names = sorted({key.split("/")[index] for key in keys}) or ["__none__"]
+def regex(keys):
+    """A wildcard constraint matching exactly the model names of ``keys``."""
+    names = sorted({JOBS[key].name for key in keys}) or ["__none__"]
     return "|".join(map(re.escape, names))
 
 
@@ -34,8 +33,17 @@ def job(wildcards):
 
 def per_model(pattern, keys):
     """``pattern`` (with {dataset} and {model}) for every model key in ``keys``."""
-    return [pattern.format(dataset=key.split("/")[0], model=key.split("/")[1]) for key in keys]
+    return [pattern.format(dataset=JOBS[key].dataset, model=JOBS[key].name) for key in keys]
 
 
 wildcard_constraints:
     dataset="|".join(sorted(config["datasets"])),
+
+
+def table_path(name):
+    suffix = "parquet" if name == "covmats" else "csv"
+    return f"{RESULTS}/tables/{name}.{suffix}"
+
+
+def figure_files(stem):
+    return [f"{FIGURES}/{stem}.pdf", f"{FIGURES}/{stem}.png"]

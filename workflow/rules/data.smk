@@ -14,6 +14,8 @@ rule prepare_data:
     resources:
         mem_mb=8000,
         runtime=120,
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/prepare_data.py"
 

@@ -20,6 +20,8 @@ rule misalign_model:
         f"{LOGS}/misalign/{{dataset}}/{{model}}.log",
     benchmark:
         f"{BENCH}/misalign/{{dataset}}/{{model}}.tsv"
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/misalign_model.py"
 
@@ -45,6 +47,8 @@ rule intervene_model:
         f"{LOGS}/intervene/{{dataset}}/{{model}}.log",
     benchmark:
         f"{BENCH}/intervene/{{dataset}}/{{model}}.tsv"
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/intervene_model.py"
 
@@ -69,6 +73,8 @@ rule expand_model:
         f"{LOGS}/expand/{{dataset}}/{{model}}.log",
     benchmark:
         f"{BENCH}/expand/{{dataset}}/{{model}}.tsv"
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/expand_model.py"
 
@@ -87,6 +93,8 @@ rule experiment_table:
         f"{LOGS}/tables/{{table}}.log",
     benchmark:
         f"{BENCH}/tables/{{table}}.tsv"
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/concat_table.py"
 

@@ -1,20 +1,13 @@
 # F1-F7 from the tidy tables alone, and the claims report. Figure rules list the plotting
 # modules as inputs: editing them reruns figures and the report, never training or
 # measurement (whose rules do not depend on these files).
+import os
+
 import scalemech.plots
 import scalemech.report
 
 FIGURE_TABLES = {stem: names for stem, (_, names) in scalemech.plots.FIGURES.items()}
 PLOTTING_CODE = [scalemech.plots.__file__, scalemech.report.__file__]
-
-
-def table_path(name):
-    suffix = "parquet" if name == "covmats" else "csv"
-    return f"{RESULTS}/tables/{name}.{suffix}"
-
-
-def figure_files(stem):
-    return [f"{FIGURES}/{stem}.pdf", f"{FIGURES}/{stem}.png"]
 
 
 rule figure:
@@ -27,11 +20,13 @@ rule figure:
     wildcard_constraints:
         stem="|".join(FIGURE_TABLES),
     params:
-        tables_dir=f"{RESULTS}/tables",
+        tables_dir=lambda wc, input: os.path.dirname(input.tables[0]),
     log:
         f"{LOGS}/figures/{{stem}}.log",
     benchmark:
         f"{BENCH}/figures/{{stem}}.tsv"
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/figure.py"
 
@@ -45,13 +40,15 @@ rule claims_report:
     output:
         report(f"{RESULTS}/report.md", caption="../report/claims.rst", category="Claims"),
     params:
-        tables_dir=f"{RESULTS}/tables",
-        figures_dir=FIGURES,
+        tables_dir=lambda wc, input: os.path.dirname(input.tables[0]),
+        figures_dir=lambda wc, input: os.path.dirname(input.figures[0]),
         captions_dir=f"{workflow.basedir}/workflow/report",
     log:
         f"{LOGS}/report.log",
     benchmark:
         f"{BENCH}/report.tsv"
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/claims_report.py"
 

@@ -23,6 +23,8 @@ rule measure_model:
         f"{LOGS}/measure/{{dataset}}/{{model}}.log",
     benchmark:
         f"{BENCH}/measure/{{dataset}}/{{model}}.tsv"
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/measure_model.py"
 
@@ -40,6 +42,8 @@ rule stats_tables:
         f"{LOGS}/tables/stats.log",
     benchmark:
         f"{BENCH}/tables/stats.tsv"
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/stats_tables.py"
 
@@ -54,5 +58,7 @@ rule cost_table:
         f"{LOGS}/tables/benchmarks.log",
     benchmark:
         f"{BENCH}/tables/benchmarks.tsv"
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/cost_table.py"

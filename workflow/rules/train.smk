@@ -11,7 +11,7 @@ rule train_model:
         metrics=f"{RESULTS}/models/{{dataset}}/{{model}}/metrics.json",
         curve=f"{RESULTS}/models/{{dataset}}/{{model}}/curve.csv",
     wildcard_constraints:
-        model=regex(TRAINED, "model"),
+        model=regex(TRAINED),
     params:
         spec=lambda wc: job(wc).spec,
         recipe=lambda wc: job(wc).recipe,
@@ -29,6 +29,8 @@ rule train_model:
         f"{LOGS}/train/{{dataset}}/{{model}}.log",
     benchmark:
         f"{BENCH}/train/{{dataset}}/{{model}}.tsv"
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/train_model.py"
 
@@ -37,7 +39,7 @@ rule pin_pretrained:
     output:
         model=f"{RESULTS}/models/{{dataset}}/{{model}}/model.pt",
     wildcard_constraints:
-        model=regex(PRETRAINED, "model"),
+        model=regex(PRETRAINED),
     params:
         spec=lambda wc: job(wc).spec,
     resources:
@@ -48,6 +50,8 @@ rule pin_pretrained:
         f"{LOGS}/pretrained/{{dataset}}/{{model}}.log",
     benchmark:
         f"{BENCH}/pretrained/{{dataset}}/{{model}}.tsv"
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/pin_pretrained.py"
 
@@ -61,6 +65,8 @@ rule training_table:
         f"{LOGS}/tables/training.log",
     benchmark:
         f"{BENCH}/tables/training.tsv"
+    conda:
+        "../../environment.yml"
     script:
         "../scripts/training_table.py"
 
