@@ -167,8 +167,9 @@ def expand_model(model_path: str, data_dir: str, base_keys: dict[str, Any], sett
     pools = draw_pools(model, data, settings["pool"], settings["pool"], settings["seed"])
     config = ExpandConfig(steps=settings["steps"], train_mode=settings["train_mode"], optimizer=settings["optimizer"],
                           lr=settings["lr"], batch_size=settings["batch_size"], seed=settings["seed"])
+    points = select_points(model, settings.get("points", measure_settings["points"]))
     frames = [expand(model, point, pools["train"], pools["train"], pools["test"], config, to_device(torch_device), keys)
-              for point in select_points(model, measure_settings["points"])]
+              for point in points]
     tables.write_table(pd.concat(frames, ignore_index=True), out, "expansion")
 
 
