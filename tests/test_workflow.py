@@ -97,6 +97,11 @@ def test_tiny_run_makes_every_figure_and_reruns_only_plotting(tmp_path: Path) ->
     assert (tmp_path / "logs" / "tiny" / "train" / "mnist5k" / "resnet-d8-w1-s0.log").is_file()
     assert (tmp_path / "benchmarks" / "tiny" / "train" / "mnist5k" / "resnet-d8-w1-s0.tsv").is_file()
 
+    html = snakemake("--report", str(tmp_path / "report.zip"), "--configfile", str(tmp_path / "tiny.yaml"),
+                     "--directory", str(tmp_path))
+    assert html.returncode == 0, html.stderr[-3000:]
+    assert (tmp_path / "report.zip").stat().st_size > 0
+
     plots_py = Path(scalemech.plots.__file__)
     os.utime(plots_py)  # "edit" the plotting code
     dry = snakemake("-n", "--cores", "2", "--configfile", str(tmp_path / "tiny.yaml"), "--directory", str(tmp_path))

@@ -2,6 +2,7 @@
 # modules as inputs: editing them reruns figures and the report, never training or
 # measurement (whose rules do not depend on these files).
 import os
+from pathlib import Path
 
 import scalemech.plots
 import scalemech.report
@@ -16,11 +17,12 @@ rule figure:
         code=PLOTTING_CODE,
     output:
         pdf=f"{FIGURES}/{{stem}}.pdf",
-        png=report(f"{FIGURES}/{{stem}}.png", caption="../report/{stem}.rst", category="Figures"),
+        png=report(f"{FIGURES}/{{stem}}.png", caption="../report/figure.rst", category="Figures"),
     wildcard_constraints:
         stem="|".join(FIGURE_TABLES),
     params:
         tables_dir=lambda wc, input: os.path.dirname(input.tables[0]),
+        caption=lambda wc: Path(workflow.basedir, "workflow", "report", f"{wc.stem}.rst").read_text(),
     log:
         f"{LOGS}/figures/{{stem}}.log",
     benchmark:
