@@ -19,7 +19,7 @@ import torch
 from . import tables
 from .data import load_prepared, prepare_dataset
 from .device import resolve_device
-from .models import ResidualModel, build_model, load_model, save_model
+from .models import ResidualModel, build_model, load_model
 
 log = logging.getLogger("scalemech")
 
@@ -84,11 +84,6 @@ def pin_pretrained(spec: dict[str, Any], out: str) -> None:
 def training_table(metrics_paths: Sequence[str], out: str) -> None:
     rows = [json.loads(Path(p).read_text()) for p in metrics_paths]
     tables.write_table(pd.DataFrame(rows), out, "training")
-
-
-def load_for_measurement(model_path: str, device: torch.device) -> tuple[ResidualModel, dict[str, Any]]:
-    model, payload = load_model(model_path, map_location=device)
-    return model, payload["spec"]
 
 
 # -- measurement and experiments ----------------------------------------------------------
