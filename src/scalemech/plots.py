@@ -423,6 +423,7 @@ def fig_intervention(intervention: pd.DataFrame, out: str | Path, *, dpi: int = 
                 ax.plot(line["eta"], line["ratio"], alpha=0.8, markersize=4,
                         label=f"width {width:g}" if j == 0 else None, **style)
         _finish(ax, "step size η (parameter units)", "observed / predicted (unitless)", name, logx=True)
+        ax.set_yscale("symlog", linthresh=2.0)  # linear around the first-order regime (ratio ≈ 1), log beyond
     _save(fig, out, title, notes, dpi)
 
 
