@@ -4,6 +4,7 @@ end-to-end run that makes every figure and the report, then reruns only plotting
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,8 +19,10 @@ ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile")]
 
 
-def snakemake(*args: str, cwd: Path = ROOT, timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([*SNAKEMAKE, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+def snakemake(*args: str, cwd: Path = ROOT, timeout: int = 600, env: dict[str, str] | None = None
+              ) -> subprocess.CompletedProcess:
+    return subprocess.run([*SNAKEMAKE, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env=None if env is None else {**os.environ, **env})
 
 
 def planned(output: str) -> dict[str, int]:
@@ -82,9 +85,15 @@ TINY = {
 
 
 def test_tiny_run_makes_every_figure_and_reruns_only_plotting(tmp_path: Path) -> None:
+    # The workflow runs on a copy of the package, so that editing its plotting code below
+    # leaves the repository untouched (PYTHONPATH comes before the editable install).
+    package = tmp_path / "pkg"
+    shutil.copytree(Path(scalemech.plots.__file__).parent, package / "scalemech",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    env = {"PYTHONPATH": str(package)}
     (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(TINY))
     run = snakemake("--cores", "2", "--configfile", str(tmp_path / "tiny.yaml"), "--directory", str(tmp_path),
-                    timeout=900)
+                    timeout=900, env=env)
     assert run.returncode == 0, run.stderr[-4000:]
     for stem in scalemech.plots.FIGURES:
         for suffix in (".pdf", ".png"):
@@ -98,13 +107,14 @@ def test_tiny_run_makes_every_figure_and_reruns_only_plotting(tmp_path: Path) ->
     assert (tmp_path / "benchmarks" / "tiny" / "train" / "mnist5k" / "resnet-d8-w1-s0.tsv").is_file()
 
     html = snakemake("--report", str(tmp_path / "report.zip"), "--configfile", str(tmp_path / "tiny.yaml"),
-                     "--directory", str(tmp_path))
+                     "--directory", str(tmp_path), env=env)
     assert html.returncode == 0, html.stderr[-3000:]
     assert (tmp_path / "report.zip").stat().st_size > 0
 
-    plots_py = Path(scalemech.plots.__file__)
-    os.utime(plots_py)  # "edit" the plotting code
-    dry = snakemake("-n", "--cores", "2", "--configfile", str(tmp_path / "tiny.yaml"), "--directory", str(tmp_path))
+    plots_py = package / "scalemech" / "plots.py"
+    plots_py.write_text(plots_py.read_text() + "\n# an edit of the plotting code\n")
+    dry = snakemake("-n", "--cores", "2", "--configfile", str(tmp_path / "tiny.yaml"), "--directory", str(tmp_path),
+                    env=env)
     assert dry.returncode == 0, dry.stderr[-3000:]
     counts = planned(dry.stdout)
     assert counts.get("figure") == len(scalemech.plots.FIGURES) and counts.get("claims_report") == 1
