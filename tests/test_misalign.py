@@ -8,7 +8,7 @@ import torch
 from scalemech.experiments.misalign import (block_means, misalignment, misalignment_draws, ordered_subsets,
                                             wilson_interval)
 from scalemech.grads import GradientPool, pool_path
-from scalemech.stats import AlignmentStats, certificates
+from scalemech.stats import AlignmentStats, alignment_stats, certificates
 from scalemech.tables import check_columns
 
 
@@ -83,7 +83,8 @@ def test_misalignment_table_from_pools(tmp_path):
         writer.write(rows)
         writer.finish()
     keys = {"run": "t", "dataset": "d", "family": "f", "depth": 1, "width": 1.0, "seed": 0, "model": "m"}
-    table = misalignment(tmp_path, ["p"], [(2, 3), (5, 1)], keys, draws=500, seed=9, views=["full"])
+    moments = {("p", "full", split): alignment_stats(rows) for split, rows in split_rows.items()}
+    table = misalignment(tmp_path, ["p"], [(2, 3), (5, 1)], keys, moments, draws=500, seed=9, views=["full"])
     check_columns(table, "misalignment")
     assert len(table) == 4 and set(table.stats_split) == {"train", "test"} and (table.point_index == 3).all()
     stored = {split: GradientPool(pool_path(tmp_path, split, "p", "full")).rows() for split in split_rows}
@@ -91,3 +92,4 @@ def test_misalignment_table_from_pools(tmp_path):
     row = table[(table.M == 2) & (table.stats_split == "train")].iloc[0]
     assert row.p_misalign == pytest.approx(float((expected <= 0).double().mean()))
     assert row.p_lo <= row.p_misalign <= row.p_hi and row.b_exact <= row.b_align
+    assert row.b_align == pytest.approx(certificates(moments["p", "full", "train"], 2, 3).b_align)

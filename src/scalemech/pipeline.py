@@ -128,12 +128,17 @@ def misalign_model(stats_path: str, pools_dir: str, settings: dict[str, Any], ou
     """E6 at every measured point, over the (M, K) grid of ``settings['sizes']``."""
     from .experiments import misalignment
 
+    from .stats import AlignmentStats
+
     measured = pd.read_parquet(stats_path)
     dalign = measured[measured["table"] == "dalign"].sort_values("point_index")
     keys = dalign.iloc[0][tables.model_keys()].to_dict()
+    moments = {(row["point"], row["view"], row["split"]): AlignmentStats.from_moments(
+        row["n"], row["dim"], row["mu_sq"], row["mu_four"], row["mu_sigma_mu"], row["tr_sigma_sq"])
+        for row in dalign.to_dict("records")}
     grid = [(M, K) for M in settings["sizes"] for K in settings["sizes"]]
-    frame = misalignment(pools_dir, list(dict.fromkeys(dalign["point"])), grid, keys, draws=settings["draws"],
-                         seed=settings["seed"])
+    frame = misalignment(pools_dir, list(dict.fromkeys(dalign["point"])), grid, keys, moments,
+                         draws=settings["draws"], seed=settings["seed"])
     tables.write_table(frame, out, "misalignment")
 
 

@@ -23,7 +23,7 @@ train pool and, as a second row, on the test pool.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from statistics import NormalDist
 from typing import Any
@@ -99,12 +99,14 @@ def misalignment_draws(C: Tensor, grid: Sequence[tuple[int, int]], draws: int,
 
 
 def misalignment(pool_dir: str | Path, points: Sequence[str], grid: Sequence[tuple[int, int]], keys: dict[str, Any],
-                 draws: int = 10_000, seed: int = 0, views: Sequence[str] = VIEWS,
-                 device: torch.device | str = "cpu", level: float = 0.95) -> pd.DataFrame:
+                 moments: Mapping[tuple[str, str, str], stats.AlignmentStats], draws: int = 10_000, seed: int = 0,
+                 views: Sequence[str] = VIEWS, device: torch.device | str = "cpu", level: float = 0.95
+                 ) -> pd.DataFrame:
     """The ``misalignment`` table from the pools ``measure`` stored in ``pool_dir``.
 
     One row per point × view × ``(M, K)`` × stats_split: ``p_misalign`` over ``draws`` draws with its
-    Wilson interval at ``level``, and ``B_exact``, ``B_align`` from the moments of that split's pool.
+    Wilson interval at ``level``, and ``B_exact``, ``B_align`` from ``moments[point, view, split]``,
+    the statistics ``measure`` already estimated on that split's pool (no second Gram pass).
     """
     rows = []
     for point in tqdm(points, desc="misalignment"):
@@ -112,13 +114,11 @@ def misalignment(pool_dir: str | Path, points: Sequence[str], grid: Sequence[tup
             pools = {split: GradientPool(pool_path(pool_dir, split, point, view)) for split in ("train", "test")}
             C = pools["train"].gram(pools["test"], device=device)
             values = misalignment_draws(C, grid, draws, seed)
-            moments = {split: stats.stats_from_gram(pool.gram(device=device), pool.dim)
-                       for split, pool in pools.items()}
             for (M, K), value in values.items():
                 misaligned = int((value <= 0).sum())
                 p_lo, p_hi = wilson_interval(misaligned, draws, level)
-                for split, estimate in moments.items():
-                    bound = stats.certificates(estimate, M, K)
+                for split in pools:
+                    bound = stats.certificates(moments[point, view, split], M, K)
                     rows.append({**keys, "point": point, "point_index": pools["train"].meta["point_index"],
                                  "view": view, "M": M, "K": K, "draws": draws, "p_misalign": misaligned / draws,
                                  "p_lo": p_lo, "p_hi": p_hi, "stats_split": split,
