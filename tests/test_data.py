@@ -22,9 +22,7 @@ from scalemech.data import (DATASETS, DataError, load_prepared, normalize_images
 from scalemech.data import cifar, text
 from scalemech.data.images import stratified_indices
 
-SHAKESPEARE = Path(__file__).resolve().parents[2] / "shared" / "data" / "tinyshakespeare.txt"
-if not SHAKESPEARE.is_file():
-    SHAKESPEARE = Path("/work/shared/data/tinyshakespeare.txt")
+SHAKESPEARE = Path(__file__).resolve().parents[2] / "shared" / "data" / "tinyshakespeare.txt"  # ../shared beside the repo
 
 
 # ---------------------------------------------------------------- fixtures ----------------
