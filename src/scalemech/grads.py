@@ -35,6 +35,7 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from .models.base import ResidualModel
+from .stats import cross_gram
 
 VIEWS = ("full", "pooled")
 POOL_DTYPES = ("float16", "float32")
@@ -205,12 +206,7 @@ class GradientPool:
         b = self if other is None else other
         if b.dim != self.dim:
             raise ValueError(f"pools of different lengths: {self.path} has D = {self.dim}, {b.path} has D = {b.dim}")
-        cross = torch.zeros(self.n, b.n, dtype=torch.float64, device=device)
-        for start in range(0, self.dim, chunk_cols):
-            a_chunk = torch.from_numpy(np.array(self.scaled[:, start:start + chunk_cols])).to(device, torch.float64)
-            b_chunk = a_chunk if other is None else torch.from_numpy(
-                np.array(b.scaled[:, start:start + chunk_cols])).to(device, torch.float64)
-            cross.addmm_(a_chunk, b_chunk.T)
+        cross = cross_gram(self.scaled, None if other is None else b.scaled, chunk_cols, device)
         a_scale, b_scale = (torch.from_numpy(p.scale).to(device) for p in (self, b))
         return cross * a_scale[:, None] * b_scale[None, :]
 

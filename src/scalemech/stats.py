@@ -45,12 +45,15 @@ Rows = Tensor | np.ndarray | Iterable[Tensor | np.ndarray]
 
 def _float64(x: Tensor | np.ndarray, device: torch.device | str | None) -> Tensor:
     """``x`` as a float64 tensor on ``device`` (a numpy/memmap slice is read here)."""
-    x = torch.as_tensor(np.ascontiguousarray(x)) if isinstance(x, np.ndarray) else x
+    x = torch.from_numpy(np.array(x, dtype=np.float64)) if isinstance(x, np.ndarray) else x  # one read, owned
     return x.to(device=device, dtype=torch.float64)
 
 
-def _cross(a: Tensor | np.ndarray, b: Tensor | np.ndarray | None, chunk_size: int, device) -> Tensor:
-    """``a bᵀ`` (``b = a`` when None) summed over column chunks of ``chunk_size`` features, float64."""
+@torch.no_grad()
+def cross_gram(a: Tensor | np.ndarray, b: Tensor | np.ndarray | None = None, chunk_size: int = 8192,
+               device: torch.device | str = "cpu") -> Tensor:
+    """``C = a bᵀ`` (``b = a`` when None), float64, summed over column chunks of ``chunk_size`` features,
+    so only a chunk of each (possibly memory-mapped) operand is on ``device`` at a time."""
     cross = torch.zeros(a.shape[0], (a if b is None else b).shape[0], dtype=torch.float64, device=device)
     for start in range(0, a.shape[1], chunk_size):
         a_chunk = _float64(a[:, start:start + chunk_size], device)  # (n_a, c)
@@ -75,7 +78,7 @@ def _gram_and_dim(Q: Rows, chunk_size: int, device: torch.device | str | None) -
         rows = _flat(Q)
         if device is None:
             device = rows.device if isinstance(rows, Tensor) else "cpu"
-        return _cross(rows, None, chunk_size, device), rows.shape[1]
+        return cross_gram(rows, None, chunk_size, device), rows.shape[1]
 
     kept: list[Tensor | np.ndarray] = []
     pieces: list[Tensor] = []  # pieces[k]: (b_k, b_0 + ... + b_k), block k against blocks 0..k
@@ -87,7 +90,7 @@ def _gram_and_dim(Q: Rows, chunk_size: int, device: torch.device | str | None) -
         if device is None:
             device = block.device if isinstance(block, Tensor) else "cpu"
         kept.append(block)
-        pieces.append(torch.cat([_cross(block, None if earlier is block else earlier, chunk_size, device)
+        pieces.append(torch.cat([cross_gram(block, None if earlier is block else earlier, chunk_size, device)
                                  for earlier in kept], dim=1))
     if not kept:
         raise ValueError("Q is an empty iterable of row blocks; need at least 4 rows")
