@@ -79,15 +79,20 @@ MALFORMED = {
 }
 
 
+def assert_rejected(config: dict, expected: list[str]) -> None:
+    """``validate_config`` raises ``ConfigError`` and its message holds every text of ``expected``."""
+    with pytest.raises(ConfigError) as info:
+        validate_config(config)
+    for text in expected:
+        assert text in str(info.value), f"{text!r} not in: {info.value}"
+
+
 @pytest.mark.parametrize("name", sorted(MALFORMED))
 def test_malformed_config_is_rejected_with_the_key(name: str) -> None:
     edit, expected = MALFORMED[name]
     config = copy.deepcopy(quick())
     edit(config)
-    with pytest.raises(ConfigError) as info:
-        validate_config(config)
-    for text in expected:
-        assert text in str(info.value), f"{text!r} not in: {info.value}"
+    assert_rejected(config, expected)
 
 
 def test_duplicate_models_are_rejected() -> None:
@@ -106,3 +111,190 @@ def test_dataset_keys_are_checked_per_dataset() -> None:
     config["datasets"]["mnist5k"]["archive"] = "mnist.tar.gz"  # a CIFAR key, not an MNIST one
     with pytest.raises(ConfigError, match=r"datasets.mnist5k: unknown key\(s\) \['archive'\]"):
         validate_config(config)
+
+
+# -- planning-time cross-checks: every case below used to pass validation and fail (or be
+#    silently changed) only when a job ran ----------------------------------------------
+
+def _grid(name: str, grid: dict):
+    def edit(config: dict) -> None:
+        config["grids"][name] = grid
+    return edit
+
+
+def _only(*names: str):
+    """Keep only the grids ``names`` (and their datasets)."""
+    def edit(config: dict) -> None:
+        config["grids"] = {n: g for n, g in config["grids"].items() if n in names}
+        config["datasets"] = {d: s for d, s in config["datasets"].items()
+                              if d in {g["dataset"] for g in config["grids"].values()}}
+    return edit
+
+
+def _both(*edits):
+    def edit(config: dict) -> None:
+        for one in edits:
+            one(config)
+    return edit
+
+
+TV_GRID = {"dataset": "mnist5k", "family": "tvresnet", "depths": [18, 20], "widths": [0.5],
+           "recipe": {"optimizer": "sgd", "lr": 0.1, "batch_size": 64, "epochs": 1}}
+
+CROSS_CHECKED = {
+    # edit -> text the one-line message must contain (the offending key and what is allowed)
+    "resnet depth not 6n+2": (_set("grids.resnet_mnist.depths.1", 10),
+                              ["grids.resnet_mnist.depths[1]", "6n+2", "8, 14, 20"]),
+    "tvresnet depth": (_grid("tv", TV_GRID), ["grids.tv.depths[1]", "[18, 34, 50, 101, 152]"]),
+    "llama width not a multiple of head_dim": (_set("grids.llama_stdlib.widths.1", 96),
+                                               ["grids.llama_stdlib.widths[1]", "multiples of 64"]),
+    "llama odd head_dim": (_both(_set("grids.llama_stdlib.model.head_dim", 33),
+                                 _set("grids.llama_stdlib.widths", [66])),
+                           ["grids.llama_stdlib.model", "head_dim", "even"]),
+    "llama on images": (_set("grids.llama_stdlib.dataset", "mnist5k"),
+                        ["grids.llama_stdlib.dataset", "mnist5k", "image", "pystdlib"]),
+    "resnet on text": (_set("grids.resnet_mnist.dataset", "pystdlib"),
+                       ["grids.resnet_mnist.dataset", "pystdlib", "text", "mnist5k"]),
+    "llama key on a resnet": (_set("grids.resnet_mnist.model.head_dim", 64),
+                              ["grids.resnet_mnist.model", "head_dim", "['norm', 'placement']"]),
+    "resnet key on a llama": (_set("grids.llama_stdlib.model.norm", "rms"),
+                              ["grids.llama_stdlib.model", "norm", "block_size", "head_dim"]),
+    "norm on a tvresnet": (_grid("tv", {**TV_GRID, "depths": [18], "model": {"norm": "layer"}}),
+                           ["grids.tv.model", "norm", "tvresnet", "none"]),
+    "resnet width under 2 channels": (_set("grids.resnet_mnist.widths.0", 0.05),
+                                      ["grids.resnet_mnist.widths[0]", "1 channel", "at least 2"]),
+    "no grids": (_set("grids", {}), ["grids", "pretrained"]),
+    "unknown expand grid": (_set("expand.grids", ["resnet_mnist", "resnet_cifar"]),
+                            ["expand.grids[1]", "resnet_cifar", "['llama_stdlib', 'resnet_mnist']"]),
+    "unknown point name": (_both(_only("resnet_mnist"), _set("measure.points", ["stage1.block1", "stage3.block3"])),
+                           ["measure.points[1]", "stage3.block3", "resnet-d8", "stage3.block1"]),
+    "llama point on a resnet": (_both(_only("resnet_mnist"), _set("measure.points", ["layer.0"])),
+                                ["measure.points[0]", "layer.0", "stage1.block1"]),
+    "unknown expansion point": (_both(_only("llama_stdlib"), _set("expand.points", ["layer.1", "layer.2"])),
+                                ["expand.points[1]", "layer.2", "['layer.0', 'layer.1']"]),
+    "test pool over the split": (_set("measure.test_pool", 2000),
+                                 ["measure.test_pool", "2000", "1000", "mnist5k test split"]),
+    "train pool over the split": (_set("measure.train_pool", 4500),
+                                  ["measure.train_pool", "4500", "4000", "mnist5k train split"]),
+    "expand pool over the split": (_set("expand.pool", 1500), ["expand.pool", "1500", "1000", "mnist5k"]),
+    "misalign size over the pool": (_set("measure.train_pool", 32),
+                                    ["misalign.sizes[6]", "64", "measure.train_pool", "32"]),
+    "empty test split": (_set("datasets.mnist5k.test_fraction", 0.0001),
+                         ["datasets.mnist5k.test_fraction", "empty", "0.0002"]),
+    "empty train split": (_set("datasets.mnist5k.test_fraction", 0.99995),
+                          ["datasets.mnist5k.test_fraction", "empty", "0.9998"]),
+    "batch over the train split": (_set("grids.resnet_mnist.recipe.batch_size", 8192),
+                                   ["grids.resnet_mnist.recipe.batch_size", "8192", "4000"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CROSS_CHECKED))
+def test_cross_checks_reject_with_the_key_in_one_line(name: str) -> None:
+    edit, expected = CROSS_CHECKED[name]
+    config = copy.deepcopy(quick())
+    edit(config)
+    with pytest.raises(ConfigError) as info:
+        validate_config(config)
+    message = str(info.value)
+    assert "\n" not in message, message
+    for text in expected:
+        assert text in message, f"{text!r} not in: {message}"
+
+
+def cifar_subset() -> dict:
+    return yaml.safe_load((ROOT / "config" / "quick-cifar10.yaml").read_text())
+
+
+@pytest.mark.parametrize("key, value, expected", [
+    ("measure.test_pool", 4000, ["measure.test_pool", "2000", "cifar10 test split"]),
+    ("expand.pool", 2500, ["expand.pool", "2000", "cifar10 test split"]),
+])
+def test_pools_are_checked_against_a_subset(key: str, value: int, expected: list[str]) -> None:
+    config = cifar_subset()
+    _set(key, value)(config)
+    assert_rejected(config, expected)
+
+
+def test_what_the_cross_checks_allow() -> None:
+    config = quick()
+    del config["grids"]["llama_stdlib"], config["datasets"]["pystdlib"]
+    config["grids"]["resnet_mnist"]["widths"] = [0.125, 0.25]  # 2 and 4 channels in the first stage
+    config["measure"].update(points=["stage1.block1", "stage3.block1"], train_pool=4000, test_pool=1000)
+    config["expand"].update(points=["stage2.block1"], pool=1000)
+    config["grids"]["resnet_mnist"]["recipe"]["batch_size"] = 4000
+    validate_config(config)
+    text = cifar_subset()
+    text["datasets"] = {"tinyshakespeare": text["datasets"]["tinyshakespeare"]}
+    text["grids"] = {"llama_shakespeare": text["grids"]["llama_shakespeare"]}
+    text["measure"].update(train_pool=10 ** 9, test_pool=10 ** 9)  # text sizes are known only once prepared
+    text["misalign"] = {"sizes": [64]}
+    validate_config(text)
+
+
+def test_several_problems_are_all_listed() -> None:
+    config = quick()
+    config["grids"]["resnet_mnist"]["depths"] = [9, 10]
+    config["expand"]["grids"] = ["nope"]
+    with pytest.raises(ConfigError) as info:
+        validate_config(config)
+    for text in ("depths[0]", "depths[1]", "expand.grids[0]"):
+        assert text in str(info.value)
+
+
+# -- strict YAML ---------------------------------------------------------------------------
+
+DUPLICATED = """\
+run: quick
+datasets:
+  mnist5k: {test_fraction: 0.2}
+grids:
+  resnet_mnist:
+    dataset: mnist5k
+    family: resnet
+    depths: [8, 14]
+    widths: [1]
+    depths: [20]
+    recipe: {optimizer: sgd, lr: 0.1, batch_size: 64, epochs: 1}
+"""
+
+
+def test_duplicate_yaml_key_is_rejected_with_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "dup.yaml"
+    path.write_text(DUPLICATED)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    message = str(info.value)
+    assert "\n" not in message
+    for text in (f"{path}:10", "'depths'", "grids.resnet_mnist", "line 8"):
+        assert text in message, f"{text!r} not in: {message}"
+
+
+def test_yaml_merge_keys_may_be_overridden(tmp_path: Path) -> None:
+    path = tmp_path / "merge.yaml"
+    path.write_text(DUPLICATED.replace("    depths: [20]\n", "").replace("  resnet_mnist:", "  resnet_mnist: &base")
+                    + "  again:\n    <<: *base\n    depths: [20]\n")
+    config = load_config(path)
+    assert config["grids"]["again"]["depths"] == [20] and config["grids"]["resnet_mnist"]["depths"] == [8, 14]
+
+
+def test_yaml_syntax_error_names_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "broken.yaml"
+    path.write_text("run: quick\ngrids:\n  a: [1, 2\n  b: 3\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    message = str(info.value)
+    assert "\n" not in message and f"{path}:4" in message and "YAML" in message, message
+
+
+def test_workflow_rejects_a_duplicated_key(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    path = tmp_path / "dup.yaml"
+    path.write_text(DUPLICATED)
+    result = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--snakefile", str(ROOT / "Snakefile"),
+                             "--cores", "1", "--configfile", str(path), "--directory", str(tmp_path)],
+                            capture_output=True, text=True, timeout=300)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output[-3000:]
+    assert f"{path}:10" in output and "'depths'" in output, output[-3000:]

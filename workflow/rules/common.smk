@@ -1,9 +1,15 @@
 # Config validation (before any job is planned), the model jobs, and input functions.
 import re
 
-from scalemech.config import ConfigError, model_jobs, validate_config
+from scalemech.config import ConfigError, model_jobs, read_yaml, validate_config
 
+# Snakemake reads --configfile (and the Snakefile's configfile:) itself, keeping the last of
+# two equal keys without a word; each file is read again strictly (workflow.configfiles lists
+# them, CLI ones first) so that a duplicated key fails here with its file and line. The
+# config validated is still Snakemake's own (with any --config overrides).
 try:
+    for path in workflow.configfiles:
+        read_yaml(path)
     validate_config(config)
 except ConfigError as error:
     raise WorkflowError(str(error)) from None
