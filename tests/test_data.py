@@ -415,3 +415,15 @@ def test_normalize_images_uses_manifest_stats():
         normalize_images(x.float(), stats)
     with pytest.raises(ValueError, match="channels"):
         normalize_images(x[:, :2], stats)
+
+
+def test_prepare_removes_what_a_killed_prepare_left(tmp_path):
+    dead_pid = 2**22 + 12345                     # above the largest pid_max: no such process
+    left = [tmp_path / f".mnist5k.partial-{dead_pid}", tmp_path / f".mnist5k.old-{dead_pid}"]
+    for path in left:
+        (path / "sub").mkdir(parents=True)
+    other = tmp_path / f".cifar10.partial-{dead_pid}"
+    other.mkdir()
+    prepare_dataset("mnist5k", {}, tmp_path / "mnist5k")
+    assert not any(path.exists() for path in left)
+    assert other.exists() and (tmp_path / "mnist5k" / "manifest.json").is_file()

@@ -1,12 +1,15 @@
 """One-pass activation-gradient capture against batch-size-1 autograd; pools; block gradients."""
 
+import json
+
 import numpy as np
 import pytest
 import torch
 from torch import nn
 
-from scalemech.grads import (GradientPool, activation_grads, block_grad, block_grad_norm, broadcast_shift,
-                             capture_pools, to_device)
+from scalemech.data import DataError
+from scalemech.grads import (GradientPool, PoolError, activation_grads, block_grad, block_grad_norm,
+                             broadcast_shift, capture_pools, to_device)
 from scalemech.models import build_model
 from scalemech.models.base import ResidualModel
 
@@ -137,6 +140,51 @@ def test_pool_roundtrip_mean_and_gram(tmp_path, dtype, rtol):
     assert np.load(tmp_path / "a.npy").dtype == np.dtype(dtype)
     with pytest.raises(ValueError, match="float16"):
         GradientPool.create(tmp_path / "c", 2, 2, "bfloat16")
+
+
+def _stored_pool(path, rows):
+    writer = GradientPool.create(path, len(rows), rows.shape[1], "float16", point_index=0)
+    writer.write(rows)
+    return writer.finish()
+
+
+def test_pool_files_are_checked_on_open(tmp_path):
+    torch.manual_seed(2)
+    rows = torch.randn(64, 128, dtype=torch.float64)
+    written = _stored_pool(tmp_path / "p", rows).rows()
+    records = GradientPool(tmp_path / "p").meta["files"]
+    assert set(records) == {"p.npy", "p.scale.npy"}
+    assert records["p.npy"]["shape"] == [64, 128] and records["p.npy"]["dtype"] == "float16"
+    torch.testing.assert_close(GradientPool(tmp_path / "p").rows(), written, rtol=0, atol=0)
+
+    npy, scale = tmp_path / "p.npy", tmp_path / "p.scale.npy"
+    intact = npy.read_bytes()
+    middle = len(intact) // 2
+    npy.write_bytes(intact[:middle] + bytes(b ^ 0xFF for b in intact[middle:middle + 4096]) + intact[middle + 4096:])
+    with pytest.raises(PoolError, match=r"p\.npy: sha256 differs.*re-run the measurement"):
+        GradientPool(tmp_path / "p")
+    GradientPool(tmp_path / "p", verify=False)  # the size and header still match
+    npy.write_bytes(intact[:-100])
+    with pytest.raises(PoolError, match=r"p\.npy: \d+ bytes, p\.json says \d+"):
+        GradientPool(tmp_path / "p", verify=False)
+    npy.write_bytes(intact)
+
+    np.save(scale, np.zeros(64))
+    with pytest.raises(PoolError, match=r"p\.scale\.npy: sha256 differs"):
+        GradientPool(tmp_path / "p")
+    np.save(scale, np.ones(32))
+    with pytest.raises(PoolError, match=r"p\.scale\.npy: .*bytes"):
+        GradientPool(tmp_path / "p")
+    assert issubclass(PoolError, DataError)
+
+
+def test_pool_without_checksums_is_refused(tmp_path):
+    _stored_pool(tmp_path / "p", torch.ones(4, 3, dtype=torch.float64))
+    meta_file = tmp_path / "p.json"
+    meta = json.loads(meta_file.read_text())
+    meta_file.write_text(json.dumps({k: v for k, v in meta.items() if k != "files"}))
+    with pytest.raises(PoolError, match="no checksum"):
+        GradientPool(tmp_path / "p")
 
 
 def test_block_grad_matches_full_batch_autograd():

@@ -10,6 +10,10 @@
 
 Paths follow the workflow's layout (results/<run>/…), so a step run here is the same job
 Snakemake would run.
+
+A user error (bad argument, missing or corrupt file, invalid config) is printed as one line,
+``scalemech: error: <message>``, with exit status 2 like argparse's own usage errors;
+``scalemech --debug …`` shows the traceback instead.
 """
 
 from __future__ import annotations
@@ -19,8 +23,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import pipeline
-from .config import ModelJob, load_config, model_jobs
+from . import __version__, pipeline
+from .config import ConfigError, ModelJob, load_config, model_jobs
+from .data import DataError
+from .grads import PoolError
+
+USER_ERRORS = (ValueError, KeyError, OSError, ConfigError, DataError, PoolError)
+"""What ``main`` reports in one line; anything else is a bug and keeps its traceback."""
+ERROR_STATUS = 2
 
 
 class Layout:
@@ -54,7 +64,7 @@ class Layout:
 def _job(config: dict[str, Any], key: str) -> ModelJob:
     jobs = {job.key: job for job in model_jobs(config)}
     if key not in jobs:
-        raise SystemExit(f"unknown model {key!r}; this config has: {', '.join(jobs)}")
+        raise ValueError(f"unknown model {key!r}; this config has: {', '.join(jobs)}")
     return jobs[key]
 
 
@@ -85,7 +95,7 @@ def _model_command(args: argparse.Namespace) -> None:
 def _prepare(args: argparse.Namespace) -> None:
     config = load_config(args.config)
     if args.dataset not in config["datasets"]:
-        raise SystemExit(f"dataset {args.dataset!r} is not in {args.config}; it has {sorted(config['datasets'])}")
+        raise ValueError(f"dataset {args.dataset!r} is not in {args.config}; it has {sorted(config['datasets'])}")
     out = Layout(config["run"]).data(args.dataset)
     pipeline.prepare(args.dataset, config["datasets"][args.dataset], str(out), config["offline"])
 
@@ -118,6 +128,8 @@ def _certify(args: argparse.Namespace) -> None:
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="scalemech", description=__doc__.split("\n")[0],
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    top.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    top.add_argument("--debug", action="store_true", help="show the traceback of an error")
     commands = top.add_subparsers(dest="command", required=True)
 
     prepare = commands.add_parser("prepare", help="prepare one dataset of a config")
@@ -163,10 +175,25 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
-def main(argv: list[str] | None = None) -> None:
+def _one_line(err: BaseException) -> str:
+    """``err``'s message on one line (a KeyError's without the quotes ``str`` adds)."""
+    text = err.args[0] if isinstance(err, KeyError) and len(err.args) == 1 else err
+    head, *rest = [line.strip() for line in str(text).splitlines() if line.strip()] or [type(err).__name__]
+    return f"{head} {'; '.join(rest)}" if rest else head
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; a user error prints ``scalemech: error: <message>`` and returns ``ERROR_STATUS``."""
     args = parser().parse_args(argv)
-    args.func(args)
+    try:
+        args.func(args)
+    except USER_ERRORS as err:
+        if args.debug:
+            raise
+        print(f"scalemech: error: {_one_line(err)}", file=sys.stderr)
+        return ERROR_STATUS
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

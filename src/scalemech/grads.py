@@ -17,8 +17,9 @@ Two views of ``q`` per point:
   channel broadcast over space/positions (``broadcast_shift``).
 
 ``GradientPool`` keeps the rows ``Q`` (n×D) of one split × point × view on disk, so a pass over a
-pool never holds all of ``Q`` in memory. ``block_grad_norm`` is the first-order signal of a
-zero-initialized inserted block (Paper D's Condition 1): ``‖∇_θ L(f_new)‖`` at ``θ = 0``.
+pool never holds all of ``Q`` in memory; its files are checked on every open (``PoolError``).
+``block_grad_norm`` is the first-order signal of a zero-initialized inserted block (Paper D's
+Condition 1): ``‖∇_θ L(f_new)‖`` at ``θ = 0``.
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
+from .data.store import DataError, checked_npy, file_record
 from .models.base import ResidualModel
+from .seeding import seeded
 from .stats import cross_gram
 
 VIEWS = ("full", "pooled")
@@ -153,24 +156,47 @@ def pool_path(root: str | Path, split: str, point: str, view: str) -> Path:
     return Path(root) / split / point / view
 
 
+class PoolError(DataError):
+    """A stored gradient pool is incomplete, modified or corrupt; re-running the measurement rewrites it."""
+
+
+def _checked_array(path: Path, meta_file: Path, record: dict | None, verify: bool) -> np.ndarray:
+    """Memory-map the pool file at ``path`` after checking it against its ``record`` in ``meta_file``
+    (``store.checked_npy``)."""
+    redo = "re-run the measurement that wrote this pool"
+    if record is None:
+        raise PoolError(f"{path}: no checksum in {meta_file} (a pool from an older version); {redo}")
+    return checked_npy(path, record, meta_file.name, redo, PoolError, mmap_mode="r", verify=verify)
+
+
 class GradientPool:
     """Rows ``q_i`` (n×D) of one split × point × view, stored as three files at ``path``:
 
     - ``<path>.npy``: ``q_i / s_i`` in float16 or float32 (memory-mapped), ``s_i = max_k |q_ik|``
       (1 for a zero row), so float16 rows stay in range whatever the gradient's magnitude;
     - ``<path>.scale.npy``: the float64 row scales ``s_i``;
-    - ``<path>.json``: ``n``, ``dim``, ``dtype`` and labels (``split``, ``point``, ``point_index``,
-      ``view``, ``stream_shape``); written last by ``finish``, so a pool with it is complete.
+    - ``<path>.json``: ``n``, ``dim``, ``dtype``, labels (``split``, ``point``, ``point_index``,
+      ``view``, ``stream_shape``) and ``files``: bytes, shape, dtype and sha256 of both ``.npy``
+      files; written last by ``finish``, so a pool with it is complete.
+
+    Opening checks both files' size and header against ``files``, and their sha256 (up to
+    ``SHA256_VERIFY_MAX_BYTES``, as for prepared data) unless ``verify`` is False; a mismatch
+    raises ``PoolError`` naming the file.
     """
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, verify: bool = True):
         self.path = Path(path)
         meta_file = self.path.with_suffix(".json")
         if not meta_file.exists():
             raise FileNotFoundError(f"no finished gradient pool at {self.path} ({meta_file.name} missing)")
-        self.meta = json.loads(meta_file.read_text())
-        self.scaled = np.load(self.path.with_suffix(".npy"), mmap_mode="r")  # (n, D)
-        self.scale = np.load(self.path.with_suffix(".scale.npy"))  # (n,)
+        try:
+            self.meta = json.loads(meta_file.read_text())
+        except json.JSONDecodeError as err:
+            raise PoolError(f"{meta_file}: unreadable ({err}); re-run the measurement that wrote this pool") from err
+        files = self.meta.get("files", {})
+        scaled_file, scale_file = self.path.with_suffix(".npy"), self.path.with_suffix(".scale.npy")
+        self.scaled = _checked_array(scaled_file, meta_file, files.get(scaled_file.name), verify)  # (n, D)
+        self.scale = np.array(_checked_array(scale_file, meta_file, files.get(scale_file.name), verify))  # (n,)
 
     @staticmethod
     def create(path: str | Path, n: int, dim: int, dtype: str, **labels) -> "PoolWriter":
@@ -238,13 +264,14 @@ class PoolWriter:
         self.filled = stop
 
     def finish(self) -> GradientPool:
-        """Flush; write the scales and the metadata; return the pool for reading."""
+        """Flush; write the scales, then the metadata with each file's record; return the pool for reading."""
         if self.filled != self.scaled.shape[0]:
             raise ValueError(f"pool {self.path} got {self.filled} of its {self.scaled.shape[0]} rows")
         self.scaled.flush()
         np.save(self.path.with_suffix(".scale.npy"), self.scale)
-        self.path.with_suffix(".json").write_text(json.dumps(self.meta, indent=1))
-        return GradientPool(self.path)
+        files = {p.name: file_record(p) for p in (self.path.with_suffix(suffix) for suffix in (".npy", ".scale.npy"))}
+        self.path.with_suffix(".json").write_text(json.dumps({**self.meta, "files": files}, indent=1))
+        return GradientPool(self.path, verify=False)  # just hashed
 
 
 def capture_pools(model: ResidualModel, x: Tensor, y: Tensor, points: Sequence[str], root: str | Path, split: str,
@@ -297,8 +324,7 @@ def block_grad_norm(model: ResidualModel, point: str, x: Tensor, y: Tensor, batc
 
     The new block's random weights come from ``seed`` (the global RNG state is left as it was).
     """
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with seeded(seed):
         expanded, block = model.insert_block(point)
     grads = block_grad(expanded, block, x, y, batch_size, prepare_batch)
     return math.sqrt(sum(float((g**2).sum()) for g in grads))

@@ -46,8 +46,19 @@ def load_model(path: str | Path, map_location: str | torch.device = "cpu") -> tu
     """``(model, payload)`` from a ``model.pt`` written by ``save_model``; model in eval mode.
 
     A pretrained model's ``model.pt`` holds only its spec: the weights come from its checkpoint.
+    A missing file raises ``FileNotFoundError``, an unreadable one (truncated, corrupt, not a
+    ``save_model`` payload) ``ValueError``, both naming ``path``.
     """
-    payload = torch.load(path, map_location=map_location, weights_only=False)
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"{path}: no such model file")
+    try:
+        payload = torch.load(path, map_location=map_location, weights_only=False)
+    except Exception as err:  # torch.load fails in many ways on a damaged file (OSError, EOFError, pickle, zip)
+        summary = " ".join(str(err).split())[:200]
+        raise ValueError(f"{path}: cannot read this model file, it is truncated or corrupt "
+                         f"({type(err).__name__}: {summary}); save or train it again") from err
+    if not isinstance(payload, dict) or "spec" not in payload:
+        raise ValueError(f"{path}: not a scalemech model file (no 'spec' entry); write it with save_model")
     model = build_model(payload["spec"])
     if "state_dict" in payload:
         model.load_state_dict(payload["state_dict"])

@@ -23,9 +23,12 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
+from huggingface_hub import constants, is_offline_mode, try_to_load_from_cache
+from huggingface_hub.errors import HFValidationError
 from torch import Tensor, nn
 from transformers import AutoModelForCausalLM, PreTrainedConfig, PreTrainedModel
 from transformers.masking_utils import create_causal_mask
@@ -158,6 +161,23 @@ class HFCausalLM(LanguageModel):
         return DecoderBlock(layer.train(self.training), copy.deepcopy(reference.rotary), self.config)
 
 
+def _check_available(checkpoint: str, revision: str, local_files_only: bool) -> None:
+    """``FileNotFoundError`` at once when downloads are off and ``checkpoint`` is neither a local
+    directory nor in the local hub cache (``from_pretrained`` would fail later, at length)."""
+    offline = is_offline_mode()
+    if Path(checkpoint).is_dir() or not (offline or local_files_only):
+        return
+    try:
+        cached = try_to_load_from_cache(checkpoint, "config.json", revision=revision)
+    except HFValidationError:  # not even a valid hub name
+        cached = None
+    if not isinstance(cached, str):
+        why = "offline mode (HF_HUB_OFFLINE=1)" if offline else "local_files_only"
+        raise FileNotFoundError(f"{checkpoint!r} (revision {revision!r}) is neither a local directory nor in the "
+                                f"local Hugging Face cache ({constants.HF_HUB_CACHE}), and {why} "
+                                "forbids downloading it")
+
+
 def build(spec: dict[str, Any]) -> HFCausalLM:
     """Load ``spec['checkpoint']`` (hub name or local directory) as an ``HFCausalLM`` in eval mode.
 
@@ -171,9 +191,10 @@ def build(spec: dict[str, Any]) -> HFCausalLM:
     dtype_name = spec.get("dtype", "float32")
     if dtype_name not in DTYPES:
         raise ValueError(f"dtype {dtype_name!r} is not supported for 'hf' models; allowed: {sorted(DTYPES)}")
-    hf_model = AutoModelForCausalLM.from_pretrained(
-        spec["checkpoint"], revision=spec.get("revision") or "main",
-        local_files_only=bool(spec.get("local_files_only", False)), dtype=DTYPES[dtype_name])
+    revision, local_files_only = spec.get("revision") or "main", bool(spec.get("local_files_only", False))
+    _check_available(spec["checkpoint"], revision, local_files_only)
+    hf_model = AutoModelForCausalLM.from_pretrained(spec["checkpoint"], revision=revision,
+                                                    local_files_only=local_files_only, dtype=DTYPES[dtype_name])
     if spec.get("frozen", True):
         hf_model.requires_grad_(False)
     return HFCausalLM(hf_model, spec).eval()

@@ -1,0 +1,126 @@
+"""User-facing failures: one-line ``scalemech`` CLI errors, checks before work, and job logs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from huggingface_hub import constants as hub_constants
+
+from scalemech import __version__
+from scalemech.cli import ERROR_STATUS, main
+from scalemech.data import prepare_dataset
+from scalemech.models import build_model, save_model
+from scalemech.pipeline import job_context
+
+SPEC = {"family": "resnet", "depth": 8, "width": 0.25, "in_channels": 1, "num_classes": 10}
+
+
+@pytest.fixture(scope="module")
+def mnist(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("data") / "mnist5k"
+    prepare_dataset("mnist5k", {}, path)  # 4000 train, 1000 test images
+    return path
+
+
+@pytest.fixture(scope="module")
+def model_pt(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("model") / "model.pt"
+    torch.manual_seed(0)
+    save_model(path, build_model(SPEC), SPEC)
+    return path
+
+
+def _error(capsys, argv: list[str]) -> str:
+    """The one stderr line of a failing ``scalemech`` run (checked: status 2, no traceback)."""
+    assert main(argv) == ERROR_STATUS
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith("scalemech: error: ")
+    return err.removeprefix("scalemech: error: ").strip()
+
+
+def test_version(capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0 and capsys.readouterr().out.strip() == f"scalemech {__version__}"
+
+
+@pytest.mark.parametrize("options,message", [
+    (["--M", "0"], "M = 0 must be at least 1"),
+    (["--K", "300"], "K = 300 must be at most pool = 256"),
+    (["--pool", "4", "--M", "4", "--K", "4"], "pool = 4 must be at least 5"),
+    (["--pool", "8"], "M = 16 must be at most pool = 8; K = 16 must be at most pool = 8"),
+    (["--batch-size", "0"], "batch_size = 0 must be at least 1"),
+    (["--block-size", "1"], "block_size = 1 must be at least 2"),
+])
+def test_certify_sizes_are_checked_before_anything_loads(capsys, tmp_path, options, message) -> None:
+    # neither the checkpoint nor the data exist: the sizes are judged first
+    argv = ["certify", "--checkpoint", str(tmp_path / "absent.pt"), "--data", str(tmp_path / "absent"), *options]
+    assert _error(capsys, argv) == f"certify: {message}"
+
+
+def test_debug_shows_the_traceback(tmp_path) -> None:
+    with pytest.raises(ValueError, match="M = 0"):
+        main(["--debug", "certify", "--checkpoint", "x.pt", "--data", str(tmp_path), "--M", "0"])
+
+
+@pytest.mark.parametrize("suffix", [".npy", ".pt"])
+def test_binary_data_file_is_refused(capsys, tmp_path, model_pt, suffix) -> None:
+    data = tmp_path / f"data{suffix}"
+    if suffix == ".npy":
+        np.save(data, np.arange(100))
+    else:
+        torch.save({"x": torch.arange(100)}, data)
+    message = _error(capsys, ["certify", "--checkpoint", str(model_pt), "--data", str(data), "--device", "cpu"])
+    assert data.name in message and "not UTF-8 text" in message and "prepared dataset directory" in message
+
+
+def test_pool_larger_than_the_image_split(capsys, mnist) -> None:
+    message = _error(capsys, ["certify", "--checkpoint", "never-loaded.pt", "--data", str(mnist), "--pool", "2000"])
+    assert message.startswith("certify: pool = 2000 is larger than the splits") and "1000 test" in message
+
+
+def test_unknown_hub_name_offline(capsys, monkeypatch, tmp_path) -> None:
+    monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", True)
+    text = tmp_path / "corpus.txt"
+    text.write_text("To be, or not to be. " * 200)
+    message = _error(capsys, ["certify", "--checkpoint", "nobody/no-such-model", "--data", str(text),
+                              "--device", "cpu"])
+    assert "'nobody/no-such-model'" in message
+    assert "neither a local directory nor in the local Hugging Face cache" in message
+    assert "offline mode (HF_HUB_OFFLINE=1) forbids downloading it" in message
+
+
+@pytest.mark.parametrize("damage", ["truncated", "zeroed", "empty"])
+def test_corrupt_model_file_is_named(capsys, tmp_path, mnist, model_pt, damage) -> None:
+    intact = model_pt.read_bytes()
+    broken = {"truncated": intact[:len(intact) // 2], "empty": b"",
+              "zeroed": intact[:1000] + bytes(4096) + intact[5096:]}[damage]
+    path = tmp_path / "model.pt"
+    path.write_bytes(broken)
+    message = _error(capsys, ["certify", "--checkpoint", str(path), "--data", str(mnist), "--pool", "8",
+                              "--M", "4", "--K", "4", "--device", "cpu"])
+    assert message.startswith(f"{path}: cannot read this model file, it is truncated or corrupt")
+
+
+def test_invalid_config_is_one_line(capsys, tmp_path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("run: smoke\ndatasets: {}\n")
+    message = _error(capsys, ["report", "--config", str(config)])
+    assert message.startswith("invalid config") and "'grids' is a required property" in message
+
+
+def test_job_log_holds_the_exception(tmp_path) -> None:
+    log = tmp_path / "job.log"
+    with pytest.raises(ValueError):
+        with job_context(str(log), threads=1):
+            print("progress", file=sys.stderr)
+            raise ValueError("pool of 300 images, the split holds 200")
+    text = log.read_text()
+    assert text.startswith("progress\n")
+    assert "job failed: ValueError: pool of 300 images, the split holds 200\n" in text
+    assert "Traceback (most recent call last)" in text and 'raise ValueError("pool of 300' in text
