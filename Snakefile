@@ -7,11 +7,20 @@
 
 from snakemake.utils import min_version
 
+from scalemech.config import ConfigError, read_yaml
+
 min_version("9.0")
 
 
-# The default run; --configfile replaces it rather than merging grids into it.
+# The default run; --configfile replaces it rather than merging grids into it. It is read
+# strictly first, as Snakemake reports a YAML syntax error without file or line.
 if not config:
+    try:
+        read_yaml("config/config.yaml")
+    except ConfigError as error:
+        raise WorkflowError(str(error)) from None
+    except OSError:
+        pass  # missing: the configfile directive says so
 
     configfile: "config/config.yaml"
 
@@ -31,4 +40,5 @@ rule all:
     input:
         rules.claims_report.output,
         rules.figures.input,
+        rules.train.input,
     default_target: True

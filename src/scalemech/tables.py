@@ -25,6 +25,11 @@ def model_keys() -> list[str]:
     return list(_schema()["model_keys"])
 
 
+def timing_columns() -> list[str]:
+    """Columns that time the machine (seconds, throughput): the only ones two runs may differ in."""
+    return list(_schema()["timing"])
+
+
 def columns(table: str) -> list[str]:
     """All columns of ``table``: model keys (unless the table is about no model), then its own."""
     tables = _schema()["tables"]

@@ -14,9 +14,10 @@ its own checkpoints), ``evaluate`` and the batched augmentation ``crop_flip``/``
 - SGD with (Nesterov) momentum or AdamW (Loshchilov & Hutter 2019); weight decay only on
   conv/linear weight matrices, never on norm gains, biases or embeddings (nanoGPT's
   ``configure_optimizers``).
-- CUDA: bf16 autocast; image models run channels_last on every device (deterministic on
-  CPU, and faster there with oneDNN). On CPU a run is bit-reproducible for a fixed
-  thread count, and a resumed run ends with the same weights as an uninterrupted one.
+- CUDA: bf16 autocast; image models run channels_last (deterministic on CPU, and faster there
+  with oneDNN), except where oneDNN's AVX2 kernel fails (``memory_format_for``). On CPU a run is
+  bit-reproducible for a fixed thread count, and a resumed run ends with the same weights as an
+  uninterrupted one; checkpoints and run identity are ``scalemech.checkpoints``.
 """
 
 from __future__ import annotations
@@ -37,11 +38,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm import tqdm
 
+from .checkpoints import mark_complete, resume_state, run_identity, save_checkpoint
 from .data import Prepared, normalize_images, text_windows
 from .device import resolve_device
 from .models import build_model, save_model
+from .tables import timing_columns
 
-CHECKPOINTS_KEPT = 2
 SYNC_EVERY = 50           # steps between host syncs (non-finite check, progress bar) in the hot loop
 EVAL_SEED = 0             # fixed seed of the evaluation subsets/windows: the same for every run
 CURVE_COLUMNS = ["step", "epoch", "lr", "train_loss", "test_loss", "test_acc"]
@@ -234,36 +236,6 @@ def evaluate(model: nn.Module, x: Tensor, y: Tensor, batch_size: int, device: to
     return loss_sum.item() / len(x), correct.item() / y.numel()
 
 
-# -- checkpoints ------------------------------------------------------------------------------
-def checkpoint_paths(checkpoint_dir: Path) -> list[Path]:
-    """Checkpoints in ``checkpoint_dir``, oldest first."""
-    return sorted(checkpoint_dir.glob("step-*.pt"))
-
-
-def save_checkpoint(checkpoint_dir: Path, state: dict[str, Any]) -> None:
-    """Write ``step-<step>.pt`` atomically (tmp + rename); keep the newest ``CHECKPOINTS_KEPT``."""
-    checkpoint_dir.mkdir(parents=True, exist_ok=True)
-    path = checkpoint_dir / f"step-{state['step']:09d}.pt"
-    tmp = path.with_suffix(".pt.tmp")
-    torch.save(state, tmp)
-    tmp.replace(path)
-    for old in checkpoint_paths(checkpoint_dir)[:-CHECKPOINTS_KEPT]:
-        old.unlink()
-
-
-def load_checkpoint(checkpoint_dir: Path, run: dict[str, Any]) -> dict[str, Any] | None:
-    """The newest checkpoint of ``run`` (spec, recipe, seed, dataset) or None; another run's raises."""
-    paths = checkpoint_paths(checkpoint_dir)
-    if not paths:
-        return None
-    state = torch.load(paths[-1], map_location="cpu", weights_only=True)
-    if state["run"] != run:
-        differ = sorted(k for k in run if state["run"].get(k) != run[k])
-        raise ValueError(f"{paths[-1]} belongs to another run (differs in {differ}); "
-                         f"use another checkpoint_dir or delete it to start afresh")
-    return state
-
-
 # -- training ---------------------------------------------------------------------------------
 @dataclass
 class Task:
@@ -280,8 +252,17 @@ class Task:
     augmented: bool
 
 
+def memory_format_for(model: nn.Module, device: torch.device) -> torch.memory_format:
+    """``channels_last`` for image models, but NCHW on CPU when a strided 1×1 conv has fewer than 8
+    input channels: torch 2.14.1's oneDNN ``brgconv_strided:avx2`` backward-data kernel hangs or
+    aborts on it (AVX2 CPUs without AVX-512; the shortcut of a width-0.25 ResNet, 4 → 8 channels)."""
+    fragile = any(isinstance(m, nn.Conv2d) and m.kernel_size == (1, 1) and m.stride != (1, 1) and m.in_channels < 8
+                  for m in model.modules())
+    return torch.contiguous_format if device.type == "cpu" and fragile else torch.channels_last
+
+
 def make_task(spec: dict[str, Any], recipe: Recipe, data: Prepared, device: torch.device,
-              generator: torch.Generator) -> Task:
+              generator: torch.Generator, memory_format: torch.memory_format) -> Task:
     """Put ``data``'s train split on ``device`` and fix the evaluation sets (seed ``EVAL_SEED``)."""
     train_x = torch.as_tensor(data.train_x).to(device)
     if data.kind == "image":
@@ -291,12 +272,12 @@ def make_task(spec: dict[str, Any], recipe: Recipe, data: Prepared, device: torc
         n_train_eval = min(recipe.eval_examples, len(train_x))
 
         def to_input(xb: Tensor) -> Tensor:
-            return normalize_images(xb, data.manifest).contiguous(memory_format=torch.channels_last)
+            return normalize_images(xb, data.manifest).contiguous(memory_format=memory_format)
 
         return Task(batches, to_input, (torch.as_tensor(data.test_x).to(device), torch.as_tensor(data.test_y)),
                     data.pool("train", n_train_eval, EVAL_SEED),
                     f"{n_train_eval} of {len(train_x)} train examples (seed {EVAL_SEED})",
-                    batches.steps_per_epoch * recipe.eval_every_epoch, 1, torch.channels_last, augmented)
+                    batches.steps_per_epoch * recipe.eval_every_epoch, 1, memory_format, augmented)
     if recipe.augment is True:
         raise ValueError(f"recipe augment=true is for images; dataset {data.name!r} is {data.kind}")
     block_size = spec["block_size"]
@@ -329,21 +310,22 @@ def train(spec: dict[str, Any], recipe: Recipe, data: Prepared, out_dir: str | P
     out_dir, checkpoint_dir, device = Path(out_dir), Path(checkpoint_dir), resolve_device(device)
     wall_start = time.perf_counter()
     generator = torch.Generator().manual_seed(seed)
-    task = make_task(spec, recipe, data, device, generator)
     torch.manual_seed(seed)
-    model = build_model(spec).to(device, memory_format=task.memory_format)
+    model = build_model(spec)
+    task = make_task(spec, recipe, data, device, generator, memory_format_for(model, device))
+    model = model.to(device, memory_format=task.memory_format)
     step_model = torch.compile(model) if compile else model
     optimizer = make_optimizer(model, recipe)
     batches, spe = task.batches, task.batches.steps_per_epoch
     total_steps = total_steps_of(recipe, spe, task.tokens_per_example if data.kind == "text" else None)
-    run = {"spec": spec, "recipe": asdict(recipe), "seed": seed, "dataset": data.name}
+    run = run_identity(spec, asdict(recipe), seed, data.name, data.fingerprint)
 
     def test_point(step: int, train_loss: float) -> dict[str, float]:
         test_loss, test_acc = evaluate(step_model, *task.test, recipe.eval_batch_size, device, task.to_input)
         return {"step": step, "epoch": step / spe, "lr": lr_at(max(step - 1, 0), total_steps, recipe),
                 "train_loss": train_loss, "test_loss": test_loss, "test_acc": test_acc}
 
-    state = load_checkpoint(checkpoint_dir, run)
+    state = resume_state(checkpoint_dir, run)
     if state is None:
         step, curve, train_seconds, loss_sum, loss_count = 0, [test_point(0, math.nan)], 0.0, 0.0, 0
     else:
@@ -419,9 +401,11 @@ def train(spec: dict[str, Any], recipe: Recipe, data: Prepared, out_dir: str | P
         "torch_version": torch.__version__, "num_threads": torch.get_num_threads(),
     }
     out_dir.mkdir(parents=True, exist_ok=True)
-    save_model(out_dir / "model.pt", model, spec, recipe=asdict(recipe), seed=seed, metrics=metrics)
+    save_model(out_dir / "model.pt", model, spec, recipe=asdict(recipe), seed=seed,
+               metrics={k: v for k, v in metrics.items() if k not in timing_columns()})
     (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=1) + "\n")
     pd.DataFrame(curve, columns=CURVE_COLUMNS).to_csv(out_dir / "curve.csv", index=False)
+    mark_complete(checkpoint_dir, run)
     return metrics
 
 

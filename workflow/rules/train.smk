@@ -1,6 +1,9 @@
 # E1: one training job per (dataset, family, depth, width, seed); pretrained checkpoints
 # are pinned instead. Checkpoints live in results/<run>/checkpoints/ (not declared), so a
-# killed or failed job resumes and a rerun never deletes them.
+# killed or failed job resumes and a rerun never deletes them; a forced or changed run starts
+# afresh and moves the old checkpoints aside (scalemech.checkpoints). How a job runs
+# (device, checkpoint_every) is read from the config in the script, not passed as params:
+# changing it does not retrain a finished model.
 
 
 rule train_model:
@@ -17,8 +20,7 @@ rule train_model:
         recipe=lambda wc: job(wc).recipe,
         seed=lambda wc: job(wc).seed,
         model_keys=lambda wc: job(wc).keys(RUN),
-        settings=config["train"],
-        device=config["device"],
+        compile=config["train"]["compile"],
         checkpoints=lambda wc: f"{RESULTS}/checkpoints/{wc.dataset}/{wc.model}",
     threads: config["threads"]
     resources:
@@ -74,3 +76,4 @@ rule training_table:
 rule train:
     input:
         rules.training_table.output,
+        per_model(f"{RESULTS}/models/{{dataset}}/{{model}}/model.pt", JOBS),

@@ -6,5 +6,4 @@ from scalemech.pipeline import job_context, train_model
 with job_context(snakemake.log[0], snakemake.threads):
     train_model(snakemake.params.spec, snakemake.params.recipe, snakemake.params.seed, snakemake.input.data,
                 str(Path(snakemake.output.model).parent), snakemake.params.checkpoints, snakemake.params.model_keys,
-                snakemake.params.device, snakemake.params.settings["checkpoint_every"],
-                snakemake.params.settings["compile"])
+                snakemake.config["device"], snakemake.config["train"]["checkpoint_every"], snakemake.params.compile)

@@ -3,6 +3,7 @@ windows (nanoGPT's ``get_batch``) and image normalization with the stored train 
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +30,13 @@ class Prepared:
     in_channels: int | None = None    # image only
     image_size: int | None = None     # image only (square images)
     vocab_size: int | None = None     # text only: 256 (bytes)
+
+    @property
+    def fingerprint(self) -> str:
+        """sha256 over the manifest's ``(file, sha256)`` records: changes whenever a stored array does
+        (a new split seed, subset or source), not when only a source path moves."""
+        records = sorted((name, record["sha256"]) for name, record in self.manifest.get("files", {}).items())
+        return hashlib.sha256(repr(records).encode()).hexdigest()
 
     def pool(self, split: str, n: int, seed: int, block_size: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """``n`` examples of ``split`` drawn with generator ``seed`` (same seed, same pool).

@@ -1,0 +1,113 @@
+"""Resume checkpoints of one training run, and how a run knows which run it is.
+
+A run's identity is what decides its weights (``run_identity``): the model spec, the recipe
+without its evaluation-only keys, the seed, and the prepared data's fingerprint (so a new split
+is a new run). Its checkpoints live in one directory:
+
+    step-<step>.pt     the newest ``KEPT`` resume states (written atomically, tmp + rename)
+    complete.json      written once the run's outputs exist: the run is finished
+
+``resume_state`` returns the newest readable state of *this unfinished* run. A directory that
+holds another run's checkpoints, or a finished run (a forced or repeated job), is moved aside
+to ``<dir>.<identity-hash>`` (kept, never reused) and the run starts afresh. A truncated newest
+checkpoint (a kill during ``torch.save`` of a non-atomic file system) is skipped, with a
+warning naming it, in favour of the previous one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+
+KEPT = 2
+COMPLETE = "complete.json"
+EVALUATION_KEYS = ("eval_batch_size", "eval_every_epoch", "eval_every_steps", "eval_examples", "eval_windows")
+"""Recipe keys that change what is measured, never the weights; not part of a run's identity.
+A run resumed after one of them changed keeps the curve points it evaluated before."""
+
+log = logging.getLogger(__name__)
+
+
+def run_identity(spec: dict[str, Any], recipe: dict[str, Any], seed: int, dataset: str,
+                 data_fingerprint: str) -> dict[str, Any]:
+    """The settings that decide a run's weights: ``{spec, recipe − EVALUATION_KEYS, seed, dataset, data}``."""
+    training_recipe = {k: v for k, v in recipe.items() if k not in EVALUATION_KEYS}
+    return {"spec": spec, "recipe": training_recipe, "seed": seed, "dataset": dataset, "data": data_fingerprint}
+
+
+def identity_hash(identity: dict[str, Any]) -> str:
+    """First 12 hex digits of the sha256 of the identity's canonical JSON."""
+    return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def checkpoint_paths(directory: Path) -> list[Path]:
+    """Checkpoints in ``directory``, oldest first."""
+    return sorted(directory.glob("step-*.pt"))
+
+
+def save_checkpoint(directory: Path, state: dict[str, Any]) -> None:
+    """Write ``step-<step>.pt`` atomically (tmp + rename); keep the newest ``KEPT``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"step-{state['step']:09d}.pt"
+    tmp = path.with_suffix(".pt.tmp")
+    torch.save(state, tmp)
+    tmp.replace(path)
+    for old in checkpoint_paths(directory)[:-KEPT]:
+        old.unlink()
+
+
+def mark_complete(directory: Path, identity: dict[str, Any]) -> None:
+    """Record that the run of ``identity`` finished and wrote its outputs."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / COMPLETE).write_text(json.dumps({"identity": identity_hash(identity)}) + "\n")
+
+
+def set_aside(directory: Path, tag: str, why: str) -> Path:
+    """Move ``directory`` to ``<directory>.<tag>`` (replacing an older copy) and return it."""
+    aside = directory.with_name(f"{directory.name}.{tag}")
+    shutil.rmtree(aside, ignore_errors=True)
+    directory.rename(aside)
+    log.warning("checkpoints in %s %s; moved to %s, training starts afresh", directory, why, aside)
+    return aside
+
+
+def _newest_readable(paths: list[Path]) -> dict[str, Any] | None:
+    """The newest state of ``paths`` that loads; unreadable newer ones are renamed ``*.unreadable``."""
+    for path in reversed(paths):
+        try:
+            return torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as error:  # a truncated or corrupt file: torch raises RuntimeError, EOFError, ...
+            log.warning("skipping unreadable checkpoint %s (%s: %s)", path, type(error).__name__, error)
+            path.rename(path.with_suffix(".pt.unreadable"))
+    return None
+
+
+def resume_state(directory: Path, identity: dict[str, Any]) -> dict[str, Any] | None:
+    """The newest readable checkpoint of the unfinished run ``identity`` in ``directory``, or None.
+
+    Anything else found there (another run's checkpoints, a finished run, nothing readable)
+    is moved aside by ``set_aside`` and None is returned: the run starts at step 0.
+    """
+    complete = directory / COMPLETE
+    if complete.exists():
+        set_aside(directory, json.loads(complete.read_text())["identity"],
+                  "belong to a finished run (the job was forced or its outputs removed)")
+        return None
+    paths = checkpoint_paths(directory)
+    if not paths:
+        return None
+    state = _newest_readable(paths)
+    if state is None:
+        set_aside(directory, "unreadable", "are all unreadable")
+        return None
+    if state["run"] != identity:
+        differ = sorted(k for k in set(identity) | set(state["run"]) if state["run"].get(k) != identity.get(k))
+        set_aside(directory, identity_hash(state["run"]), f"belong to another run (it differs in {differ})")
+        return None
+    return state
