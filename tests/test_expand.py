@@ -2,6 +2,7 @@
 
 import math
 
+import pandas as pd
 import pytest
 import torch
 from torch import nn
@@ -64,3 +65,19 @@ def test_sabotaged_training_falls_back_to_jumpboard():
     assert row.fallback
     assert not row.train_loss_new <= row.train_loss_jump  # training diverged (or went nan)
     assert row.train_loss_selected == row.train_loss_jump and row.test_loss_selected == row.test_loss_jump
+
+
+def test_expansion_ignores_the_global_rng_state():
+    """The new block's weights and the batches come from the job's seeds, not from whatever the
+    process drew before: two calls after different global draws give the same row."""
+    model, train, test = _setup()
+    rows = []
+    for global_seed in (1, 2):
+        torch.manual_seed(global_seed)
+        torch.rand(7)
+        rows.append(expand(model, model.insertion_points()[1], train, train, test, ExpandConfig(steps=2), PREPARE,
+                           KEYS))
+    pd.testing.assert_frame_equal(rows[0], rows[1])
+    other_model = expand(model, model.insertion_points()[1], train, train, test, ExpandConfig(steps=2), PREPARE,
+                         {**KEYS, "model": "m2"})
+    assert other_model.jump_step.iloc[0] != rows[0].jump_step.iloc[0]

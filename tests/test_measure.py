@@ -8,6 +8,7 @@ import torch
 from scalemech import stats
 from scalemech.data import Prepared, normalize_images
 from scalemech.experiments.measure import draw_pools, measure, select_points
+from scalemech.seeding import derive_seed, model_identity
 from scalemech.grads import GradientPool, activation_grads, block_grad_norm, pool_path, to_device
 from scalemech.models import build_model
 from scalemech.tables import check_columns
@@ -66,10 +67,10 @@ def test_measure_tables_match_brute_force(tmp_path):
     with pytest.raises(ValueError, match="covmat_points"):
         measure(model, data, points[:1], 8, 8, 8, "cpu", KEYS, covmat_points=points[1:], pool_dir=tmp_path / "x")
 
-    pools = draw_pools(model, data, 24, 16, 5)
+    pools = draw_pools(model, data, 24, 16, 5, model_identity(KEYS))
     prepare = to_device("cpu")
     x, y = pools["test"]
-    raw_x, _ = data.pool("test", 16, 5)
+    raw_x, _ = data.pool("test", 16, derive_seed(5, "synthetic/m", "pool", "test"))
     assert torch.equal(x, normalize_images(raw_x, data.manifest))
     reference = activation_grads(model, *prepare(x, y), points)  # one batch: independent of the batching
     for point in points:
@@ -82,7 +83,8 @@ def test_measure_tables_match_brute_force(tmp_path):
         assert row.mu_sq == pytest.approx(mu_sq.item(), rel=1e-4)
         assert row.mu_norm == pytest.approx(math.sqrt(max(mu_sq.item(), 0)), rel=1e-4)
         assert row.block_grad_norm > 0
-        assert row.block_grad_norm == pytest.approx(block_grad_norm(model, point, x, y, 16, prepare, seed=5), rel=1e-6)
+        assert row.block_grad_norm == pytest.approx(block_grad_norm(
+            model, point, x, y, 16, prepare, seed=derive_seed(5, "synthetic/m", point, "new_block")), rel=1e-6)
         expected = stats.stats_from_gram(Q @ Q.T, Q.shape[1])
         d_row = tables["dalign"].query("point == @point and split == 'test' and view == 'full'").iloc[0]
         assert d_row.d_align == pytest.approx(expected.d_align, rel=1e-4)

@@ -8,6 +8,7 @@ import torch
 from scalemech.experiments.misalign import (block_means, misalignment, misalignment_draws, ordered_subsets,
                                             wilson_interval)
 from scalemech.grads import GradientPool, pool_path
+from scalemech.seeding import derive_seed
 from scalemech.stats import AlignmentStats, alignment_stats, certificates
 from scalemech.tables import check_columns
 
@@ -88,7 +89,8 @@ def test_misalignment_table_from_pools(tmp_path):
     check_columns(table, "misalignment")
     assert len(table) == 4 and set(table.stats_split) == {"train", "test"} and (table.point_index == 3).all()
     stored = {split: GradientPool(pool_path(tmp_path, split, "p", "full")).rows() for split in split_rows}
-    expected = misalignment_draws(stored["train"] @ stored["test"].T, [(2, 3)], 500, seed=9)[2, 3]
+    expected = misalignment_draws(stored["train"] @ stored["test"].T, [(2, 3)], 500,
+                                  seed=derive_seed(9, "d/m", "p", "full"))[2, 3]
     row = table[(table.M == 2) & (table.stats_split == "train")].iloc[0]
     assert row.p_misalign == pytest.approx(float((expected <= 0).double().mean()))
     assert row.p_lo <= row.p_misalign <= row.p_hi and row.b_exact <= row.b_align

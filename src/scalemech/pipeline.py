@@ -6,10 +6,12 @@ writes its outputs; ``workflow/scripts/*.py`` and ``scalemech.cli`` are thin cal
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import json
 import logging
 import sys
+import traceback
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -20,22 +22,34 @@ from . import tables
 from .data import load_prepared, prepare_dataset
 from .device import resolve_device
 from .models import ResidualModel, build_model, load_model
+from .seeding import model_identity
 
 log = logging.getLogger("scalemech")
 
 
 @contextlib.contextmanager
 def job_context(log_path: str | None, threads: int) -> Iterator[None]:
-    """Send progress bars and log records to ``log_path`` and use ``threads`` torch threads."""
+    """Send progress bars and log records to ``log_path`` and use ``threads`` torch threads.
+
+    An exception leaving the block is written to ``log_path`` (a one-line summary, then the
+    traceback) before it propagates, so the log a failed job points to says why it failed.
+    """
     torch.set_num_threads(threads)
     stream = open(log_path, "a", buffering=1) if log_path else sys.stderr
-    logging.basicConfig(stream=stream, level=logging.INFO, force=True,
+    handler = logging.StreamHandler(stream)
+    logging.basicConfig(handlers=[handler], level=logging.INFO, force=True,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         with contextlib.redirect_stderr(stream):
             yield
+    except Exception as err:
+        if log_path:
+            summary = " ".join(str(err).split()) or "(no message)"
+            stream.write(f"job failed: {type(err).__name__}: {summary}\n{''.join(traceback.format_exception(err))}")
+        raise
     finally:
         if log_path:
+            logging.getLogger().removeHandler(handler)  # no records to a closed file
             stream.close()
 
 
@@ -150,7 +164,7 @@ def intervene_model(model_path: str, data_dir: str, pools_dir: str, base_keys: d
 
     model, data, keys, torch_device = _loaded(model_path, data_dir, base_keys, device)
     pools = draw_pools(model, data, measure_settings["train_pool"], measure_settings["test_pool"],
-                       measure_settings["seed"])
+                       measure_settings["seed"], model_identity(keys))
     frames = [intervene(model, point, view, pools["train"], pools["test"], pools_dir, measure_settings["batch_size"],
                         to_device(torch_device), keys, step_fractions=settings["step_fractions"])
               for point in select_points(model, measure_settings["points"]) for view in settings["views"]]
@@ -164,7 +178,7 @@ def expand_model(model_path: str, data_dir: str, base_keys: dict[str, Any], sett
     from .grads import to_device
 
     model, data, keys, torch_device = _loaded(model_path, data_dir, base_keys, device)
-    pools = draw_pools(model, data, settings["pool"], settings["pool"], settings["seed"])
+    pools = draw_pools(model, data, settings["pool"], settings["pool"], settings["seed"], model_identity(keys))
     config = ExpandConfig(steps=settings["steps"], train_mode=settings["train_mode"], optimizer=settings["optimizer"],
                           lr=settings["lr"], batch_size=settings["batch_size"], seed=settings["seed"])
     points = select_points(model, settings.get("points", measure_settings["points"]))
@@ -206,11 +220,22 @@ def _certify_model(checkpoint: str, family: str | None, block_size: int | None,
 
 
 def _certify_data(data: str, scratch: Path):
-    """A prepared dataset directory, or a text file prepared here as a byte-level corpus."""
+    """A prepared dataset directory, or a UTF-8 text file (judged by its first MiB) prepared here
+    as a byte-level corpus; a binary file is refused."""
     path = Path(data)
     if (path / "manifest.json").is_file():
         return load_prepared(path)
     if path.is_file():
+        with path.open("rb") as f:
+            head = f.read(1 << 20)
+        try:
+            codecs.getincrementaldecoder("utf-8")().decode(head)  # not final: a character cut at 1 MiB is fine
+            binary = b"\0" in head
+        except UnicodeDecodeError:
+            binary = True
+        if binary:
+            raise ValueError(f"--data {data!r} is a binary file, not UTF-8 text; give a UTF-8 text file or a "
+                             "prepared dataset directory (with manifest.json)")
         prepare_dataset("corpus", {"path": str(path)}, scratch / "corpus")
         return load_prepared(scratch / "corpus")
     raise FileNotFoundError(f"--data {data!r} is neither a prepared dataset directory (with manifest.json) "
@@ -223,18 +248,34 @@ def certify(checkpoint: str, data: str, family: str | None = None, points: str =
     """Per insertion point of a user's model: ``‖μ‖²``, ``d_∥``, ``d_2``, ``d_align`` with jackknife
     intervals (train pool), ``B_exact``/``B_align`` at ``(M, K)`` and the first-order gain
     ``‖∇_θ L‖`` of a zero-initialized block inserted there (Paper W, Theorem 1; Paper D, Condition 1).
-    A point where ``B_align`` is small and the block gradient large is where growing the model can pay off."""
+    A point where ``B_align`` is small and the block gradient large is where growing the model can pay off.
+
+    The sizes are checked (``ValueError``) before anything is loaded: ``pool >= 5`` (the jackknife
+    intervals' minimum), ``1 <= M, K <= pool``, ``batch_size >= 1``, ``block_size >= 2`` when given;
+    ``pool`` against an image dataset's splits once it is loaded (a text split's window count is
+    checked when the pools are drawn, still before any gradient is captured)."""
     import tempfile
 
     from . import stats
     from .experiments import measure, select_points
 
+    problems = [f"{name} = {value} must be at least {low}" for name, value, low in
+                (("pool", pool, 5), ("M", M, 1), ("K", K, 1), ("batch_size", batch_size, 1)) if value < low]
+    problems += [f"{name} = {value} must be at most pool = {pool}" for name, value in (("M", M), ("K", K))
+                 if value > pool]
+    if block_size is not None and block_size < 2:
+        problems.append(f"block_size = {block_size} must be at least 2")
+    if problems:
+        raise ValueError("certify: " + "; ".join(problems))
     torch_device = resolve_device(device)
     rule: str | int | list[str] = points
     if points != "all":
         rule = int(points) if points.isdigit() else points.split(",")
     with tempfile.TemporaryDirectory() as scratch:
         prepared = _certify_data(data, Path(scratch))
+        if prepared.kind == "image" and pool > min(len(prepared.train_x), len(prepared.test_x)):
+            raise ValueError(f"certify: pool = {pool} is larger than the splits of {data!r} "
+                             f"({len(prepared.train_x)} train, {len(prepared.test_x)} test examples)")
         model = _certify_model(checkpoint, family, block_size, torch_device)
         chosen = select_points(model, rule)
         frames = measure(model, prepared, chosen, pool, pool, batch_size, torch_device, {"model": checkpoint},

@@ -36,6 +36,7 @@ from torch import Tensor, nn
 
 from ..grads import PrepareBatch, block_grad, mean_loss
 from ..models.base import ResidualModel
+from ..seeding import derive_seed, model_identity, seeded
 from ..tables import columns
 
 TRAIN_MODES = ("block", "all")
@@ -53,7 +54,7 @@ class ExpandConfig:
     batch_size: int = 128             # training batch size
     eval_batch_size: int = 256        # batch size of loss evaluations
     jump_lengths: tuple[float, ...] = (1e-3, 1e-2, 1e-1, 1.0)  # candidate ‖θ_J‖ of the jumpboard
-    seed: int = 0                     # data order (shared by expanded model and control)
+    seed: int = 0                     # new block's weights and data order (shared by expanded model and control)
 
     def __post_init__(self) -> None:
         if self.train_mode not in TRAIN_MODES:
@@ -71,17 +72,17 @@ def _optimizer(params: list[nn.Parameter], config: ExpandConfig) -> torch.optim.
 
 
 def train_params(model: ResidualModel, params: Iterable[nn.Parameter], train: tuple[Tensor, Tensor],
-                 config: ExpandConfig, prepare_batch: PrepareBatch) -> None:
+                 config: ExpandConfig, prepare_batch: PrepareBatch, order_seed: int) -> None:
     """``config.steps`` steps on the mean batch loss, updating ``params`` only, model in eval mode.
 
-    Batches follow a seeded order (``config.seed``): reshuffled epochs of the train split.
+    Batches follow a seeded order (``order_seed``): reshuffled epochs of the train split.
     """
     params = list(params)
     chosen = {id(p) for p in params}
     for p in model.parameters():
         p.requires_grad_(id(p) in chosen)
     x, y = train
-    generator = torch.Generator().manual_seed(config.seed)
+    generator = torch.Generator().manual_seed(order_seed)
     order = torch.cat([torch.randperm(len(x), generator=generator)
                        for _ in range(math.ceil(config.steps * config.batch_size / len(x)))]) if config.steps else None
     optimizer = _optimizer(params, config)
@@ -129,8 +130,11 @@ def expand(model: ResidualModel, point: str, train: tuple[Tensor, Tensor], train
     def losses(m: ResidualModel) -> tuple[float, float]:
         return tuple(mean_loss(m, *pool, config.eval_batch_size, prepare_batch) for pool in (train_pool, test_pool))
 
+    identity = model_identity(keys)
+    order_seed = derive_seed(config.seed, identity, point, "order")  # the same batches for f_new and the control
     model.eval()
-    expanded, block = model.insert_block(point)
+    with seeded(derive_seed(config.seed, identity, point, "new_block")):
+        expanded, block = model.insert_block(point)
     with torch.no_grad():
         probe = prepare_batch(*(t[:config.eval_batch_size] for t in test_pool))[0]
         reference = model(probe)
@@ -146,7 +150,7 @@ def expand(model: ResidualModel, point: str, train: tuple[Tensor, Tensor], train
     jump = losses(jump_model)
 
     train_params(expanded, block.parameters() if config.train_mode == "block" else expanded.parameters(),
-                 train, config, prepare_batch)
+                 train, config, prepare_batch, order_seed)
     new = losses(expanded)
     fallback = not new[0] <= jump[0]  # also when the trained loss is nan
     selected = jump if fallback else new
@@ -154,7 +158,7 @@ def expand(model: ResidualModel, point: str, train: tuple[Tensor, Tensor], train
     control = copy.deepcopy(model)
     control_params = (control.blocks[control.index(point)].parameters() if config.train_mode == "block"
                       else control.parameters())
-    train_params(control, control_params, train, config, prepare_batch)
+    train_params(control, control_params, train, config, prepare_batch, order_seed)
     control_losses = losses(control)
 
     row = {**keys, "point": point, "point_index": model.index(point), "steps": config.steps,

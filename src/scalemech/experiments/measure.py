@@ -30,6 +30,7 @@ from .. import stats
 from ..data import Prepared
 from ..grads import VIEWS, block_grad_norm, capture_pools, to_device
 from ..models.base import ResidualModel
+from ..seeding import derive_seed, model_identity
 from ..tables import columns
 
 SPLITS = ("train", "test")
@@ -59,11 +60,13 @@ def select_points(model: ResidualModel, rule: str | int | Sequence[str]) -> list
     return [name for name in names if name in rule]
 
 
-def draw_pools(model: ResidualModel, data: Prepared, n_train: int, n_test: int,
-               seed: int) -> dict[str, tuple[Tensor, Tensor]]:
-    """``{"train": (x, y), "test": (x, y)}``: the example pools every experiment of a model shares,
-    in the model's own input format (``ResidualModel.examples``)."""
-    return {split: model.examples(data, split, n, seed) for split, n in (("train", n_train), ("test", n_test))}
+def draw_pools(model: ResidualModel, data: Prepared, n_train: int, n_test: int, seed: int,
+               identity: str) -> dict[str, tuple[Tensor, Tensor]]:
+    """``{"train": (x, y), "test": (x, y)}``: the example pools every experiment of the model
+    ``identity`` shares, in the model's own input format (``ResidualModel.examples``), drawn with
+    ``derive_seed(seed, identity, "pool", split)``: each model gets its own pools."""
+    return {split: model.examples(data, split, n, derive_seed(seed, identity, "pool", split))
+            for split, n in (("train", n_train), ("test", n_test))}
 
 
 def _rows(table: str, keys: dict[str, Any], rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -87,16 +90,18 @@ def measure(model: ResidualModel, data: Prepared, points: Sequence[str], train_p
     """Tables ``covariance``, ``covmats``, ``signal``, ``dalign`` of ``model`` at ``points``.
 
     Pools of ``train_pool``/``test_pool`` examples come from ``draw_pools(model, data, …,
-    pool_seed)``; their gradients are stored under ``pool_dir`` (``grads.pool_path``) in ``dtype``.
-    ``keys`` holds the model key columns. Intervals: ``stats.alignment_intervals`` at ``level``.
-    The inserted block behind ``block_grad_norm`` is initialized from ``pool_seed``.
+    pool_seed, model_identity(keys))``; their gradients are stored under ``pool_dir``
+    (``grads.pool_path``) in ``dtype``. ``keys`` holds the model key columns. Intervals:
+    ``stats.alignment_intervals`` at ``level``. The inserted block behind ``block_grad_norm`` and
+    the null permutations are seeded from ``pool_seed``, the model and the point (``seeding``).
     """
     unknown = [p for p in covmat_points if p not in points]
     if unknown:
         raise ValueError(f"covmat_points {unknown} are not among the measured points {list(points)}")
     model = model.to(device).eval()
     prepare = to_device(device)
-    pools = draw_pools(model, data, train_pool, test_pool, pool_seed)
+    identity = model_identity(keys)
+    pools = draw_pools(model, data, train_pool, test_pool, pool_seed, identity)
     index = {p: model.index(p) for p in points}
     tables: dict[str, list[dict[str, Any]]] = {name: [] for name in ("covariance", "signal", "dalign")}
     covmats: list[pd.DataFrame] = []
@@ -116,10 +121,12 @@ def measure(model: ResidualModel, data: Prepared, points: Sequence[str], train_p
                     tables["signal"].append({
                         **where, "split": split, "n": pool.n, "mu_sq": estimate.mu_sq,
                         "mu_norm": math.sqrt(max(estimate.mu_sq, 0.0)),
-                        "block_grad_norm": block_grad_norm(model, point, x, y, batch_size, prepare, pool_seed)})
+                        "block_grad_norm": block_grad_norm(model, point, x, y, batch_size, prepare,
+                                                                  derive_seed(pool_seed, identity, point, "new_block"))})
             if split == "train":
                 pooled = grads[point, "pooled"].rows(device=device)  # (n, C)
-                null_mean, null_sd = stats.offdiag_null(pooled, null_draws, pool_seed)
+                null_mean, null_sd = stats.offdiag_null(pooled, null_draws,
+                                                             derive_seed(pool_seed, identity, point, "null"))
                 tables["covariance"].append({**where, "n": pooled.shape[0], "dim": pooled.shape[1],
                                              "offdiag_ratio": stats.offdiag_ratio(pooled),
                                              "offdiag_ratio_null": null_mean, "offdiag_ratio_null_sd": null_sd})

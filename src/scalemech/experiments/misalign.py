@@ -36,6 +36,7 @@ from tqdm.auto import tqdm
 
 from .. import stats
 from ..grads import VIEWS, GradientPool, pool_path
+from ..seeding import derive_seed, model_identity
 from ..tables import columns
 
 DRAW_CHUNK = 2048  # draws per chunk (fixed: the random stream, hence the result, does not depend on memory)
@@ -113,7 +114,7 @@ def misalignment(pool_dir: str | Path, points: Sequence[str], grid: Sequence[tup
         for view in views:
             pools = {split: GradientPool(pool_path(pool_dir, split, point, view)) for split in ("train", "test")}
             C = pools["train"].gram(pools["test"], device=device)
-            values = misalignment_draws(C, grid, draws, seed)
+            values = misalignment_draws(C, grid, draws, derive_seed(seed, model_identity(keys), point, view))
             for (M, K), value in values.items():
                 misaligned = int((value <= 0).sum())
                 p_lo, p_hi = wilson_interval(misaligned, draws, level)
