@@ -2,7 +2,7 @@
 #   snakemake --cores all                                   # default run "quick" (offline, CPU)
 #   snakemake --cores all --configfile config/paper.yaml    # full reproduction (GPU cluster)
 #   snakemake --cores all figures/quick/F4_dalign_vs_width.pdf
-# Named targets: data train covariance signal rebound dalign misalignment interventions
+# Named targets: data train tables covariance signal rebound dalign misalignment interventions
 # expansion figures report (and all).
 
 from snakemake.utils import min_version

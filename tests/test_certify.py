@@ -14,7 +14,7 @@ from transformers import AutoModelForCausalLM, GPTNeoXConfig
 
 from scalemech.data import prepare_dataset
 from scalemech.models import build_model, save_model
-from scalemech.pipeline import CERTIFICATE_COLUMNS, certify
+from scalemech.certify import CERTIFICATE_COLUMNS, certify
 from test_hf import VOCAB, tiny_tokenizer
 
 SHAKESPEARE = Path(__file__).resolve().parents[2] / "shared" / "data" / "tinyshakespeare.txt"

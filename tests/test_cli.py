@@ -14,7 +14,7 @@ from scalemech import __version__
 from scalemech.cli import ERROR_STATUS, main
 from scalemech.data import prepare_dataset
 from scalemech.models import build_model, save_model
-from scalemech.pipeline import job_context
+from scalemech.jobs import job_context
 
 SPEC = {"family": "resnet", "depth": 8, "width": 0.25, "in_channels": 1, "num_classes": 10}
 

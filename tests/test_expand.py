@@ -1,5 +1,6 @@
 """Depth expansion: identity at insertion, the jumpboard, the fallback rule and the control."""
 
+import dataclasses
 import math
 
 import pandas as pd
@@ -7,13 +8,21 @@ import pytest
 import torch
 from torch import nn
 
-from scalemech.experiments.expand import ExpandConfig, expand, jumpboard
+from scalemech.config import schema
+from scalemech.experiments.expand import ExpandConfig, expand_at, jumpboard
 from scalemech.grads import mean_loss, to_device
 from scalemech.models import build_model
 from scalemech.tables import check_columns
 
 KEYS = {"run": "t", "dataset": "d", "family": "resnet", "depth": 8, "width": 0.25, "seed": 0, "model": "m"}
 PREPARE = to_device("cpu")
+DEFAULTS = {key: spec["default"] for key, spec in schema()["properties"]["expand"]["properties"].items()
+            if key in {f.name for f in dataclasses.fields(ExpandConfig)}}
+
+
+def settings(**overrides) -> ExpandConfig:
+    """The config's default expansion settings, with SGD at lr 0.01 and ``overrides``."""
+    return ExpandConfig(**{**DEFAULTS, "optimizer": "sgd", "lr": 0.01, **overrides})
 
 
 def _setup():
@@ -30,7 +39,7 @@ def test_expanded_model_equals_old_and_jumpboard_descends():
     expanded, block = model.insert_block(point)
     torch.testing.assert_close(expanded.eval()(test[0]), model(test[0]), rtol=0, atol=1e-6)
     old_loss = mean_loss(model, *train, 40, PREPARE)
-    step, jump_loss = jumpboard(expanded, block, train, ExpandConfig(eval_batch_size=40), PREPARE)
+    step, jump_loss = jumpboard(expanded, block, train, settings(eval_batch_size=40), PREPARE)
     assert step > 0 and jump_loss < old_loss
     assert mean_loss(expanded, *train, 40, PREPARE) == pytest.approx(jump_loss)  # the block is left at θ_J
 
@@ -39,14 +48,14 @@ def test_broken_new_block_is_refused():
     model, train, test = _setup()
     model.new_block = lambda point: nn.Conv2d(8, 8, 3, padding=1)  # not zero at initialization
     with pytest.raises(RuntimeError, match="changed the model's output"):
-        expand(model, model.insertion_points()[1], train, train, test, ExpandConfig(steps=1), PREPARE, KEYS)
+        expand_at(model, model.insertion_points()[1], train, train, test, settings(steps=1), PREPARE, KEYS)
 
 
 @pytest.mark.parametrize("train_mode", ["block", "all"])
 def test_expansion_row(train_mode):
     model, train, test = _setup()
-    config = ExpandConfig(steps=6, train_mode=train_mode, batch_size=16, lr=0.02, eval_batch_size=40)
-    row = expand(model, model.insertion_points()[0], train, train, test, config, PREPARE, KEYS).iloc[0]
+    config = settings(steps=6, train_mode=train_mode, batch_size=16, lr=0.02, eval_batch_size=40)
+    row = expand_at(model, model.insertion_points()[0], train, train, test, config, PREPARE, KEYS).iloc[0]
     check_columns(row.to_frame().T, "expansion")
     assert row.train_loss_old == pytest.approx(mean_loss(model, *train, 40, PREPARE))
     assert row.test_loss_old == pytest.approx(mean_loss(model, *test, 40, PREPARE))
@@ -60,8 +69,8 @@ def test_expansion_row(train_mode):
 
 def test_sabotaged_training_falls_back_to_jumpboard():
     model, train, test = _setup()
-    config = ExpandConfig(steps=5, train_mode="all", batch_size=16, lr=1e4, momentum=0.0, eval_batch_size=40)
-    row = expand(model, model.insertion_points()[1], train, train, test, config, PREPARE, KEYS).iloc[0]
+    config = settings(steps=5, train_mode="all", batch_size=16, lr=1e4, momentum=0.0, eval_batch_size=40)
+    row = expand_at(model, model.insertion_points()[1], train, train, test, config, PREPARE, KEYS).iloc[0]
     assert row.fallback
     assert not row.train_loss_new <= row.train_loss_jump  # training diverged (or went nan)
     assert row.train_loss_selected == row.train_loss_jump and row.test_loss_selected == row.test_loss_jump
@@ -75,9 +84,9 @@ def test_expansion_ignores_the_global_rng_state():
     for global_seed in (1, 2):
         torch.manual_seed(global_seed)
         torch.rand(7)
-        rows.append(expand(model, model.insertion_points()[1], train, train, test, ExpandConfig(steps=2), PREPARE,
+        rows.append(expand_at(model, model.insertion_points()[1], train, train, test, settings(steps=2), PREPARE,
                            KEYS))
     pd.testing.assert_frame_equal(rows[0], rows[1])
-    other_model = expand(model, model.insertion_points()[1], train, train, test, ExpandConfig(steps=2), PREPARE,
+    other_model = expand_at(model, model.insertion_points()[1], train, train, test, settings(steps=2), PREPARE,
                          {**KEYS, "model": "m2"})
     assert other_model.jump_step.iloc[0] != rows[0].jump_step.iloc[0]

@@ -12,6 +12,12 @@ from scalemech.grads import (GradientPool, PoolError, activation_grads, block_gr
                              broadcast_shift, capture_pools, to_device)
 from scalemech.models import build_model
 from scalemech.models.base import ResidualModel
+from scalemech.tasks import Examples
+
+
+def labelled(x: torch.Tensor, y: torch.Tensor, split: str = "train") -> Examples:
+    """``(x, y)`` as the ``Examples`` of ``split`` that ``capture_pools`` records (index 0..n-1)."""
+    return Examples(split, x, y, torch.arange(len(x)), 0)
 
 
 class MLPBlock(nn.Module):
@@ -84,11 +90,11 @@ def test_one_pass_matches_batch_size_one_autograd(name):
 def test_frozen_parameters_and_batch_size_independence(name, tmp_path):
     model, x, y = MODELS[name]
     points = model.insertion_points()
-    in_batches = capture_pools(model, x, y, points, tmp_path / "a", "train", 3, to_device("cpu"), "float32")
+    in_batches = capture_pools(model, labelled(x, y), points, tmp_path / "a", 3, to_device("cpu"), "float32")
     for p in model.parameters():
         p.requires_grad_(False)
     try:
-        whole = capture_pools(model, x, y, points, tmp_path / "b", "train", len(x), to_device("cpu"), "float32")
+        whole = capture_pools(model, labelled(x, y), points, tmp_path / "b", len(x), to_device("cpu"), "float32")
     finally:
         for p in model.parameters():
             p.requires_grad_(True)
@@ -99,7 +105,8 @@ def test_frozen_parameters_and_batch_size_independence(name, tmp_path):
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_pooled_view_is_sum_of_full_view(name, tmp_path):
     model, x, y = MODELS[name]
-    pools = capture_pools(model, x, y, model.insertion_points(), tmp_path, "test", 4, to_device("cpu"), "float32")
+    pools = capture_pools(model, labelled(x, y, "test"), model.insertion_points(), tmp_path, 4, to_device("cpu"),
+                          "float32")
     for point in model.insertion_points():
         full, pooled = pools[point, "full"], pools[point, "pooled"]
         shape = full.meta["stream_shape"]

@@ -13,12 +13,24 @@ import sys
 import pytest
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import (AutoModelForCausalLM, GPT2Config, GPTNeoXConfig, LlamaConfig,
-                          PreTrainedTokenizerFast)
+from transformers import (
+    AutoModelForCausalLM,
+    GPT2Config,
+    GPTNeoXConfig,
+    LlamaConfig,
+    PreTrainedTokenizerFast,
+)
 
 from scalemech.data import Prepared
-from scalemech.data.tokenized import text_from_bytes, text_from_file, text_from_hub, token_pool, tokenize_text
+from scalemech.data.tokenized import (
+    text_from_bytes,
+    text_from_file,
+    text_from_hub,
+    token_pool,
+    tokenize_text,
+)
 from scalemech.models import build_model
+from scalemech.tasks import draw_examples
 
 CORPUS = [
     "To be, or not to be, that is the question:",
@@ -201,7 +213,8 @@ def test_examples_are_checkpoint_tokens_of_the_split(checkpoint):
                     test_y=None, manifest={}, vocab_size=256)
     tokenizer = PreTrainedTokenizerFast.from_pretrained(checkpoint)
     for split, text in [("train", train_text), ("test", test_text)]:
-        x, y = model.examples(data, split, n=2, seed=0)
+        examples = draw_examples(model.task(data), split, n=2, seed=0)
+        x, y = examples.x, examples.y
         assert x.shape == y.shape == (2, 4)
         torch.testing.assert_close(x[:, 1:], y[:, :-1])
         for row_x, row_y in zip(x, y):

@@ -6,14 +6,22 @@ import pytest
 import torch
 
 from scalemech import stats
+from scalemech.config import schema
 from scalemech.data import Prepared, normalize_images
 from scalemech.experiments.measure import draw_pools, measure, select_points
-from scalemech.seeding import derive_seed, model_identity
-from scalemech.grads import GradientPool, activation_grads, block_grad_norm, pool_path, to_device
+from scalemech.grads import (
+    GradientPool,
+    activation_grads,
+    block_grad_norm,
+    pool_path,
+    to_device,
+)
 from scalemech.models import build_model
+from scalemech.seeding import derive_seed, model_identity
 from scalemech.tables import check_columns
 
 KEYS = {"run": "t", "dataset": "synthetic", "family": "resnet", "depth": 8, "width": 0.25, "seed": 0, "model": "m"}
+SETTINGS = {key: spec["default"] for key, spec in schema()["properties"]["measure"]["properties"].items()}
 
 
 def _data():
@@ -53,23 +61,25 @@ def test_select_points():
 def test_measure_tables_match_brute_force(tmp_path):
     data, model = _data(), _model()
     points = select_points(model, 2)
-    tables = measure(model, data, points, 24, 16, 10, "cpu", KEYS, covmat_points=points[:1], pool_dir=tmp_path,
-                     dtype="float32", pool_seed=5)
+    settings = {**SETTINGS, "points": 2, "train_pool": 24, "test_pool": 16, "batch_size": 10, "covmat_points": 1,
+                "pool_dtype": "float32", "seed": 5}
+    tables = measure(model, data, KEYS, tmp_path, device="cpu", **settings)
     for name, frame in tables.items():
         check_columns(frame, name)
         assert (frame.model == "m").all()
     assert len(tables["dalign"]) == 2 * 2 * 2 and len(tables["signal"]) == 2 * 2 and len(tables["covariance"]) == 2
-    channels = model.blocks[model.index(points[0])].conv2.out_channels
+    channels = model.blocks[model.index(points[-1])].conv2.out_channels
     assert len(tables["covmats"]) == channels**2
-    corr = stats.correlation(GradientPool(pool_path(tmp_path, "train", points[0], "pooled")).rows())
+    assert set(tables["covmats"].point) == {points[-1]}                    # one covmat point: the last
+    corr = stats.correlation(GradientPool(pool_path(tmp_path, "train", points[-1], "pooled")).rows())
     cell = tables["covmats"].query("row == 1 and col == 0").iloc[0]
-    assert cell["corr"] == pytest.approx(corr[1, 0].item()) and cell.point == points[0]
-    with pytest.raises(ValueError, match="covmat_points"):
-        measure(model, data, points[:1], 8, 8, 8, "cpu", KEYS, covmat_points=points[1:], pool_dir=tmp_path / "x")
+    assert cell["corr"] == pytest.approx(corr[1, 0].item())
 
-    pools = draw_pools(model, data, 24, 16, 5, model_identity(KEYS))
+    pools = draw_pools(model, data, {"train": 24, "test": 16}, 5, model_identity(KEYS))
     prepare = to_device("cpu")
-    x, y = pools["test"]
+    x, y = pools["test"].x, pools["test"].y
+    stored = GradientPool(pool_path(tmp_path, "test", points[0], "full")).meta
+    assert stored["examples"] == pools["test"].index.tolist() and stored["model"] == "synthetic/m"
     raw_x, _ = data.pool("test", 16, derive_seed(5, "synthetic/m", "pool", "test"))
     assert torch.equal(x, normalize_images(raw_x, data.manifest))
     reference = activation_grads(model, *prepare(x, y), points)  # one batch: independent of the batching

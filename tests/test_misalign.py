@@ -2,6 +2,7 @@
 
 import math
 
+import pandas as pd
 import pytest
 import torch
 
@@ -80,18 +81,23 @@ def test_misalignment_table_from_pools(tmp_path):
     split_rows = {"train": torch.randn(40, 5, dtype=torch.float64, generator=generator) + 0.2,
                   "test": torch.randn(30, 5, dtype=torch.float64, generator=generator) + 0.2}
     for split, rows in split_rows.items():
-        writer = GradientPool.create(pool_path(tmp_path, split, "p", "full"), len(rows), 5, "float32", point_index=3)
+        writer = GradientPool.create(pool_path(tmp_path, split, "p", "full"), len(rows), 5, "float32", point="p",
+                                     point_index=3)
         writer.write(rows)
         writer.finish()
     keys = {"run": "t", "dataset": "d", "family": "f", "depth": 1, "width": 1.0, "seed": 0, "model": "m"}
-    moments = {("p", "full", split): alignment_stats(rows) for split, rows in split_rows.items()}
-    table = misalignment(tmp_path, ["p"], [(2, 3), (5, 1)], keys, moments, draws=500, seed=9, views=["full"])
+    moments = {split: alignment_stats(rows) for split, rows in split_rows.items()}
+    dalign = pd.DataFrame([{"point": "p", "view": "full", "split": split, "n": m.n, "dim": m.dim, "mu_sq": m.mu_sq,
+                            "mu_four": m.mu_four, "mu_sigma_mu": m.mu_sigma_mu, "tr_sigma_sq": m.tr_sigma_sq}
+                           for split, m in moments.items()])
+    table = misalignment(tmp_path, keys, dalign, sizes=[2, 5], draws=500, seed=9, views=["full"])
     check_columns(table, "misalignment")
-    assert len(table) == 4 and set(table.stats_split) == {"train", "test"} and (table.point_index == 3).all()
+    assert len(table) == 2 * 2 * 2 and set(table.stats_split) == {"train", "test"} and (table.point_index == 3).all()
     stored = {split: GradientPool(pool_path(tmp_path, split, "p", "full")).rows() for split in split_rows}
-    expected = misalignment_draws(stored["train"] @ stored["test"].T, [(2, 3)], 500,
-                                  seed=derive_seed(9, "d/m", "p", "full"))[2, 3]
-    row = table[(table.M == 2) & (table.stats_split == "train")].iloc[0]
+    grid = [(M, K) for M in (2, 5) for K in (2, 5)]
+    expected = misalignment_draws(stored["train"] @ stored["test"].T, grid, 500,
+                                  seed=derive_seed(9, "d/m", "p", "full"))[2, 5]
+    row = table[(table.M == 2) & (table.K == 5) & (table.stats_split == "train")].iloc[0]
     assert row.p_misalign == pytest.approx(float((expected <= 0).double().mean()))
     assert row.p_lo <= row.p_misalign <= row.p_hi and row.b_exact <= row.b_align
-    assert row.b_align == pytest.approx(certificates(moments["p", "full", "train"], 2, 3).b_align)
+    assert row.b_align == pytest.approx(certificates(moments["train"], 2, 5).b_align)

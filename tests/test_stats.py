@@ -322,3 +322,245 @@ def test_offdiag_null_reproducible_from_seed():
     Q = torch.randn(50, 3, generator=torch.Generator().manual_seed(13)).exp()  # heavy-tailed
     assert stats.offdiag_null(Q, draws=5, seed=1) == stats.offdiag_null(Q, draws=5, seed=1)
     assert stats.offdiag_null(Q, draws=5, seed=1) != stats.offdiag_null(Q, draws=5, seed=2)
+
+
+# ----------------------------------------------------------------------------- two-sample certificate
+
+@pytest.fixture
+def two_populations() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Train (μ_tr, chol_tr) and test (μ_te, chol_te) with different means and covariances, μ_trᵀμ_te > 0."""
+    mu_tr = torch.tensor([0.8, -0.3, 0.5], dtype=torch.float64)
+    chol_tr = torch.tensor([[1.0, 0.0, 0.0], [0.7, 0.6, 0.0], [-0.4, 0.3, 0.9]], dtype=torch.float64)
+    mu_te = torch.tensor([0.5, 0.2, 0.9], dtype=torch.float64)
+    chol_te = torch.tensor([[1.5, 0.0, 0.0], [-0.2, 0.8, 0.0], [0.3, 0.5, 0.4]], dtype=torch.float64)
+    return mu_tr, chol_tr, mu_te, chol_te
+
+
+def two_sample_truth(mu_tr, chol_tr, mu_te, chol_te) -> stats.TwoSampleStats:
+    return stats.TwoSampleStats.from_moments(mu_tr, chol_tr @ chol_tr.T, mu_te, chol_te @ chol_te.T)
+
+
+def student_rows(n: tuple[int, ...], mu: torch.Tensor, chol: torch.Tensor, generator: torch.Generator,
+                 df: int = 3) -> torch.Tensor:
+    """Multivariate Student-t rows (df degrees of freedom) scaled to mean mu, covariance chol cholᵀ."""
+    z = torch.randn(*n, len(mu), generator=generator, dtype=torch.float64)
+    chi2 = (torch.randn(*n, 1, df, generator=generator, dtype=torch.float64) ** 2).sum(-1)  # (*n, 1)
+    return mu + (z / (chi2 / df).sqrt() * math.sqrt((df - 2) / df)) @ chol.T
+
+
+def test_two_sample_u_statistics_equal_brute_force():
+    """Each estimate equals its translation-free kernel averaged over distinct (i≠k train, j≠l test) indices."""
+    generator = torch.Generator().manual_seed(20)
+    Q_tr = torch.randn(7, 3, generator=generator, dtype=torch.float64) + 0.4
+    Q_te = torch.randn(6, 3, generator=generator, dtype=torch.float64) - 0.2
+    c = (Q_tr @ Q_te.T).tolist()
+    sums = dict.fromkeys(stats.TWO_SAMPLE_FIELDS, 0.0)
+    tuples = 0
+    for (i, k), (j, l) in itertools.product(itertools.permutations(range(7), 2), itertools.permutations(range(6), 2)):
+        sums["mu_cross"] += c[i][j]
+        sums["mu_cross_sq"] += c[i][j] * c[k][l]
+        # ½ (q_i-q_k)ᵀr_j (q_i-q_k)ᵀr_l and its mirror; ¼((q_i-q_k)ᵀ(r_j-r_l))²
+        sums["mu_te_sigma_tr_mu_te"] += (c[i][j] - c[k][j]) * (c[i][l] - c[k][l]) / 2
+        sums["mu_tr_sigma_te_mu_tr"] += (c[i][j] - c[i][l]) * (c[k][j] - c[k][l]) / 2
+        sums["tr_sigma_tr_sigma_te"] += (c[i][j] - c[i][l] - c[k][j] + c[k][l]) ** 2 / 4
+        tuples += 1
+    estimate = stats.TwoSampleStats.from_grams(Q_tr @ Q_tr.T, Q_te @ Q_te.T, Q_tr @ Q_te.T)
+    assert (estimate.n_train, estimate.n_test) == (7, 6)
+    for name in stats.TWO_SAMPLE_FIELDS:
+        assert getattr(estimate, name) == pytest.approx(sums[name] / tuples, rel=1e-10, abs=1e-12), name
+    swapped = stats.TwoSampleStats.from_cross(Q_te @ Q_tr.T)  # train <-> test swaps the two quadratic forms
+    assert swapped.mu_te_sigma_tr_mu_te == pytest.approx(estimate.mu_tr_sigma_te_mu_tr, rel=1e-12)
+    assert swapped.tr_sigma_tr_sigma_te == pytest.approx(estimate.tr_sigma_tr_sigma_te, rel=1e-12)
+
+
+def test_two_sample_shapes_checked():
+    with pytest.raises(ValueError, match="n_train, n_test"):
+        stats.TwoSampleStats.from_grams(torch.eye(4), torch.eye(3), torch.zeros(3, 4))
+    with pytest.raises(ValueError, match="square"):
+        stats.TwoSampleStats.from_grams(torch.zeros(4, 3), torch.eye(3), torch.zeros(4, 3))
+    with pytest.raises(ValueError, match=">= 2"):
+        stats.TwoSampleStats.from_cross(torch.ones(5, 1))
+    with pytest.raises(ValueError, match="M and K"):
+        stats.two_sample_certificate(stats.TwoSampleStats(0, 0, 1.0, 1.0, 1.0, 1.0, 1.0), 0, 3)
+
+
+def test_two_sample_estimates_unbiased(two_populations):
+    """Monte Carlo over 20000 pairs of small samples: every mean lies within 4 standard errors of the truth."""
+    mu_tr, chol_tr, mu_te, chol_te = two_populations
+    trials = 20000
+    generator = torch.Generator().manual_seed(21)
+    Q_tr = gaussian_rows((trials, 5), mu_tr, chol_tr, generator)
+    Q_te = gaussian_rows((trials, 4), mu_te, chol_te, generator)
+    estimates = stats._two_sample_estimates(Q_tr @ Q_te.transpose(-1, -2))  # (trials, 5)
+    truth = two_sample_truth(*two_populations)
+    for index, name in enumerate(stats.TWO_SAMPLE_FIELDS):
+        values = estimates[:, index]
+        z = (values.mean().item() - getattr(truth, name)) / (values.std().item() / math.sqrt(trials))
+        assert abs(z) < 4, (name, z)
+
+
+@pytest.mark.parametrize("M, K", [(1, 1), (2, 5), (8, 3)])
+def test_two_sample_variance_matches_simulation(two_populations, M, K):
+    """E and Var of μ_Mᵀg_K over fresh Gaussian draws match μ_trᵀμ_te and the three-term variance."""
+    mu_tr, chol_tr, mu_te, chol_te = two_populations
+    truth, draws = two_sample_truth(*two_populations), 40000
+    generator = torch.Generator().manual_seed(22 + M)
+    products = (gaussian_rows((draws, M), mu_tr, chol_tr, generator).mean(1)
+                * gaussian_rows((draws, K), mu_te, chol_te, generator).mean(1)).sum(1)
+    assert abs(products.mean().item() - truth.mu_cross) < 4 * products.std().item() / math.sqrt(draws)
+    assert products.var().item() == pytest.approx(stats.two_sample_variance(truth, M, K), rel=0.05)
+
+
+@pytest.mark.parametrize("law", ["gaussian", "student_t3"])
+@pytest.mark.parametrize("M, K", [(1, 1), (3, 2), (8, 4)])
+def test_two_sample_certificate_valid(two_populations, law, M, K):
+    """Empirical P(μ_Mᵀg_K <= 0) over fresh draws stays below the population bound (plus MC slack)."""
+    mu_tr, chol_tr, mu_te, chol_te = two_populations
+    rows = gaussian_rows if law == "gaussian" else student_rows
+    draws = 20000
+    generator = torch.Generator().manual_seed(23 + 10 * M + K)
+    products = (rows((draws, M), mu_tr, chol_tr, generator).mean(1)
+                * rows((draws, K), mu_te, chol_te, generator).mean(1)).sum(1)
+    bound = stats.two_sample_certificate(two_sample_truth(*two_populations), M, K)
+    assert 0 < bound < 1
+    assert (products <= 0).double().mean().item() <= bound + 3 * math.sqrt(bound * (1 - bound) / draws)
+
+
+@pytest.mark.parametrize("random_side", ["train", "test"])
+@pytest.mark.parametrize("other_size", [1, 5])
+def test_two_sample_certificate_attained_by_two_point_law(random_side, other_size):
+    """Cantelli is sharp: one side ∈ {0, 2} (fair coin), the other constant 1, one row from the random side.
+
+    Then μ_Mᵀg_K ∈ {0, 2}: E = 1, Var = 1, bound 1/2 = P(μ_Mᵀg_K <= 0). A variance term off by any
+    factor moves the bound away from the simulated 1/2.
+    """
+    draws = 40000
+    generator = torch.Generator().manual_seed(24)
+    coin = 2 * torch.randint(0, 2, (draws,), generator=generator, dtype=torch.float64)  # one random row
+    one, spread, fixed = torch.ones(1, dtype=torch.float64), torch.ones(1, 1, dtype=torch.float64), torch.zeros(1, 1)
+    if random_side == "train":  # M = 1 random row, K = other_size constant rows
+        truth, M, K = stats.TwoSampleStats.from_moments(one, spread, one, fixed), 1, other_size
+    else:
+        truth, M, K = stats.TwoSampleStats.from_moments(one, fixed, one, spread), other_size, 1
+    bound = stats.two_sample_certificate(truth, M, K)
+    assert bound == pytest.approx(0.5, rel=1e-12)
+    empirical = (coin <= 0).double().mean().item()
+    assert abs(empirical - bound) < 4 * math.sqrt(bound * (1 - bound) / draws)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10**6), dim=st.integers(1, 6), M=st.integers(1, 10**4), K=st.integers(1, 10**4))
+def test_two_sample_reduces_to_b_exact_for_one_population(seed, dim, M, K):
+    """μ_tr = μ_te, Σ_tr = Σ_te: the two-sample variance and bound are Theorem 1's ``var`` and ``B_exact``."""
+    mu, chol = random_population(seed, dim)
+    one_sample = stats.certificates(stats.AlignmentStats.from_moments(0, dim, **population(mu, chol)), M, K)
+    two_sample = stats.TwoSampleStats.from_moments(mu, chol @ chol.T, mu, chol @ chol.T)
+    assert stats.two_sample_variance(two_sample, M, K) == pytest.approx(one_sample.var, rel=1e-10, abs=1e-300)
+    assert stats.two_sample_certificate(two_sample, M, K) == pytest.approx(one_sample.b_exact, rel=1e-10)
+
+
+def test_two_sample_on_split_sample_agrees_with_one_sample(setting):
+    """One population, a large sample split into train/test halves: two-sample ≈ one-sample estimates."""
+    mu, chol = setting
+    Q = gaussian_rows(2000, mu, chol, torch.Generator().manual_seed(25))
+    one = stats.stats_from_gram(Q @ Q.T, 3)
+    two = stats.TwoSampleStats.from_grams(Q[:1000] @ Q[:1000].T, Q[1000:] @ Q[1000:].T, Q[:1000] @ Q[1000:].T)
+    assert two.mu_cross == pytest.approx(one.mu_sq, rel=0.01)
+    assert two.mu_cross_sq == pytest.approx(one.mu_four, rel=0.01)
+    assert two.tr_sigma_tr_sigma_te == pytest.approx(one.tr_sigma_sq, rel=0.01)
+    # each one-sided quadratic form is noisier (one sample's mean against the other's spread); their average is not
+    assert two.mu_te_sigma_tr_mu_te == pytest.approx(one.mu_sigma_mu, rel=0.1)
+    assert two.mu_tr_sigma_te_mu_tr == pytest.approx(one.mu_sigma_mu, rel=0.1)
+    assert (two.mu_te_sigma_tr_mu_te + two.mu_tr_sigma_te_mu_tr) / 2 == pytest.approx(one.mu_sigma_mu, rel=0.01)
+    for M, K in [(1, 1), (4, 8), (32, 32)]:
+        assert stats.two_sample_certificate(two, M, K) == pytest.approx(stats.certificates(one, M, K).b_exact, abs=0.01)
+
+
+def test_two_sample_certificate_uses_unbiased_e_squared():
+    """The bound takes E² from ``mu_cross_sq`` (W, unbiased), not ``mu_cross²`` (biased up by Var V1)."""
+    estimate = stats.TwoSampleStats(10, 10, mu_cross=1.0, mu_te_sigma_tr_mu_te=1.0, mu_tr_sigma_te_mu_tr=0.5,
+                                    tr_sigma_tr_sigma_te=2.0, mu_cross_sq=0.8)
+    var = 1.0 / 2 + 0.5 / 4 + 2.0 / 8
+    assert stats.two_sample_variance(estimate, 2, 4) == pytest.approx(var, rel=1e-15)
+    assert stats.two_sample_certificate(estimate, 2, 4) == pytest.approx(var / (var + 0.8), rel=1e-15)
+
+
+def test_two_sample_no_certificate_cases(two_populations):
+    mu_tr, chol_tr, mu_te, chol_te = two_populations
+    opposed = stats.TwoSampleStats.from_moments(mu_tr, chol_tr @ chol_tr.T, -mu_te, chol_te @ chol_te.T)
+    assert opposed.mu_cross < 0 and math.isnan(stats.two_sample_certificate(opposed, 4, 4))
+    orthogonal = stats.TwoSampleStats.from_moments(mu_tr, chol_tr @ chol_tr.T, torch.zeros(3, dtype=torch.float64),
+                                                   chol_te @ chol_te.T)
+    assert math.isnan(stats.two_sample_certificate(orthogonal, 4, 4))  # E = 0
+    undetected = stats.TwoSampleStats(10, 10, 0.1, 1.0, 1.0, 1.0, -0.01)  # E > 0 but the E² estimate < 0
+    assert math.isnan(stats.two_sample_certificate(undetected, 4, 4))
+    no_spread = stats.TwoSampleStats.from_cross(torch.full((5, 4), 0.3, dtype=torch.float64))  # constant rows
+    assert stats.two_sample_variance(no_spread, 3, 3) == pytest.approx(0, abs=1e-15)
+    assert math.isnan(stats.two_sample_certificate(no_spread, 3, 3))
+    assert math.isnan(stats.two_sample_certificate(stats.TwoSampleStats(0, 0, math.nan, 1.0, 1.0, 1.0, 1.0), 2, 2))
+
+
+# ----------------------------------------------------------------------------- unbiased off-diagonal energy (D1)
+
+def test_offdiag_energy_equals_brute_force():
+    """Both energies equal ¼-kernels of differences averaged over distinct (i, j, k, l); shifts do not matter."""
+    generator = torch.Generator().manual_seed(26)
+    Q = torch.randn(7, 3, generator=generator, dtype=torch.float64) @ torch.randn(3, 3, generator=generator,
+                                                                                 dtype=torch.float64) + 0.5
+    total = offdiag = 0.0
+    tuples = list(itertools.permutations(range(7), 4))
+    for i, j, k, l in tuples:
+        a, b = Q[i] - Q[k], Q[j] - Q[l]
+        total += (a @ b).item() ** 2 / 4  # ¼((q_i-q_k)ᵀ(q_j-q_l))², E = tr Σ²
+        offdiag += ((torch.outer(a, a) * torch.outer(b, b)).sum() - ((a * b) ** 2).sum()).item() / 4  # k≠l terms
+    got_offdiag, got_total = stats.offdiag_energy(Q)
+    assert got_total == pytest.approx(total / len(tuples), rel=1e-10)
+    assert got_offdiag == pytest.approx(offdiag / len(tuples), rel=1e-10)
+    assert got_total == pytest.approx(stats.stats_from_gram(Q @ Q.T, 3).tr_sigma_sq, rel=1e-10)
+    assert stats.offdiag_energy(Q + 100.0) == pytest.approx((got_offdiag, got_total), rel=1e-8)
+    assert stats.offdiag_ratio_unbiased(Q) == pytest.approx(got_offdiag / got_total, rel=1e-12)
+    with pytest.raises(ValueError, match="n >= 4"):
+        stats.offdiag_energy(Q[:3])
+
+
+def test_offdiag_energy_unbiased(setting):
+    """Monte Carlo (20000 samples of n = 6): both energies' means lie within 4 standard errors of the truth."""
+    mu, chol = setting
+    trials = 20000
+    sigma = chol @ chol.T
+    truth = [(sigma**2).sum().item() - (sigma.diagonal() ** 2).sum().item(), (sigma**2).sum().item()]
+    energies = stats._offdiag_energies(gaussian_rows((trials, 6), mu, chol, torch.Generator().manual_seed(27)))
+    for index, name in enumerate(["offdiag", "total"]):
+        values = energies[:, index]
+        z = (values.mean().item() - truth[index]) / (values.std().item() / math.sqrt(trials))
+        assert abs(z) < 4, (name, z)
+
+
+def test_offdiag_ratio_unbiased_near_zero_for_diagonal_population_at_p_equal_n():
+    """Diagonal Gaussian, p = n = 64: the plug-in ratio sits near 0.5, the unbiased one near 0."""
+    reps, n = 40, 64
+    generator = torch.Generator().manual_seed(28)
+    Q = torch.randn(reps, n, n, generator=generator, dtype=torch.float64) + 1.0  # (reps, n, p), Σ = I
+    energies = stats._offdiag_energies(Q)
+    ratios = energies[:, 0] / energies[:, 1]
+    for values in (energies[:, 0], ratios):
+        assert abs(values.mean().item()) < 4 * values.std().item() / math.sqrt(reps)
+    assert stats.offdiag_ratio_unbiased(Q[0]) == pytest.approx(ratios[0].item(), rel=1e-10)
+    plug_in = torch.tensor([stats.offdiag_ratio(q) for q in Q])
+    assert 0.4 < plug_in.mean().item() < 0.6  # ≈ p(p-1)/n / (p(p-1)/n + p) = 63/127
+
+
+def test_offdiag_null_unbiased_separates_diagonal_from_correlated():
+    generator = torch.Generator().manual_seed(29)
+    n, p = 64, 32
+    diagonal = torch.randn(n, p, generator=generator, dtype=torch.float64)
+    correlated = 0.5 * torch.randn(n, p, generator=generator, dtype=torch.float64) + torch.randn(
+        n, 1, generator=generator, dtype=torch.float64)
+    null_mean, null_sd = stats.offdiag_null_unbiased(diagonal, draws=20, seed=0)
+    assert abs(null_mean) < 4 * null_sd / math.sqrt(20) + 1e-3  # the permutation null is centred at 0
+    assert abs(stats.offdiag_ratio_unbiased(diagonal) - null_mean) < 4 * null_sd
+    correlated_mean, correlated_sd = stats.offdiag_null_unbiased(correlated, draws=20, seed=0)
+    assert stats.offdiag_ratio_unbiased(correlated) > correlated_mean + 20 * correlated_sd
+    first = stats.offdiag_null_unbiased(diagonal, draws=5, seed=1)
+    assert stats.offdiag_null_unbiased(diagonal, draws=5, seed=1) == first
+    assert stats.offdiag_null_unbiased(diagonal, draws=5, seed=2) != first

@@ -18,8 +18,8 @@ import torch.nn.functional as F
 from scalemech.data import Prepared, load_prepared, normalize_images, prepare_dataset
 from scalemech.models import build_model, load_model
 from scalemech.tables import timing_columns
-from scalemech.train import (NonFiniteLossError, Recipe, augment, crop_flip, evaluate, lr_at, memory_format_for,
-                             total_steps_of, train)
+from scalemech.tasks import augment, crop_flip
+from scalemech.train import NonFiniteLossError, Recipe, evaluate, lr_at, memory_format_for, total_steps_of, train
 
 RESNET = {"family": "resnet", "depth": 8, "width": 0.5, "norm": "batch", "placement": "branch",
           "in_channels": 1, "num_classes": 10}
@@ -69,7 +69,8 @@ def untimed(metrics: dict) -> dict:
 
 def test_training_lowers_mnist_test_loss(mnist, tmp_path):
     recipe = Recipe(steps=30, batch_size=32, lr=0.2, eval_batch_size=500, eval_examples=500)
-    metrics = train(RESNET, recipe, mnist, tmp_path, tmp_path / "ckpt", seed=0, device="cpu", progress=False)
+    metrics = train(RESNET, recipe, mnist, tmp_path, tmp_path / "ckpt", seed=0, device="cpu", checkpoint_every=200,
+                    progress=False)
     curve = pd.read_csv(tmp_path / "curve.csv")
     assert list(curve.columns) == ["step", "epoch", "lr", "train_loss", "test_loss", "test_acc"]
     assert curve["step"].iloc[0] == 0 and curve["step"].iloc[-1] == 30
@@ -84,7 +85,8 @@ def test_training_lowers_mnist_test_loss(mnist, tmp_path):
 def test_language_model_loss_drops(text, tmp_path):
     recipe = Recipe(optimizer="adamw", lr=3e-3, weight_decay=0.1, steps=40, batch_size=16, warmup_fraction=0.1,
                     eval_every_steps=20, eval_windows=32, eval_batch_size=32)
-    metrics = train(LLAMA, recipe, text, tmp_path, tmp_path / "ckpt", seed=0, device="cpu", progress=False)
+    metrics = train(LLAMA, recipe, text, tmp_path, tmp_path / "ckpt", seed=0, device="cpu", checkpoint_every=200,
+                    progress=False)
     curve = pd.read_csv(tmp_path / "curve.csv")
     assert list(curve["step"]) == [0, 20, 40]
     assert curve["test_loss"].iloc[0] > math.log(256) - 0.5          # starts near uniform over bytes
@@ -119,10 +121,10 @@ def test_resume_after_crash_matches_uninterrupted_run(uninterrupted, small_mnist
 def test_same_seed_same_metrics_other_seed_differs(uninterrupted, small_mnist, tmp_path):
     expected, _ = uninterrupted
     again = train(TINY_RESNET, RESUME_RECIPE, small_mnist, tmp_path / "a", tmp_path / "a" / "ckpt", seed=3,
-                  device="cpu", progress=False)
+                  device="cpu", checkpoint_every=200, progress=False)
     assert untimed(again) == untimed(expected)
     other = train(TINY_RESNET, dataclasses.replace(RESUME_RECIPE, steps=4), small_mnist, tmp_path / "b",
-                  tmp_path / "b" / "ckpt", seed=4, device="cpu", progress=False)
+                  tmp_path / "b" / "ckpt", seed=4, device="cpu", checkpoint_every=200, progress=False)
     assert other["train_loss"] != expected["train_loss"]
 
 
@@ -194,7 +196,8 @@ def test_truncated_newest_checkpoint_falls_back_to_the_previous(small_mnist, tmp
 def test_huge_lr_raises_non_finite_loss(small_mnist, tmp_path):
     recipe = Recipe(steps=6, batch_size=64, lr=1e6, eval_examples=64, eval_batch_size=256)
     with pytest.raises(NonFiniteLossError, match=r"non-finite .* at step \d+ of 6.*lower the recipe lr"):
-        train(TINY_RESNET, recipe, small_mnist, tmp_path, tmp_path / "ckpt", seed=0, device="cpu", progress=False)
+        train(TINY_RESNET, recipe, small_mnist, tmp_path, tmp_path / "ckpt", seed=0, device="cpu", checkpoint_every=200,
+              progress=False)
     assert not (tmp_path / "model.pt").exists()
 
 
@@ -277,9 +280,9 @@ def test_recipe_validation():
 def test_compiled_run_matches_eager(small_mnist, tmp_path):
     recipe = dataclasses.replace(RESUME_RECIPE, steps=4)
     eager = train(TINY_RESNET, recipe, small_mnist, tmp_path / "eager", tmp_path / "eager" / "ckpt", seed=3,
-                  device="cpu", progress=False)
+                  device="cpu", checkpoint_every=200, progress=False)
     compiled = train(TINY_RESNET, recipe, small_mnist, tmp_path / "compiled", tmp_path / "compiled" / "ckpt",
-                     seed=3, device="cpu", compile=True, progress=False)
+                     seed=3, device="cpu", checkpoint_every=200, compile=True, progress=False)
     assert compiled["test_loss"] == pytest.approx(eager["test_loss"], rel=1e-3)
     assert compiled["train_loss"] == pytest.approx(eager["train_loss"], rel=1e-3)
 
@@ -304,7 +307,7 @@ data = dataclasses.replace(data, train_x=data.train_x[:128], train_y=data.train_
                            test_x=data.test_x[:64], test_y=data.test_y[:64])
 spec = dict(family="resnet", depth=8, width=0.25, norm="batch", placement="branch", in_channels=1, num_classes=10)
 train(spec, Recipe(steps=3, batch_size=32, eval_examples=64), data, out, out + "/ckpt", seed=0, device="cpu",
-      progress=False)
+      checkpoint_every=200, progress=False)
 print("trained")
 """
 

@@ -16,6 +16,8 @@ import torch
 import yaml
 
 import scalemech.plots
+from scalemech import cli
+from scalemech.tables import timing_columns
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile")]
@@ -86,6 +88,18 @@ TINY = {
 }
 
 
+def assert_same_tables(tables: Path, other: Path) -> None:
+    """Every table under ``tables`` equals its namesake under ``other`` exactly, but for the
+    columns that time the machine (``scalemech.tables.timing_columns``)."""
+    names = sorted(p.name for p in tables.iterdir())
+    assert names == sorted(p.name for p in other.iterdir()) and names
+    for name in names:
+        read = pd.read_parquet if name.endswith(".parquet") else pd.read_csv
+        frames = [read(d / name) for d in (tables, other)]
+        untimed = [f.drop(columns=[c for c in timing_columns() if c in f.columns]) for f in frames]
+        pd.testing.assert_frame_equal(*untimed, check_exact=True, obj=name)
+
+
 @pytest.mark.timeout(1200)
 def test_tiny_run_makes_every_figure_and_reruns_only_plotting(tmp_path: Path) -> None:
     # The workflow runs on a copy of the package, so that editing its plotting code below
@@ -114,6 +128,26 @@ def test_tiny_run_makes_every_figure_and_reruns_only_plotting(tmp_path: Path) ->
     assert html.returncode == 0, html.stderr[-3000:]
     assert (tmp_path / "report.zip").stat().st_size > 0
 
+    # The same config in another directory: every table identical but for the timing columns.
+    again = tmp_path / "again"
+    rerun = snakemake("--cores", "2", "--configfile", str(tmp_path / "tiny.yaml"), "--directory", str(again),
+                      "tables", timeout=900, env=env)
+    assert rerun.returncode == 0, rerun.stderr[-4000:]
+    assert_same_tables(tmp_path / "results" / "tiny" / "tables", again / "results" / "tiny" / "tables")
+    # One job twice in one process, after different global random draws: the workflow's rows.
+    job = Path("results", "tiny", "expansion", "mnist5k", "resnet-d8-w1-s0.csv")
+    os.chdir(again)
+    try:
+        for global_seed in (1, 2):
+            torch.manual_seed(global_seed)
+            torch.rand(global_seed)
+            assert cli.main(["expand", "--config", str(tmp_path / "tiny.yaml"), "--model", "mnist5k/resnet-d8-w1-s0",
+                             "--device", "cpu"]) == 0
+            pd.testing.assert_frame_equal(pd.read_csv(again / job), pd.read_csv(tmp_path / job), check_exact=True)
+            (again / job).unlink()
+    finally:
+        os.chdir(ROOT)
+
     plots_py = package / "scalemech" / "plots.py"
     plots_py.write_text(plots_py.read_text() + "\n# an edit of the plotting code\n")
     dry = snakemake("-n", "--cores", "2", "--configfile", str(tmp_path / "tiny.yaml"), "--directory", str(tmp_path),
@@ -122,7 +156,7 @@ def test_tiny_run_makes_every_figure_and_reruns_only_plotting(tmp_path: Path) ->
     counts = planned(dry.stdout)
     assert counts.get("figure") == len(scalemech.plots.FIGURES) and counts.get("claims_report") == 1
     for heavy in ("prepare_data", "train_model", "measure_model", "misalign_model", "intervene_model",
-                  "expand_model", "stats_tables", "experiment_table", "training_table"):
+                  "expand_model", "collect_table", "training_table"):
         assert heavy not in counts, counts
 
 

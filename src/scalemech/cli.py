@@ -20,106 +20,68 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
-from . import __version__, pipeline
+from . import __version__, jobs
+from .certify import certify, format_certificate
 from .config import ConfigError, ModelJob, load_config, model_jobs
 from .data import DataError
 from .grads import PoolError
+from .layout import Layout
 
 USER_ERRORS = (ValueError, KeyError, OSError, ConfigError, DataError, PoolError)
 """What ``main`` reports in one line; anything else is a bug and keeps its traceback."""
 ERROR_STATUS = 2
 
 
-class Layout:
-    """Where the workflow keeps each output of a run (mirrors workflow/rules/*.smk)."""
-
-    def __init__(self, run: str):
-        self.results, self.figures = Path("results") / run, Path("figures") / run
-
-    def data(self, dataset: str) -> Path:
-        return self.results / "data" / dataset
-
-    def model_dir(self, job: ModelJob) -> Path:
-        return self.results / "models" / job.key
-
-    def checkpoints(self, job: ModelJob) -> Path:
-        return self.results / "checkpoints" / job.key
-
-    def stats(self, job: ModelJob) -> Path:
-        return self.results / "stats" / f"{job.key}.parquet"
-
-    def covmats(self, job: ModelJob) -> Path:
-        return self.results / "stats" / f"{job.key}.covmats.parquet"
-
-    def pools(self, job: ModelJob) -> Path:
-        return self.results / "pools" / job.key
-
-    def experiment(self, kind: str, job: ModelJob) -> Path:
-        return self.results / kind / f"{job.key}.csv"
+MODEL_COMMANDS = {"train": "train_model", "measure": "measure_model", "misalign": "misalign_model",
+                  "intervene": "intervene_model", "expand": "expand_model"}
 
 
 def _job(config: dict[str, Any], key: str) -> ModelJob:
-    jobs = {job.key: job for job in model_jobs(config)}
-    if key not in jobs:
-        raise ValueError(f"unknown model {key!r}; this config has: {', '.join(jobs)}")
-    return jobs[key]
+    found = {job.key: job for job in model_jobs(config)}
+    if key not in found:
+        raise ValueError(f"unknown model {key!r}; this config has: {', '.join(found)}")
+    return found[key]
 
 
 def _model_command(args: argparse.Namespace) -> None:
+    """Run the per-model rule of ``args.command`` exactly as the workflow would (same paths, params)."""
     config = load_config(args.config)
-    run, job = config["run"], _job(config, args.model)
-    paths, device = Layout(run), args.device or config["device"]
-    model_pt = paths.model_dir(job) / "model.pt"
-    if args.command == "train":
-        pipeline.train_model(job.spec, job.recipe, job.seed, str(paths.data(job.dataset)), str(paths.model_dir(job)),
-                             str(paths.checkpoints(job)), job.keys(run), device, config["train"]["checkpoint_every"],
-                             config["train"]["compile"])
-    elif args.command == "measure":
-        pipeline.measure_model(str(model_pt), str(paths.data(job.dataset)), job.keys(run), config["measure"], device,
-                               str(paths.stats(job)), str(paths.covmats(job)), str(paths.pools(job)))
-    elif args.command == "misalign":
-        pipeline.misalign_model(str(paths.stats(job)), str(paths.pools(job)), config["misalign"],
-                                str(paths.experiment("misalign", job)))
-    elif args.command == "intervene":
-        pipeline.intervene_model(str(model_pt), str(paths.data(job.dataset)), str(paths.pools(job)), job.keys(run),
-                                 config["intervene"], config["measure"], device,
-                                 str(paths.experiment("intervene", job)))
-    elif args.command == "expand":
-        pipeline.expand_model(str(model_pt), str(paths.data(job.dataset)), job.keys(run), config["expand"],
-                              config["measure"], device, str(paths.experiment("expand", job)))
+    rule, model_job, layout = MODEL_COMMANDS[args.command], _job(config, args.model), Layout(config["run"])
+    where = (layout, model_job.dataset, model_job.name)
+    arguments = {**jobs.inputs(rule, *where), **jobs.outputs(rule, *where), **jobs.params(rule, config, model_job)}
+    jobs.call(rule, arguments, {**jobs.execution(config), **({"device": args.device} if args.device else {})})
 
 
 def _prepare(args: argparse.Namespace) -> None:
     config = load_config(args.config)
     if args.dataset not in config["datasets"]:
         raise ValueError(f"dataset {args.dataset!r} is not in {args.config}; it has {sorted(config['datasets'])}")
-    out = Layout(config["run"]).data(args.dataset)
-    pipeline.prepare(args.dataset, config["datasets"][args.dataset], str(out), config["offline"])
+    jobs.prepare_data(data=Layout(config["run"]).data(args.dataset), dataset=args.dataset,
+                      settings=config["datasets"][args.dataset], offline=config["offline"])
 
 
 def _figure(args: argparse.Namespace) -> None:
     from .plots import make_figure
 
-    paths = Layout(load_config(args.config)["run"])
-    print(make_figure(args.figure, paths.results / "tables", paths.figures))
+    layout = Layout(load_config(args.config)["run"])
+    print(make_figure(args.figure, layout.tables_dir, layout.figures))
 
 
 def _report(args: argparse.Namespace) -> None:
     from .report import write_report
 
-    paths = Layout(load_config(args.config)["run"])
-    write_report(paths.results / "tables", paths.figures, paths.results / "report.md")
-    print(paths.results / "report.md")
+    layout = Layout(load_config(args.config)["run"])
+    write_report(layout.tables_dir, layout.figures, layout.report)
+    print(layout.report)
 
 
 def _certify(args: argparse.Namespace) -> None:
-    frame = pipeline.certify(args.checkpoint, args.data, family=args.family, points=args.points, pool=args.pool,
+    frame = certify(args.checkpoint, args.data, family=args.family, points=args.points, pool=args.pool,
                              M=args.M, K=args.K, batch_size=args.batch_size, device=args.device or "auto",
                              block_size=args.block_size, seed=args.seed)
-    print(pipeline.format_certificate(frame))
+    print(format_certificate(frame))
     if args.out:
         frame.to_csv(args.out, index=False)
         print(f"written {args.out}", file=sys.stderr)

@@ -29,6 +29,7 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -39,6 +40,7 @@ from .data.store import DataError, checked_npy, file_record
 from .models.base import ResidualModel
 from .seeding import seeded
 from .stats import cross_gram
+from .tasks import Examples
 
 VIEWS = ("full", "pooled")
 POOL_DTYPES = ("float16", "float32")
@@ -151,9 +153,17 @@ def iter_activation_grads(model: ResidualModel, x: Tensor, y: Tensor, points: Se
 
 # ----------------------------------------------------------------------------- on-disk pools
 
-def pool_path(root: str | Path, split: str, point: str, view: str) -> Path:
-    """Where the pool of ``split`` × ``point`` × ``view`` lives under ``root`` (no suffix)."""
-    return Path(root) / split / point / view
+def pool_path(pool_dir: str | Path, split: str, point: str, view: str) -> Path:
+    """Where the pool of ``split`` × ``point`` × ``view`` lives under ``pool_dir`` (no suffix)."""
+    return Path(pool_dir) / split / point / view
+
+
+def measured_points(pool_dir: str | Path) -> list[str]:
+    """The points whose pools ``pool_dir`` holds, in model order (from the pools' own metadata)."""
+    metas = [json.loads(p.read_text()) for p in sorted(Path(pool_dir).glob("*/*/*.json"))]
+    if not metas:
+        raise FileNotFoundError(f"no gradient pools under {pool_dir}; run the measurement first")
+    return [point for _, point in sorted({(m["point_index"], m["point"]) for m in metas})]
 
 
 class PoolError(DataError):
@@ -274,13 +284,16 @@ class PoolWriter:
         return GradientPool(self.path, verify=False)  # just hashed
 
 
-def capture_pools(model: ResidualModel, x: Tensor, y: Tensor, points: Sequence[str], root: str | Path, split: str,
-                  batch_size: int, prepare_batch: PrepareBatch, dtype: str = "float16",
-                  views: Sequence[str] = VIEWS, progress: bool = False) -> dict[tuple[str, str], GradientPool]:
-    """Capture ``q`` of the pool ``(x, y)`` at ``points`` and store one ``GradientPool`` per point × view.
+def capture_pools(model: ResidualModel, examples: Examples, points: Sequence[str], pool_dir: str | Path,
+                  batch_size: int, prepare_batch: PrepareBatch, dtype: str, views: Sequence[str] = VIEWS,
+                  labels: dict[str, Any] | None = None, progress: bool = False) -> dict[tuple[str, str], GradientPool]:
+    """Capture ``q`` of ``examples`` at ``points`` and store one ``GradientPool`` per point × view.
 
-    One forward and one backward per batch; returns ``{(point, view): pool}``.
+    One forward and one backward per batch; returns ``{(point, view): pool}``. Each pool records
+    its provenance (``examples.provenance()``: split, seed, example index) and ``labels`` (the model).
     """
+    x, y, split = examples.x, examples.y, examples.split
+    provenance = {**examples.provenance(), **(labels or {})}
     writers: dict[tuple[str, str], PoolWriter] = {}
     batches = iter_activation_grads(model, x, y, points, batch_size, prepare_batch, views)
     for grads in tqdm(batches, total=math.ceil(len(x) / batch_size), desc=f"capture {split}", disable=not progress):
@@ -288,8 +301,8 @@ def capture_pools(model: ResidualModel, x: Tensor, y: Tensor, points: Sequence[s
             with torch.no_grad():
                 _, streams = model.forward_streams(prepare_batch(x[:1], y[:1])[0], points)
             writers = {(p, v): GradientPool.create(
-                pool_path(root, split, p, v), len(x), grads[p][v].shape[1], dtype, split=split, point=p,
-                point_index=model.index(p), view=v, stream_shape=list(streams[p].shape[1:]))
+                pool_path(pool_dir, split, p, v), len(x), grads[p][v].shape[1], dtype, point=p,
+                point_index=model.index(p), view=v, stream_shape=list(streams[p].shape[1:]), **provenance)
                 for p in points for v in views}
         for (p, v), writer in writers.items():
             writer.write(grads[p][v])

@@ -12,8 +12,12 @@ flattened to ``R^D``) with mean ``mu`` and covariance ``Sigma``,
   intervals, computed from ``G`` alone (a with-replacement bootstrap would pair an example
   with itself and bias the U-statistics);
 - ``certificates``: Theorem 1's Cantelli bounds ``B_exact <= B_align`` for ``(M, K)`` draws;
+- ``TwoSampleStats`` / ``two_sample_variance`` / ``two_sample_certificate``: Theorem 1 for train
+  and test rows from different distributions (PAPERS.md §7), unbiased from ``C = Q_tr Q_teᵀ``;
 - ``offdiag_ratio`` / ``offdiag_null`` / ``correlation``: the covariance-structure check of
-  Paper D (claim D1) on a small pooled view.
+  Paper D (claim D1) on a small pooled view; ``offdiag_energy`` / ``offdiag_ratio_unbiased`` /
+  ``offdiag_null_unbiased``: the same with unbiased U-statistics in place of the plug-in ``Σ̂``
+  (whose ratio is biased up, about 0.5 for a diagonal population at ``p = n``).
 
 U-statistics: Hoeffding (1948), "A class of statistics with asymptotically normal
 distribution". Jackknife: Efron & Stein (1981); subsampling: Politis & Romano (1994).
@@ -27,7 +31,7 @@ numerator is positive (no detectable spread), and ``nan`` when both are ``<= 0``
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from statistics import NormalDist
 
@@ -366,6 +370,135 @@ def certificates(stats: AlignmentStats, M: int | np.ndarray, K: int | np.ndarray
     return Certificates(*out)
 
 
+# ----------------------------------------------------------------------------- two-sample certificate
+
+TWO_SAMPLE_FIELDS = ("mu_cross", "mu_te_sigma_tr_mu_te", "mu_tr_sigma_te_mu_tr", "tr_sigma_tr_sigma_te", "mu_cross_sq")
+"""Two-sample estimates, in the order of the last axis of ``_two_sample_estimates``."""
+
+
+def _two_sample_estimates(C: Tensor) -> Tensor:
+    """``(..., n, m)`` cross-Gram ``C_ij = q_iᵀ r_j`` -> ``(..., 5)`` unbiased estimates, ``TWO_SAMPLE_FIELDS`` order.
+
+    ``E = μ_trᵀμ_te ≈ V1``, ``E² ≈ W``, ``μ_teᵀΣ_trμ_te ≈ A - W``, ``μ_trᵀΣ_teμ_tr ≈ B - W``,
+    ``tr(Σ_trΣ_te) ≈ V2 - A - B + W``, with (``T = Σ_ij C_ij``, rows ``a_i = Σ_j C_ij``, columns
+    ``b_j = Σ_i C_ij``, ``P = Σ_ij C_ij²``; inclusion–exclusion, O(nm)):
+
+    - ``V1 = avg_{i,j} C_ij = T / nm``                                   (E = μ_trᵀμ_te)
+    - ``V2 = avg_{i,j} C_ij² = P / nm``                                  (E = tr S_tr S_te)
+    - ``A = avg_{i; j≠l} C_ij C_il = (Σ_i a_i² - P) / nm(m-1)``          (E = μ_teᵀ S_tr μ_te)
+    - ``B = avg_{i≠k; j} C_ij C_kj = (Σ_j b_j² - P) / mn(n-1)``          (E = μ_trᵀ S_te μ_tr)
+    - ``W = avg_{i≠k; j≠l} C_ij C_kl = (T² - Σa² - Σb² + P) / n(n-1)m(m-1)``  (E = (μ_trᵀμ_te)²)
+
+    where ``S = Σ + μμᵀ`` are second moments (every product pairs independent rows, so
+    ``E[C_ij C_il] = E[μ_teᵀ q_i q_iᵀ μ_te]`` etc.).
+    """
+    n, m = C.shape[-2:]
+    total = C.sum((-2, -1))
+    row_sq_sum = (C.sum(-1) ** 2).sum(-1)  # Σ_i a_i²
+    col_sq_sum = (C.sum(-2) ** 2).sum(-1)  # Σ_j b_j²
+    sq_sum = (C**2).sum((-2, -1))  # P
+    v1, v2 = total / (n * m), sq_sum / (n * m)
+    a = (row_sq_sum - sq_sum) / (n * m * (m - 1))
+    b = (col_sq_sum - sq_sum) / (m * n * (n - 1))
+    w = (total**2 - row_sq_sum - col_sq_sum + sq_sum) / (n * (n - 1) * m * (m - 1))
+    return torch.stack([v1, a - w, b - w, v2 - a - b + w, w], dim=-1)
+
+
+@dataclass(frozen=True)
+class TwoSampleStats:
+    """Unbiased moment estimates for train rows ``q ~ (μ_tr, Σ_tr)`` and independent test rows ``r ~ (μ_te, Σ_te)``.
+
+    ``E[μ_Mᵀg_K] = μ_trᵀμ_te``,
+    ``Var(μ_Mᵀg_K) = μ_teᵀΣ_trμ_te/M + μ_trᵀΣ_teμ_tr/K + tr(Σ_trΣ_te)/(MK)``
+    (see ``two_sample_variance``); every term is estimated without bias from ``C = Q_tr Q_teᵀ``
+    by the U-statistics of ``_two_sample_estimates``.
+    """
+
+    n_train: int  # rows of the train sample (0 for population moments)
+    n_test: int  # rows of the test sample
+    mu_cross: float  # E = μ_trᵀμ_te (V1)
+    mu_te_sigma_tr_mu_te: float  # μ_teᵀΣ_trμ_te (A - W)
+    mu_tr_sigma_te_mu_tr: float  # μ_trᵀΣ_teμ_tr (B - W)
+    tr_sigma_tr_sigma_te: float  # tr(Σ_trΣ_te) (V2 - A - B + W)
+    mu_cross_sq: float  # E² = (μ_trᵀμ_te)² (W); not mu_cross², which is biased up by Var(V1)
+
+    @classmethod
+    def from_cross(cls, C: Tensor) -> TwoSampleStats:
+        """Estimates from the cross-Gram ``C = Q_tr Q_teᵀ`` (n_train × n_test, both >= 2), O(n_train·n_test)."""
+        if C.ndim != 2 or min(C.shape) < 2:
+            raise ValueError(f"C must be an (n_train, n_test) cross-Gram with both >= 2; got shape {tuple(C.shape)}")
+        values = _two_sample_estimates(C.to(torch.float64))
+        return cls(C.shape[0], C.shape[1], **dict(zip(TWO_SAMPLE_FIELDS, values.tolist())))
+
+    @classmethod
+    def from_grams(cls, G_tr: Tensor, G_te: Tensor, C: Tensor) -> TwoSampleStats:
+        """Estimates from ``G_tr = Q_trQ_trᵀ``, ``G_te = Q_teQ_teᵀ``, ``C = Q_trQ_teᵀ`` (float64).
+
+        Only ``C`` enters the estimates: each term is a moment of the products ``q_iᵀr_j`` (one
+        train and one test row; see ``_two_sample_estimates``), and a within-sample product
+        ``q_iᵀq_k`` carries no information about ``μ_te`` or ``Σ_te``. ``G_tr`` and ``G_te`` fix
+        and check the sample sizes (they are what the one-sample ``stats_from_gram`` uses).
+        """
+        for name, G in (("G_tr", G_tr), ("G_te", G_te)):
+            if G.ndim != 2 or G.shape[0] != G.shape[1]:
+                raise ValueError(f"{name} must be a square (n, n) Gram matrix; got shape {tuple(G.shape)}")
+        if tuple(C.shape) != (G_tr.shape[0], G_te.shape[0]):
+            raise ValueError(f"C must have shape (n_train, n_test) = {(G_tr.shape[0], G_te.shape[0])}; "
+                             f"got {tuple(C.shape)}")
+        return cls.from_cross(C)
+
+    @classmethod
+    def from_moments(cls, mu_tr: Tensor, sigma_tr: Tensor, mu_te: Tensor, sigma_te: Tensor) -> TwoSampleStats:
+        """Exact population values from means ``(D,)`` and covariances ``(D, D)`` (``n_train = n_test = 0``)."""
+        mu_tr, sigma_tr, mu_te, sigma_te = (x.to(torch.float64) for x in (mu_tr, sigma_tr, mu_te, sigma_te))
+        e = (mu_tr @ mu_te).item()
+        return cls(0, 0, e, (mu_te @ sigma_tr @ mu_te).item(), (mu_tr @ sigma_te @ mu_tr).item(),
+                   (sigma_tr * sigma_te.T).sum().item(), e**2)
+
+
+def two_sample_variance(stats: TwoSampleStats, M: int, K: int) -> float:
+    """``Var(μ_Mᵀg_K) = μ_teᵀΣ_trμ_te/M + μ_trᵀΣ_teμ_tr/K + tr(Σ_trΣ_te)/(MK)`` for i.i.d. draws.
+
+    Derivation: write ``μ_M = μ_tr + a``, ``g_K = μ_te + b`` with independent zero-mean ``a``, ``b``,
+    ``Cov a = Σ_tr/M``, ``Cov b = Σ_te/K``. Then ``μ_Mᵀg_K - μ_trᵀμ_te = μ_teᵀa + μ_trᵀb + aᵀb``,
+    three uncorrelated terms (odd in ``a`` or ``b``) with variances ``μ_teᵀΣ_trμ_te/M``,
+    ``μ_trᵀΣ_teμ_tr/K`` and ``E[aᵀbbᵀa] = tr(Σ_trΣ_te)/(MK)``.
+
+    Draws without replacement of ``M`` (``K``) rows from a pool of ``n`` (``m``) rows: with the
+    pool's own moments (covariance normalized by ``1/n``) the three terms get the factors
+    ``f_M = (n-M)/(n-1)``, ``f_K = (m-K)/(m-1)`` and ``f_M f_K``, all ``<= 1``, so this (the
+    population formula) bounds that variance from above and the certificate stays valid there.
+    """
+    if M < 1 or K < 1:
+        raise ValueError(f"M and K must be >= 1; got M = {M}, K = {K}")
+    return stats.mu_te_sigma_tr_mu_te / M + stats.mu_tr_sigma_te_mu_tr / K + stats.tr_sigma_tr_sigma_te / (M * K)
+
+
+def two_sample_certificate(stats: TwoSampleStats, M: int, K: int) -> float:
+    """Cantelli bound ``P(μ_Mᵀg_K <= 0) <= Var/(Var + E²)``, ``E = μ_trᵀμ_te > 0``; ``nan``: no certificate.
+
+    Cantelli: ``P(X - E <= -E) <= Var/(Var + E²)`` for ``E > 0``, with ``X = μ_Mᵀg_K`` and
+    ``Var`` from ``two_sample_variance``. ``E²`` is its unbiased estimate ``mu_cross_sq``.
+
+    ``nan`` (the caller reports "no certificate") when
+    - ``mu_cross <= 0``: for ``E <= 0`` the bound is ``1`` or undefined -- the training direction
+      is not expected to align at all, so there is nothing to certify;
+    - ``mu_cross_sq <= 0``: ``E`` is not detected above noise;
+    - the variance estimate is ``<= 0``: ``Var/(Var + E²)`` would be ``<= 0``, a claim of
+      certainty the data do not support (unlike ``certificates``, which maps this case to
+      ``B_exact = 0``);
+    - any input is ``nan``.
+
+    Same distribution (``μ_tr = μ_te = μ``, ``Σ_tr = Σ_te = Σ``): ``E = ‖μ‖²``, ``E² = ‖μ‖⁴`` and
+    ``Var = μᵀΣμ (1/M + 1/K) + tr Σ²/(MK)``, Theorem 1's variance, so ``Var/(Var + ‖μ‖⁴) =
+    1/(1 + ‖μ‖⁴/Var) = B_exact`` of ``certificates`` (whenever both are finite and positive).
+    """
+    var = two_sample_variance(stats, M, K)
+    if not (stats.mu_cross > 0 and stats.mu_cross_sq > 0 and var > 0):
+        return math.nan
+    return var / (var + stats.mu_cross_sq)
+
+
 # ----------------------------------------------------------------------------- covariance structure (D1)
 
 def _covariance(Q_pooled: Tensor) -> Tensor:
@@ -391,16 +524,79 @@ def offdiag_null(Q_pooled: Tensor, draws: int = 20, seed: int = 0) -> tuple[floa
     sampling noise of ``Σ̂_ij``), while any dependence between units is destroyed. The observed
     ratio is "close to diagonal" when it lies near this null.
     """
+    return _permutation_null(Q_pooled, offdiag_ratio, draws, seed)
+
+
+def _permutation_null(Q: Tensor, statistic: Callable[[Tensor], float], draws: int, seed: int) -> tuple[float, float]:
+    """Mean and sd of ``statistic`` over ``draws`` copies of ``Q`` (n×p) with each column permuted independently."""
     if draws < 2:
         raise ValueError(f"draws must be >= 2; got {draws}")
-    n, p = Q_pooled.shape
+    n, p = Q.shape
     generator = torch.Generator().manual_seed(seed)
-    ratios = []
+    values = []
     for _ in range(draws):
-        order = torch.rand(n, p, generator=generator).argsort(0).to(Q_pooled.device)  # (n, p)
-        ratios.append(offdiag_ratio(Q_pooled.gather(0, order)))
-    null = torch.tensor(ratios, dtype=torch.float64)
+        order = torch.rand(n, p, generator=generator).argsort(0).to(Q.device)  # (n, p)
+        values.append(statistic(Q.gather(0, order)))
+    null = torch.tensor(values, dtype=torch.float64)
     return null.mean().item(), null.std().item()
+
+
+def _offdiag_energies(Q: Tensor) -> Tensor:
+    """``(..., n, p)`` rows -> ``(..., 2)``: unbiased ``(Σ_{k≠l} Σ_kl², tr Σ²)``, O(n²p) (n >= 4).
+
+    ``tr Σ² = ‖Σ‖_F² ≈ U2 - 2U3 + U4`` of ``G = QQᵀ`` (``_estimates``, as in ``stats_from_gram``).
+    ``Σ_k Σ_kk²``: the same estimator on each column ``x = Q[:, k]`` alone (a 1-vector with
+    ``tr Σ² = Σ_kk²``), whose Gram ``x xᵀ`` needs only power sums ``s_t = Σ_i x_iᵗ`` (O(n)); the
+    sums of ``_u_from_sums`` are ``S = s1² - s2``, ``R = Σ_i x_i²(s1 - x_i)² = s1²s2 - 2s1s3 + s4``
+    and ``Q = Σ_{i≠j} x_i²x_j² = s2² - s4``.
+    Both are U-statistics of ``h = ¼((q_i - q_k)ᵀ(q_j - q_l))²`` (resp. its per-coordinate
+    terms) over distinct ``i, j, k, l`` -- expand the square: ``¼(4U2 - 8U3 + 4U4)`` -- so they
+    are invariant to shifting the rows, and the rows are centred first (exact, for precision).
+    Off-diagonal energy ``= tr Σ² - Σ_k Σ_kk²``.
+    """
+    if Q.ndim < 2 or Q.shape[-2] < 4:
+        raise ValueError(f"Q must have shape (..., n, p) with n >= 4; got {tuple(Q.shape)}")
+    Q = Q.to(torch.float64)
+    Q = Q - Q.mean(-2, keepdim=True)
+    n = Q.shape[-2]
+    total = _estimates(u_statistics(Q @ Q.transpose(-1, -2)))[..., 3]  # tr Σ²
+    s1, s2, s3, s4 = ((Q**t).sum(-2) for t in (1, 2, 3, 4))  # (..., p)
+    per_column = _estimates(_u_from_sums(n, s1**2 - s2, s1**2 * s2 - 2 * s1 * s3 + s4, s2**2 - s4))[..., 3]
+    return torch.stack([total - per_column.sum(-1), total], dim=-1)
+
+
+def offdiag_energy(Q: Tensor) -> tuple[float, float]:
+    """``(Σ_{k≠l} Σ_kl², ‖Σ‖_F²)`` of the pooled view ``Q`` (n×p, n >= 4), both unbiased U-statistics.
+
+    Unlike the plug-in ``‖Σ̂ - diag Σ̂‖_F²``, whose mean is ``Σ_{k≠l} Σ_kl² + O(p²/n)`` (every
+    ``Σ̂_kl²`` carries ``Var Σ̂_kl ≈ (Σ_kkΣ_ll + Σ_kl²)/n``, Gaussian rows), the estimate has mean
+    exactly the population off-diagonal energy (``0`` for independent coordinates); it can be negative. See
+    ``_offdiag_energies``.
+    """
+    if Q.ndim != 2:
+        raise ValueError(f"Q must have shape (n, p); got {tuple(Q.shape)}")
+    offdiag, total = _offdiag_energies(Q).tolist()
+    return offdiag, total
+
+
+def offdiag_ratio_unbiased(Q: Tensor) -> float:
+    """``offdiag / total`` of ``offdiag_energy(Q)``: a ratio of unbiased estimates (not itself unbiased,
+    but free of the plug-in's ``O(p/n)`` upward bias: about 0 for a diagonal population at ``p = n``,
+    where ``offdiag_ratio`` gives about 0.5). Degenerate denominators follow ``_ratio``."""
+    offdiag, total = torch.tensor(offdiag_energy(Q), dtype=torch.float64)
+    return _ratio(offdiag, total).item()
+
+
+def offdiag_null_unbiased(Q: Tensor, draws: int = 20, seed: int = 0) -> tuple[float, float]:
+    """Mean and sd of ``offdiag_ratio_unbiased`` over ``draws`` column-wise permutations of ``Q``.
+
+    Same permutations as ``offdiag_null`` (same ``seed``). A permutation keeps every marginal and
+    makes the columns independent; the off-diagonal energy estimate then has expectation exactly 0
+    (each kernel term holds a factor ``(y_i - y_k)(y_j - y_l)`` of another column ``y``, whose rows
+    ``i, j, k, l`` are a uniform draw of 4 distinct entries under the permutation: mean 0), so this
+    null sits near 0 whatever ``p/n``.
+    """
+    return _permutation_null(Q, offdiag_ratio_unbiased, draws, seed)
 
 
 def correlation(Q_pooled: Tensor) -> Tensor:

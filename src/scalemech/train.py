@@ -39,10 +39,11 @@ from torch import Tensor, nn
 from tqdm import tqdm
 
 from .checkpoints import mark_complete, resume_state, run_identity, save_checkpoint
-from .data import Prepared, normalize_images, text_windows
+from .data import Prepared
 from .device import resolve_device
 from .models import build_model, save_model
 from .tables import timing_columns
+from .tasks import ImageBatches, Task, TextBatches
 
 SYNC_EVERY = 50           # steps between host syncs (non-finite check, progress bar) in the hot loop
 EVAL_SEED = 0             # fixed seed of the evaluation subsets/windows: the same for every run
@@ -136,75 +137,6 @@ def make_optimizer(model: nn.Module, recipe: Recipe) -> torch.optim.Optimizer:
     return torch.optim.AdamW(groups, lr=recipe.lr, betas=(recipe.momentum, recipe.beta2))
 
 
-# -- batched augmentation ----------------------------------------------------------------------
-def crop_flip(x: Tensor, shifts: Tensor, flips: Tensor, pad: int = 4) -> Tensor:
-    """Crop ``x`` (B,C,H,W) zero-padded by ``pad`` at offsets ``shifts`` (B,2) ∈ [0, 2·pad], then
-    mirror the examples where ``flips`` (B,) is true: ``out_b = flip?(pad(x_b)[:, i:i+H, j:j+W])``.
-    Two batched gathers (rows, then mirrored-or-not columns)."""
-    B, C, H, W = x.shape
-    padded = F.pad(x, (pad, pad, pad, pad))                                   # (B, C, H+2p, W+2p)
-    rows = shifts[:, 0, None] + torch.arange(H, device=x.device)              # (B, H)
-    cols = shifts[:, 1, None] + torch.arange(W, device=x.device)              # (B, W)
-    cols = torch.where(flips[:, None], cols.flip(1), cols)                    # mirrored read order
-    picked_rows = padded.gather(2, rows[:, None, :, None].expand(B, C, H, W + 2 * pad))  # (B, C, H, W+2p)
-    return picked_rows.gather(3, cols[:, None, None, :].expand(B, C, H, W))           # (B, C, H, W)
-
-
-def augment(x: Tensor, generator: torch.Generator, pad: int = 4) -> Tensor:
-    """``crop_flip`` with offsets uniform in [0, 2·pad]² and flips with probability ½ drawn from
-    ``generator`` (CPU), as torchvision's RandomCrop(padding=pad) + RandomHorizontalFlip."""
-    shifts = torch.randint(0, 2 * pad + 1, (len(x), 2), generator=generator)
-    flips = torch.rand(len(x), generator=generator) < 0.5
-    return crop_flip(x, shifts.to(x.device), flips.to(x.device), pad)
-
-
-# -- batches ----------------------------------------------------------------------------------
-class ImageBatches:
-    """Shuffled epochs of an on-device uint8 image split: batch ``k`` of an epoch is
-    ``order[k·B:(k+1)·B]`` of a fresh permutation (the last partial batch is dropped)."""
-
-    def __init__(self, x: Tensor, y: Tensor, batch_size: int, generator: torch.Generator, augmented: bool):
-        self.x, self.y, self.generator, self.augmented = x, y, generator, augmented
-        self.batch_size = min(batch_size, len(x))
-        self.steps_per_epoch = len(x) // self.batch_size
-        self.order: Tensor | None = None
-
-    def batch(self, step: int) -> tuple[Tensor, Tensor]:
-        k = step % self.steps_per_epoch
-        if k == 0 or self.order is None:
-            self.order = torch.randperm(len(self.x), generator=self.generator)
-        index = self.order[k * self.batch_size:(k + 1) * self.batch_size].to(self.x.device)
-        x = self.x.index_select(0, index)                                      # (B, C, H, W) uint8
-        return (augment(x, self.generator) if self.augmented else x), self.y.index_select(0, index)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"order": self.order}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.order = state["order"]
-
-
-class TextBatches:
-    """Windows of ``block_size + 1`` bytes at uniform random starts (nanoGPT's ``get_batch``);
-    an "epoch" is ``len(stream) // (B·T)`` steps."""
-
-    def __init__(self, stream: Tensor, batch_size: int, block_size: int, generator: torch.Generator):
-        if len(stream) <= block_size + 1:
-            raise ValueError(f"a text stream of {len(stream)} bytes is too short for block_size {block_size}")
-        self.stream, self.batch_size, self.block_size, self.generator = stream, batch_size, block_size, generator
-        self.steps_per_epoch = max(1, len(stream) // (batch_size * block_size))
-
-    def batch(self, step: int) -> tuple[Tensor, Tensor]:
-        starts = torch.randint(0, len(self.stream) - self.block_size, (self.batch_size,), generator=self.generator)
-        return text_windows(self.stream, starts.to(self.stream.device), self.block_size)  # (B, T) each
-
-    def state_dict(self) -> dict[str, Any]:
-        return {}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        pass
-
-
 # -- evaluation -------------------------------------------------------------------------------
 def autocast(device: torch.device) -> contextlib.AbstractContextManager:
     """bf16 autocast on CUDA, a no-op elsewhere."""
@@ -238,8 +170,8 @@ def evaluate(model: nn.Module, x: Tensor, y: Tensor, batch_size: int, device: to
 
 # -- training ---------------------------------------------------------------------------------
 @dataclass
-class Task:
-    """What the loop needs from a dataset: batches, the map to model input, evaluation sets."""
+class TrainingData:
+    """What the loop needs from a task: batches, the map to model input, evaluation sets."""
 
     batches: ImageBatches | TextBatches
     to_input: Callable[[Tensor], Tensor]      # stored batch on the device -> model input
@@ -247,7 +179,7 @@ class Task:
     train_eval: tuple[Tensor, Tensor]         # a fixed subset of the train split for final metrics
     train_eval_note: str                      # what train_eval is, for metrics.json
     eval_every: int                           # steps between test evaluations
-    tokens_per_example: int                   # 1 for images, block_size for LMs
+    block_size: int | None                    # tokens per example of a language model; None for images
     memory_format: torch.memory_format        # of the model and its image inputs
     augmented: bool
 
@@ -258,34 +190,24 @@ def memory_format_for(model: nn.Module, device: torch.device) -> torch.memory_fo
     aborts on it (AVX2 CPUs without AVX-512; the shortcut of a width-0.25 ResNet, 4 → 8 channels)."""
     fragile = any(isinstance(m, nn.Conv2d) and m.kernel_size == (1, 1) and m.stride != (1, 1) and m.in_channels < 8
                   for m in model.modules())
-    return torch.contiguous_format if device.type == "cpu" and fragile else torch.channels_last
+    convolutional = any(isinstance(m, nn.Conv2d) for m in model.modules())
+    if not convolutional or (device.type == "cpu" and fragile):
+        return torch.contiguous_format
+    return torch.channels_last
 
 
-def make_task(spec: dict[str, Any], recipe: Recipe, data: Prepared, device: torch.device,
-              generator: torch.Generator, memory_format: torch.memory_format) -> Task:
-    """Put ``data``'s train split on ``device`` and fix the evaluation sets (seed ``EVAL_SEED``)."""
-    train_x = torch.as_tensor(data.train_x).to(device)
-    if data.kind == "image":
-        augmented = wants_augment(recipe, train_x)
-        batches = ImageBatches(train_x, torch.as_tensor(data.train_y).to(device), recipe.batch_size,
-                               generator, augmented)
-        n_train_eval = min(recipe.eval_examples, len(train_x))
+def training_data(task: Task, recipe: Recipe, device: torch.device, generator: torch.Generator,
+                  memory_format: torch.memory_format) -> TrainingData:
+    """The task's train batches on ``device`` and its evaluation sets (seed ``EVAL_SEED``)."""
+    batches, augmented = task.batches(recipe, generator, device)
+    test, train_eval, note = task.evaluation_sets(recipe, EVAL_SEED)
 
-        def to_input(xb: Tensor) -> Tensor:
-            return normalize_images(xb, data.manifest).contiguous(memory_format=memory_format)
+    def to_input(xb: Tensor) -> Tensor:
+        return task.to_input(xb).contiguous(memory_format=memory_format)
 
-        return Task(batches, to_input, (torch.as_tensor(data.test_x).to(device), torch.as_tensor(data.test_y)),
-                    data.pool("train", n_train_eval, EVAL_SEED),
-                    f"{n_train_eval} of {len(train_x)} train examples (seed {EVAL_SEED})",
-                    batches.steps_per_epoch * recipe.eval_every_epoch, 1, memory_format, augmented)
-    if recipe.augment is True:
-        raise ValueError(f"recipe augment=true is for images; dataset {data.name!r} is {data.kind}")
-    block_size = spec["block_size"]
-    return Task(TextBatches(train_x, recipe.batch_size, block_size, generator), Tensor.long,
-                data.pool("test", recipe.eval_windows, EVAL_SEED, block_size),
-                data.pool("train", recipe.eval_windows, EVAL_SEED, block_size),
-                f"{recipe.eval_windows} fixed windows of {block_size} tokens per split (seed {EVAL_SEED})",
-                recipe.eval_every_steps, block_size, torch.contiguous_format, False)
+    return TrainingData(batches, to_input, (test[0].to(device), test[1]), train_eval, note,
+                        task.eval_every(recipe, batches.steps_per_epoch), task.block_size, memory_format,
+                        augmented)
 
 
 def check_finite(losses: Tensor, first_step: int, total_steps: int, recipe: Recipe) -> None:
@@ -300,24 +222,26 @@ def check_finite(losses: Tensor, first_step: int, total_steps: int, recipe: Reci
 
 
 def train(spec: dict[str, Any], recipe: Recipe, data: Prepared, out_dir: str | Path, checkpoint_dir: str | Path,
-          seed: int, device: str | torch.device = "auto", checkpoint_every: int = 200, compile: bool = False,
-          progress: bool = True, on_step: Callable[[int], None] | None = None) -> dict[str, Any]:
+          seed: int, device: str | torch.device, checkpoint_every: int, compile: bool = False,
+          labels: dict[str, Any] | None = None, progress: bool = True,
+          on_step: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Train ``build_model(spec)`` (torch seeded with ``seed``) on ``data`` with ``recipe``; resume
     from ``checkpoint_dir`` if it holds a checkpoint of this run. Writes ``model.pt``,
-    ``metrics.json`` and ``curve.csv`` into ``out_dir`` and returns the metrics. ``on_step(step)``
-    is called after every step (a test hook: raising from it interrupts the run like a crash).
+    ``metrics.json`` (``labels``, e.g. the model's table keys, then the metrics) and ``curve.csv``
+    into ``out_dir`` and returns what ``metrics.json`` holds. ``on_step(step)`` is called after
+    every step (a test hook: raising from it interrupts the run like a crash).
     """
     out_dir, checkpoint_dir, device = Path(out_dir), Path(checkpoint_dir), resolve_device(device)
     wall_start = time.perf_counter()
     generator = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
     model = build_model(spec)
-    task = make_task(spec, recipe, data, device, generator, memory_format_for(model, device))
+    task = training_data(model.task(data), recipe, device, generator, memory_format_for(model, device))
     model = model.to(device, memory_format=task.memory_format)
     step_model = torch.compile(model) if compile else model
     optimizer = make_optimizer(model, recipe)
     batches, spe = task.batches, task.batches.steps_per_epoch
-    total_steps = total_steps_of(recipe, spe, task.tokens_per_example if data.kind == "text" else None)
+    total_steps = total_steps_of(recipe, spe, task.block_size)
     run = run_identity(spec, asdict(recipe), seed, data.name, data.fingerprint)
 
     def test_point(step: int, train_loss: float) -> dict[str, float]:
@@ -390,11 +314,11 @@ def train(spec: dict[str, Any], recipe: Recipe, data: Prepared, out_dir: str | P
     train_loss, train_acc = evaluate(step_model, *task.train_eval, recipe.eval_batch_size, device, task.to_input)
     examples_per_second = step * batches.batch_size / max(train_seconds, 1e-9)
     metrics = {
-        "train_loss": train_loss, "train_acc": train_acc,
+        **(labels or {}), "train_loss": train_loss, "train_acc": train_acc,
         "test_loss": curve[-1]["test_loss"], "test_acc": curve[-1]["test_acc"],
         "steps": step, "epochs": step / spe, "batch_size": batches.batch_size,
         "examples_per_second": examples_per_second,
-        "tokens_per_second": examples_per_second * task.tokens_per_example if data.kind == "text" else None,
+        "tokens_per_second": examples_per_second * task.block_size if task.block_size else None,
         "train_seconds": train_seconds, "wall_seconds": time.perf_counter() - wall_start,
         "augment": task.augmented, "train_eval": task.train_eval_note, "device": str(device),
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.machine(),
@@ -407,13 +331,6 @@ def train(spec: dict[str, Any], recipe: Recipe, data: Prepared, out_dir: str | P
     pd.DataFrame(curve, columns=CURVE_COLUMNS).to_csv(out_dir / "curve.csv", index=False)
     mark_complete(checkpoint_dir, run)
     return metrics
-
-
-def wants_augment(recipe: Recipe, train_x: Tensor) -> bool:
-    """Crop+flip for ``augment=True``, or for ``"auto"`` when the images are 3×32×32 (CIFAR-like)."""
-    if recipe.augment == "auto":
-        return tuple(train_x.shape[1:]) == (3, 32, 32)
-    return bool(recipe.augment)
 
 
 def total_steps_of(recipe: Recipe, steps_per_epoch: int, block_size: int | None) -> int:

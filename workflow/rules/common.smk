@@ -1,7 +1,10 @@
-# Config validation (before any job is planned), the model jobs, and input functions.
+# Config validation (before any job is planned), the model jobs, the run's layout, and the
+# named inputs/outputs/params of the per-model rules (from scalemech.jobs, which the CLI uses too).
 import re
 
+from scalemech import jobs
 from scalemech.config import ConfigError, model_jobs, read_yaml, validate_config
+from scalemech.layout import PER_MODEL_TABLES, Layout
 
 # Snakemake reads --configfile (and the Snakefile's configfile:) itself, keeping the last of
 # two equal keys without a word; each file is read again strictly (workflow.configfiles lists
@@ -15,10 +18,8 @@ except ConfigError as error:
     raise WorkflowError(str(error)) from None
 
 RUN = config["run"]
-RESULTS = f"results/{RUN}"
-FIGURES = f"figures/{RUN}"
-LOGS = f"logs/{RUN}"
-BENCH = f"benchmarks/{RUN}"
+LAYOUT = Layout(RUN)
+JOB_SCRIPT = "../scripts/job.py"  # every rule: scalemech.jobs.run(snakemake)
 
 JOBS = {job.key: job for job in model_jobs(config)}
 TRAINED = [key for key, job in JOBS.items() if job.recipe is not None]
@@ -42,14 +43,36 @@ def per_model(pattern, keys):
     return [pattern.format(dataset=JOBS[key].dataset, model=JOBS[key].name) for key in keys]
 
 
+def model_inputs(rule):
+    return jobs.inputs(rule, LAYOUT, "{dataset}", "{model}")
+
+
+def model_outputs(rule):
+    outputs = jobs.outputs(rule, LAYOUT, "{dataset}", "{model}")
+    return {name: directory(path) if name in jobs.DIRECTORIES else path for name, path in outputs.items()}
+
+
+def model_params(rule):
+    """The rule's params, each a function of the wildcards (``jobs.params`` of the model's job)."""
+    names = jobs.params(rule, config, next(iter(JOBS.values())))
+    return {name: (lambda wc, name=name: jobs.params(rule, config, job(wc))[name]) for name in names}
+
+
+def model_resources(wc):
+    return job(wc).resources
+
+
+def log_of(step):
+    return LAYOUT.log(step, "{dataset}/{model}")
+
+
+def benchmark_of(step):
+    return LAYOUT.benchmark(step, "{dataset}/{model}")
+
+
 wildcard_constraints:
     dataset="|".join(sorted(config["datasets"])),
 
 
-def table_path(name):
-    suffix = "parquet" if name == "covmats" else "csv"
-    return f"{RESULTS}/tables/{name}.{suffix}"
-
-
 def figure_files(stem):
-    return [f"{FIGURES}/{stem}.pdf", f"{FIGURES}/{stem}.png"]
+    return [LAYOUT.figure(stem, "pdf"), LAYOUT.figure(stem, "png")]

@@ -3,23 +3,24 @@
 
 rule prepare_data:
     output:
-        directory(f"{RESULTS}/data/{{dataset}}"),
+        data=directory(LAYOUT.data("{dataset}")),
     params:
-        cfg=lambda wc: config["datasets"][wc.dataset],
+        dataset=lambda wc: wc.dataset,
+        settings=lambda wc: config["datasets"][wc.dataset],
         offline=config["offline"],
     log:
-        f"{LOGS}/data/{{dataset}}.log",
+        LAYOUT.log("data", "{dataset}"),
     benchmark:
-        f"{BENCH}/data/{{dataset}}.tsv"
+        LAYOUT.benchmark("data", "{dataset}")
     resources:
         mem_mb=8000,
         runtime=120,
     conda:
         "../../environment.yml"
     script:
-        "../scripts/prepare_data.py"
+        JOB_SCRIPT
 
 
 rule data:
     input:
-        expand(f"{RESULTS}/data/{{dataset}}", dataset=sorted(config["datasets"])),
+        [LAYOUT.data(dataset) for dataset in sorted(config["datasets"])],

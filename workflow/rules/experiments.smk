@@ -1,100 +1,69 @@
 # E6 misalignment (from the stored pools), E7 the zero-init residual parameter, E8 depth
-# expansion with jumpboard and fallback. One job per model, then one table per experiment.
-
-EXPERIMENT_DIRS = {"misalignment": "misalign", "intervention": "intervene", "expansion": "expand"}
+# expansion with jumpboard and fallback. One job per model; the tables are collected by
+# collect_table (measure.smk). Each job reads which points were measured, and on which
+# examples, from the gradient pools themselves.
 
 
 rule misalign_model:
     input:
-        stats=f"{RESULTS}/stats/{{dataset}}/{{model}}.parquet",
-        pools=f"{RESULTS}/pools/{{dataset}}/{{model}}",
+        **model_inputs("misalign_model"),
     output:
-        f"{RESULTS}/misalign/{{dataset}}/{{model}}.csv",
+        **model_outputs("misalign_model"),
     params:
-        settings=config["misalign"],
+        **model_params("misalign_model"),
     threads: config["threads"]
     resources:
-        mem_mb=lambda wc: job(wc).resources["mem_mb"],
-        runtime=lambda wc: job(wc).resources["runtime"],
+        mem_mb=lambda wc: model_resources(wc)["mem_mb"],
+        runtime=lambda wc: model_resources(wc)["runtime"],
     log:
-        f"{LOGS}/misalign/{{dataset}}/{{model}}.log",
+        log_of("misalign"),
     benchmark:
-        f"{BENCH}/misalign/{{dataset}}/{{model}}.tsv"
+        benchmark_of("misalign")
     conda:
         "../../environment.yml"
     script:
-        "../scripts/misalign_model.py"
+        JOB_SCRIPT
 
 
 rule intervene_model:
     input:
-        data=f"{RESULTS}/data/{{dataset}}",
-        model=f"{RESULTS}/models/{{dataset}}/{{model}}/model.pt",
-        pools=f"{RESULTS}/pools/{{dataset}}/{{model}}",
+        **model_inputs("intervene_model"),
     output:
-        f"{RESULTS}/intervene/{{dataset}}/{{model}}.csv",
+        **model_outputs("intervene_model"),
     params:
-        model_keys=lambda wc: job(wc).keys(RUN),
-        settings=config["intervene"],
-        measure=config["measure"],
-        device=config["device"],
+        **model_params("intervene_model"),
     threads: config["threads"]
     resources:
-        gpu=lambda wc: job(wc).resources["gpu"],
-        mem_mb=lambda wc: job(wc).resources["mem_mb"],
-        runtime=lambda wc: job(wc).resources["runtime"],
+        gpu=lambda wc: model_resources(wc)["gpu"],
+        mem_mb=lambda wc: model_resources(wc)["mem_mb"],
+        runtime=lambda wc: model_resources(wc)["runtime"],
     log:
-        f"{LOGS}/intervene/{{dataset}}/{{model}}.log",
+        log_of("intervene"),
     benchmark:
-        f"{BENCH}/intervene/{{dataset}}/{{model}}.tsv"
+        benchmark_of("intervene")
     conda:
         "../../environment.yml"
     script:
-        "../scripts/intervene_model.py"
+        JOB_SCRIPT
 
 
 rule expand_model:
     input:
-        data=f"{RESULTS}/data/{{dataset}}",
-        model=f"{RESULTS}/models/{{dataset}}/{{model}}/model.pt",
+        **model_inputs("expand_model"),
     output:
-        f"{RESULTS}/expand/{{dataset}}/{{model}}.csv",
+        **model_outputs("expand_model"),
     params:
-        model_keys=lambda wc: job(wc).keys(RUN),
-        settings=config["expand"],
-        measure=config["measure"],
-        device=config["device"],
+        **model_params("expand_model"),
     threads: config["threads"]
     resources:
-        gpu=lambda wc: job(wc).resources["gpu"],
-        mem_mb=lambda wc: job(wc).resources["mem_mb"],
-        runtime=lambda wc: job(wc).resources["runtime"],
+        gpu=lambda wc: model_resources(wc)["gpu"],
+        mem_mb=lambda wc: model_resources(wc)["mem_mb"],
+        runtime=lambda wc: model_resources(wc)["runtime"],
     log:
-        f"{LOGS}/expand/{{dataset}}/{{model}}.log",
+        log_of("expand"),
     benchmark:
-        f"{BENCH}/expand/{{dataset}}/{{model}}.tsv"
+        benchmark_of("expand")
     conda:
         "../../environment.yml"
     script:
-        "../scripts/expand_model.py"
-
-
-rule experiment_table:
-    input:
-        lambda wc: per_model(
-            f"{RESULTS}/{EXPERIMENT_DIRS[wc.table]}/{{dataset}}/{{model}}.csv",
-            EXPANDED if wc.table == "expansion" else JOBS,
-        ),
-    output:
-        f"{RESULTS}/tables/{{table}}.csv",
-    wildcard_constraints:
-        table="misalignment|intervention|expansion",
-    log:
-        f"{LOGS}/tables/{{table}}.log",
-    benchmark:
-        f"{BENCH}/tables/{{table}}.tsv"
-    conda:
-        "../../environment.yml"
-    script:
-        "../scripts/concat_table.py"
-
+        JOB_SCRIPT

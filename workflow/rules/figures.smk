@@ -1,7 +1,6 @@
 # F1-F7 from the tidy tables alone, and the claims report. Figure rules list the plotting
 # modules as inputs: editing them reruns figures and the report, never training or
 # measurement (whose rules do not depend on these files).
-import os
 from pathlib import Path
 
 import scalemech.plots
@@ -9,93 +8,98 @@ import scalemech.report
 
 FIGURE_TABLES = {stem: names for stem, (_, names) in scalemech.plots.FIGURES.items()}
 PLOTTING_CODE = [scalemech.plots.__file__, scalemech.report.__file__]
+CLAIM_TABLES = sorted({name for names in FIGURE_TABLES.values() for name in names})
 
 
 rule figure:
     input:
-        tables=lambda wc: [table_path(name) for name in FIGURE_TABLES[wc.stem]],
+        tables=lambda wc: [LAYOUT.table(name) for name in FIGURE_TABLES[wc.stem]],
         code=PLOTTING_CODE,
     output:
-        pdf=f"{FIGURES}/{{stem}}.pdf",
-        png=report(f"{FIGURES}/{{stem}}.png", caption="../report/figure.rst", category="Figures"),
+        pdf=LAYOUT.figure("{stem}", "pdf"),
+        png=report(LAYOUT.figure("{stem}", "png"), caption="../report/figure.rst", category="Figures"),
     wildcard_constraints:
         stem="|".join(FIGURE_TABLES),
     params:
-        tables_dir=lambda wc, input: os.path.dirname(input.tables[0]),
+        stem=lambda wc: wc.stem,
         caption=lambda wc: Path(workflow.basedir, "workflow", "report", f"{wc.stem}.rst").read_text(),
     log:
-        f"{LOGS}/figures/{{stem}}.log",
+        LAYOUT.log("figures", "{stem}"),
     benchmark:
-        f"{BENCH}/figures/{{stem}}.tsv"
+        LAYOUT.benchmark("figures", "{stem}")
     conda:
         "../../environment.yml"
     script:
-        "../scripts/figure.py"
+        JOB_SCRIPT
 
 
 rule claims_report:
     input:
-        tables=[table_path(name) for name in sorted({t for names in FIGURE_TABLES.values() for t in names})],
-        figures=[f"{FIGURES}/{stem}.png" for stem in FIGURE_TABLES],
-        cost=rules.cost_table.output,
+        tables=[LAYOUT.table(name) for name in CLAIM_TABLES],
+        figures=[LAYOUT.figure(stem, "png") for stem in FIGURE_TABLES],
+        cost=LAYOUT.table("benchmarks"),
         code=PLOTTING_CODE,
     output:
-        report(f"{RESULTS}/report.md", caption="../report/claims.rst", category="Claims"),
+        report=report(LAYOUT.report, caption="../report/claims.rst", category="Claims"),
     params:
-        tables_dir=lambda wc, input: os.path.dirname(input.tables[0]),
-        figures_dir=lambda wc, input: os.path.dirname(input.figures[0]),
         captions_dir=f"{workflow.basedir}/workflow/report",
     log:
-        f"{LOGS}/report.log",
+        LAYOUT.log("report", "report"),
     benchmark:
-        f"{BENCH}/report.tsv"
+        LAYOUT.benchmark("report", "report")
     conda:
         "../../environment.yml"
     script:
-        "../scripts/claims_report.py"
+        JOB_SCRIPT
 
 
 # -- named targets: one per experiment group ---------------------------------------------
 rule covariance:
     input:
-        table_path("covariance"),
+        LAYOUT.table("covariance"),
         figure_files("F1_covariance"),
 
 
 rule signal:
     input:
-        table_path("signal"),
+        LAYOUT.table("signal"),
         figure_files("F2_signal_decay"),
 
 
 rule rebound:
     input:
-        table_path("training"),
+        LAYOUT.table("training"),
         figure_files("F3_rebound"),
 
 
 rule dalign:
     input:
-        table_path("dalign"),
+        LAYOUT.table("dalign"),
         figure_files("F4_dalign_vs_width"),
 
 
 rule misalignment:
     input:
-        table_path("misalignment"),
+        LAYOUT.table("misalignment"),
         figure_files("F5_misalignment"),
 
 
 rule interventions:
     input:
-        table_path("intervention"),
+        LAYOUT.table("intervention"),
         figure_files("F6_intervention"),
 
 
 rule expansion:
     input:
-        table_path("expansion"),
+        LAYOUT.table("expansion"),
         figure_files("F7_expansion"),
+
+
+rule tables:
+    input:
+        rules.claims_report.input.tables,
+        rules.claims_report.input.cost,
 
 
 rule figures:

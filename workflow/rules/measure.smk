@@ -1,64 +1,64 @@
 # E2, E3, E5: one-pass activation-gradient capture on a train and a test pool per model,
-# the alignment statistics, and the per-example gradient pools kept for E6/E7.
+# the alignment statistics (one file per table per model), and the per-example gradient
+# pools kept for E6-E8; then one table per statistic across models.
 
 
 rule measure_model:
     input:
-        data=f"{RESULTS}/data/{{dataset}}",
-        model=f"{RESULTS}/models/{{dataset}}/{{model}}/model.pt",
+        **model_inputs("measure_model"),
     output:
-        stats=f"{RESULTS}/stats/{{dataset}}/{{model}}.parquet",
-        covmats=f"{RESULTS}/stats/{{dataset}}/{{model}}.covmats.parquet",
-        pools=directory(f"{RESULTS}/pools/{{dataset}}/{{model}}"),
+        **model_outputs("measure_model"),
     params:
-        model_keys=lambda wc: job(wc).keys(RUN),
-        settings=config["measure"],
-        device=config["device"],
+        **model_params("measure_model"),
     threads: config["threads"]
     resources:
-        gpu=lambda wc: job(wc).resources["gpu"],
-        mem_mb=lambda wc: job(wc).resources["mem_mb"],
-        runtime=lambda wc: job(wc).resources["runtime"],
+        gpu=lambda wc: model_resources(wc)["gpu"],
+        mem_mb=lambda wc: model_resources(wc)["mem_mb"],
+        runtime=lambda wc: model_resources(wc)["runtime"],
     log:
-        f"{LOGS}/measure/{{dataset}}/{{model}}.log",
+        log_of("measure"),
     benchmark:
-        f"{BENCH}/measure/{{dataset}}/{{model}}.tsv"
+        benchmark_of("measure")
     conda:
         "../../environment.yml"
     script:
-        "../scripts/measure_model.py"
+        JOB_SCRIPT
 
 
-rule stats_tables:
+rule collect_table:
     input:
-        stats=per_model(f"{RESULTS}/stats/{{dataset}}/{{model}}.parquet", JOBS),
-        covmats=per_model(f"{RESULTS}/stats/{{dataset}}/{{model}}.covmats.parquet", JOBS),
+        parts=lambda wc: per_model(
+            LAYOUT.per_model(wc.name, "{dataset}", "{model}"),
+            EXPANDED if wc.name == "expansion" else JOBS,
+        ),
     output:
-        covariance=f"{RESULTS}/tables/covariance.csv",
-        covmats=f"{RESULTS}/tables/covmats.parquet",
-        signal=f"{RESULTS}/tables/signal.csv",
-        dalign=f"{RESULTS}/tables/dalign.csv",
+        table=LAYOUT.results + "/tables/{name}{suffix}",
+    wildcard_constraints:
+        name="|".join(PER_MODEL_TABLES),
+        suffix=r"\.csv|\.parquet",
+    params:
+        name=lambda wc: wc.name,
     log:
-        f"{LOGS}/tables/stats.log",
+        LAYOUT.log("tables", "{name}{suffix}"),
     benchmark:
-        f"{BENCH}/tables/stats.tsv"
+        LAYOUT.benchmark("tables", "{name}{suffix}")
     conda:
         "../../environment.yml"
     script:
-        "../scripts/stats_tables.py"
+        JOB_SCRIPT
 
 
 rule cost_table:
     output:
-        f"{RESULTS}/tables/benchmarks.csv",
+        table=LAYOUT.table("benchmarks"),
     params:
-        settings=config["cost"],
+        cost=config["cost"],
     threads: config["threads"]
     log:
-        f"{LOGS}/tables/benchmarks.log",
+        LAYOUT.log("tables", "benchmarks"),
     benchmark:
-        f"{BENCH}/tables/benchmarks.tsv"
+        LAYOUT.benchmark("tables", "benchmarks")
     conda:
         "../../environment.yml"
     script:
-        "../scripts/cost_table.py"
+        JOB_SCRIPT

@@ -2,78 +2,71 @@
 # are pinned instead. Checkpoints live in results/<run>/checkpoints/ (not declared), so a
 # killed or failed job resumes and a rerun never deletes them; a forced or changed run starts
 # afresh and moves the old checkpoints aside (scalemech.checkpoints). How a job runs
-# (device, checkpoint_every) is read from the config in the script, not passed as params:
-# changing it does not retrain a finished model.
+# (device, checkpoint_every: scalemech.jobs.EXECUTION) is read from the config at run time,
+# not passed as params: changing it does not retrain a finished model.
 
 
 rule train_model:
     input:
-        data=f"{RESULTS}/data/{{dataset}}",
+        **model_inputs("train_model"),
     output:
-        model=f"{RESULTS}/models/{{dataset}}/{{model}}/model.pt",
-        metrics=f"{RESULTS}/models/{{dataset}}/{{model}}/metrics.json",
-        curve=f"{RESULTS}/models/{{dataset}}/{{model}}/curve.csv",
+        **model_outputs("train_model"),
     wildcard_constraints:
         model=regex(TRAINED),
     params:
-        spec=lambda wc: job(wc).spec,
-        recipe=lambda wc: job(wc).recipe,
-        seed=lambda wc: job(wc).seed,
-        model_keys=lambda wc: job(wc).keys(RUN),
-        compile=config["train"]["compile"],
-        checkpoints=lambda wc: f"{RESULTS}/checkpoints/{wc.dataset}/{wc.model}",
+        **model_params("train_model"),
     threads: config["threads"]
     resources:
-        gpu=lambda wc: job(wc).resources["gpu"],
-        mem_mb=lambda wc: job(wc).resources["mem_mb"],
-        runtime=lambda wc: job(wc).resources["runtime"],
+        gpu=lambda wc: model_resources(wc)["gpu"],
+        mem_mb=lambda wc: model_resources(wc)["mem_mb"],
+        runtime=lambda wc: model_resources(wc)["runtime"],
     log:
-        f"{LOGS}/train/{{dataset}}/{{model}}.log",
+        log_of("train"),
     benchmark:
-        f"{BENCH}/train/{{dataset}}/{{model}}.tsv"
+        benchmark_of("train")
     conda:
         "../../environment.yml"
     script:
-        "../scripts/train_model.py"
+        JOB_SCRIPT
 
 
 rule pin_pretrained:
     output:
-        model=f"{RESULTS}/models/{{dataset}}/{{model}}/model.pt",
+        **model_outputs("pin_pretrained"),
     wildcard_constraints:
         model=regex(PRETRAINED),
     params:
-        spec=lambda wc: job(wc).spec,
+        **model_params("pin_pretrained"),
     resources:
-        gpu=lambda wc: job(wc).resources["gpu"],
-        mem_mb=lambda wc: job(wc).resources["mem_mb"],
-        runtime=lambda wc: job(wc).resources["runtime"],
+        gpu=lambda wc: model_resources(wc)["gpu"],
+        mem_mb=lambda wc: model_resources(wc)["mem_mb"],
+        runtime=lambda wc: model_resources(wc)["runtime"],
     log:
-        f"{LOGS}/pretrained/{{dataset}}/{{model}}.log",
+        log_of("pretrained"),
     benchmark:
-        f"{BENCH}/pretrained/{{dataset}}/{{model}}.tsv"
+        benchmark_of("pretrained")
     conda:
         "../../environment.yml"
     script:
-        "../scripts/pin_pretrained.py"
+        JOB_SCRIPT
 
 
 rule training_table:
     input:
-        per_model(f"{RESULTS}/models/{{dataset}}/{{model}}/metrics.json", TRAINED),
+        metrics=per_model(LAYOUT.model("{dataset}", "{model}", "metrics.json"), TRAINED),
     output:
-        f"{RESULTS}/tables/training.csv",
+        table=LAYOUT.table("training"),
     log:
-        f"{LOGS}/tables/training.log",
+        LAYOUT.log("tables", "training"),
     benchmark:
-        f"{BENCH}/tables/training.tsv"
+        LAYOUT.benchmark("tables", "training")
     conda:
         "../../environment.yml"
     script:
-        "../scripts/training_table.py"
+        JOB_SCRIPT
 
 
 rule train:
     input:
         rules.training_table.output,
-        per_model(f"{RESULTS}/models/{{dataset}}/{{model}}/model.pt", JOBS),
+        per_model(LAYOUT.model("{dataset}", "{model}"), JOBS),

@@ -38,22 +38,20 @@ class Prepared:
         records = sorted((name, record["sha256"]) for name, record in self.manifest.get("files", {}).items())
         return hashlib.sha256(repr(records).encode()).hexdigest()
 
-    def pool(self, split: str, n: int, seed: int, block_size: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """``n`` examples of ``split`` drawn with generator ``seed`` (same seed, same pool).
+    def draw(self, split: str, n: int, seed: int, block_size: int | None = None) -> torch.Tensor:
+        """The index of ``n`` examples of ``split`` drawn with generator ``seed`` (same seed, same draw).
 
-        Images: ``(x (n,C,H,W) uint8, y (n,) int64)`` without replacement. Text: ``n``
-        non-overlapping windows of ``block_size + 1`` bytes at random offsets (the windows tile
-        the stream from a random shift), returned by ``text_windows`` as int64 (n, block_size).
+        Images: ``n`` distinct positions in the split. Text: the starts of ``n`` non-overlapping
+        windows of ``block_size + 1`` bytes (the windows tile the stream from a random shift).
         """
         if split not in SPLITS:
             raise ValueError(f"split {split!r}; allowed {SPLITS}")
-        x, y = getattr(self, f"{split}_x"), getattr(self, f"{split}_y")
+        x = getattr(self, f"{split}_x")
         generator = torch.Generator().manual_seed(seed)
         if self.kind == "image":
             if n > len(x):
                 raise DataError(f"{self.name}: pool of {n} {split} images, the split holds {len(x)}")
-            chosen = torch.randperm(len(x), generator=generator)[:n]
-            return x[chosen], y[chosen]
+            return torch.randperm(len(x), generator=generator)[:n]
         if block_size is None or block_size < 1:
             raise ValueError(f"{self.name}: text pools need a positive block_size, got {block_size}")
         window = block_size + 1
@@ -62,8 +60,19 @@ class Prepared:
             raise DataError(f"{self.name}: pool of {n} windows of {window} bytes, the {split} split "
                             f"({len(x)} bytes) holds {slots} non-overlapping ones")
         shift = torch.randint(len(x) - slots * window + 1, (), generator=generator)
-        starts = shift + window * torch.randperm(slots, generator=generator)[:n]
-        return text_windows(x, starts, block_size)
+        return shift + window * torch.randperm(slots, generator=generator)[:n]
+
+    def take(self, split: str, index: torch.Tensor, block_size: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The examples at ``index`` (from ``draw``): images ``(x (n,C,H,W) uint8, y (n,) int64)``;
+        text ``text_windows`` of ``block_size`` at the starts ``index``, int64 (n, block_size)."""
+        x, y = getattr(self, f"{split}_x"), getattr(self, f"{split}_y")
+        if self.kind == "image":
+            return x[index], y[index]
+        return text_windows(x, index, block_size)
+
+    def pool(self, split: str, n: int, seed: int, block_size: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``take(split, draw(split, n, seed, block_size), block_size)``: ``n`` fixed examples."""
+        return self.take(split, self.draw(split, n, seed, block_size), block_size)
 
 
 def text_windows(stream: torch.Tensor, starts: torch.Tensor, block_size: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -16,6 +16,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from .prepared import text_windows
+
 
 def text_from_bytes(stream: Tensor) -> str:
     """The text of a prepared byte stream (uint8 tensor), undecodable bytes as U+FFFD."""
@@ -57,21 +59,25 @@ def tokenize_text(text: str, checkpoint: str, revision: str | None = None, local
     return torch.tensor(ids, dtype=torch.int64)
 
 
-def token_pool(tokens: Tensor, n: int, block_size: int, seed: int) -> tuple[Tensor, Tensor]:
-    """``n`` windows ``w`` of ``block_size + 1`` tokens at random non-overlapping offsets.
+def token_starts(n_tokens: int, n: int, block_size: int, seed: int) -> Tensor:
+    """Starts of ``n`` windows of ``block_size + 1`` tokens at random non-overlapping offsets.
 
     Offsets ``s_k = k·(block_size + 1) + u_(k)`` with ``u`` sorted uniform draws from
-    ``[0, N − n·(block_size + 1)]``, so consecutive windows never overlap; the windows are
-    returned in a seeded random order. Returns ``(x, y) = (w[:, :-1], w[:, 1:])``, each ``(n, block_size)``.
+    ``[0, N − n·(block_size + 1)]``, so consecutive windows never overlap; returned in a seeded
+    random order, shape ``(n,)``.
     """
     window = block_size + 1
-    slack = tokens.numel() - n * window
+    slack = n_tokens - n * window
     if n < 1 or block_size < 1 or slack < 0:
         raise ValueError(f"cannot cut n={n} windows of block_size+1={window} tokens from a stream of "
-                         f"{tokens.numel()} tokens; need n >= 1, block_size >= 1 and n*(block_size+1) <= N")
+                         f"{n_tokens} tokens; need n >= 1, block_size >= 1 and n*(block_size+1) <= N")
     generator = torch.Generator().manual_seed(seed)
     shifts = torch.randint(0, slack + 1, (n,), generator=generator).sort().values  # (n,)
     starts = torch.arange(n) * window + shifts
-    starts = starts[torch.randperm(n, generator=generator)]
-    windows = tokens[(starts[:, None] + torch.arange(window)).to(tokens.device)]  # (n, block_size + 1)
-    return windows[:, :-1], windows[:, 1:]
+    return starts[torch.randperm(n, generator=generator)]
+
+
+def token_pool(tokens: Tensor, n: int, block_size: int, seed: int) -> tuple[Tensor, Tensor]:
+    """``(x, y) = (w[:, :-1], w[:, 1:])``, each ``(n, block_size)``: the windows ``w`` at
+    ``token_starts(len(tokens), n, block_size, seed)`` (``text_windows`` of the token stream)."""
+    return text_windows(tokens, token_starts(tokens.numel(), n, block_size, seed), block_size)

@@ -9,10 +9,10 @@ Each returns tidy tables with the columns of ``schemas/tables.schema.yaml``; non
 model family it has.
 """
 
-from .expand import ExpandConfig, expand
-from .intervene import STEP_FRACTIONS, intervene
+from .expand import ExpandConfig, expand, expand_at
+from .intervene import intervene, intervene_at
 from .measure import draw_pools, measure, select_points
 from .misalign import misalignment, wilson_interval
 
-__all__ = ["STEP_FRACTIONS", "ExpandConfig", "draw_pools", "expand", "intervene", "measure", "misalignment",
+__all__ = ["ExpandConfig", "draw_pools", "expand", "expand_at", "intervene", "intervene_at", "measure", "misalignment",
            "select_points", "wilson_interval"]

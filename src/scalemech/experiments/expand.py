@@ -26,18 +26,21 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import torch
 from torch import Tensor, nn
 
-from ..grads import PrepareBatch, block_grad, mean_loss
+from ..data import Prepared
+from ..grads import PrepareBatch, block_grad, mean_loss, measured_points, to_device
 from ..models.base import ResidualModel
 from ..seeding import derive_seed, model_identity, seeded
 from ..tables import columns
+from .measure import draw_pools, select_points
 
 TRAIN_MODES = ("block", "all")
 OPTIMIZERS = ("sgd", "adam")
@@ -45,16 +48,18 @@ OPTIMIZERS = ("sgd", "adam")
 
 @dataclass
 class ExpandConfig:
-    steps: int = 200                  # optimizer steps after insertion (the same for the control)
-    train_mode: str = "block"         # "block": the new block only; "all": every parameter
-    optimizer: str = "sgd"            # "sgd" (with momentum) or "adam"
-    lr: float = 0.01                  # learning rate
-    momentum: float = 0.9             # SGD momentum
-    weight_decay: float = 0.0         # decoupled for adam (AdamW), L2 for sgd
-    batch_size: int = 128             # training batch size
-    eval_batch_size: int = 256        # batch size of loss evaluations
-    jump_lengths: tuple[float, ...] = (1e-3, 1e-2, 1e-1, 1.0)  # candidate ‖θ_J‖ of the jumpboard
-    seed: int = 0                     # new block's weights and data order (shared by expanded model and control)
+    """How to expand; built from the config's ``expand`` section, whose schema holds the defaults."""
+
+    steps: int                        # optimizer steps after insertion (the same for the control)
+    train_mode: str                   # "block": the new block only; "all": every parameter
+    optimizer: str                    # "sgd" (with momentum) or "adam"
+    lr: float                         # learning rate
+    momentum: float                   # SGD momentum
+    weight_decay: float               # decoupled for adam (AdamW), L2 for sgd
+    batch_size: int                   # training batch size
+    eval_batch_size: int              # batch size of loss evaluations
+    jump_lengths: Sequence[float]     # candidate ‖θ_J‖ of the jumpboard
+    seed: int                         # new block's weights and data order (shared by expanded model and control)
 
     def __post_init__(self) -> None:
         if self.train_mode not in TRAIN_MODES:
@@ -119,9 +124,24 @@ def jumpboard(expanded: ResidualModel, block: nn.Module, pool: tuple[Tensor, Ten
     return best, step_to(best)
 
 
-def expand(model: ResidualModel, point: str, train: tuple[Tensor, Tensor], train_pool: tuple[Tensor, Tensor],
-           test_pool: tuple[Tensor, Tensor], config: ExpandConfig, prepare_batch: PrepareBatch,
-           keys: dict[str, Any]) -> pd.DataFrame:
+def expand(model: ResidualModel, data: Prepared, pool_dir: str | Path, keys: dict[str, Any], *,
+           points: str | int | Sequence[str] | None = None, pool: int, device: torch.device | str,
+           **config: Any) -> pd.DataFrame:
+    """The ``expansion`` table of ``model``: ``expand_at`` each of ``points`` (default: the points
+    measured in ``pool_dir``), with train and test pools of ``pool`` examples drawn for this model
+    (``draw_pools``); ``config`` holds the ``ExpandConfig`` fields. The keyword arguments are the
+    config's ``expand`` section."""
+    settings = ExpandConfig(**config)
+    chosen = measured_points(pool_dir) if points is None else select_points(model, points)
+    pools = draw_pools(model, data, {"train": pool, "test": pool}, settings.seed, model_identity(keys))
+    train, test = (pools["train"].x, pools["train"].y), (pools["test"].x, pools["test"].y)
+    return pd.concat([expand_at(model, point, train, train, test, settings, to_device(device), keys)
+                      for point in chosen], ignore_index=True)
+
+
+def expand_at(model: ResidualModel, point: str, train: tuple[Tensor, Tensor], train_pool: tuple[Tensor, Tensor],
+              test_pool: tuple[Tensor, Tensor], config: ExpandConfig, prepare_batch: PrepareBatch,
+              keys: dict[str, Any]) -> pd.DataFrame:
     """The one-row ``expansion`` table of inserting a block at ``point`` of ``model``.
 
     ``train`` is the training split (batches are drawn from it); losses are measured on

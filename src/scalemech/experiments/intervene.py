@@ -31,11 +31,11 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from ..grads import GradientPool, PrepareBatch, broadcast_shift, iter_batches, pool_path
+from ..data import Prepared
+from ..grads import GradientPool, PrepareBatch, broadcast_shift, iter_batches, measured_points, pool_path, to_device
 from ..models.base import ResidualModel
 from ..tables import columns
-
-STEP_FRACTIONS = (1e-3, 3e-3, 1e-2, 3e-2, 1e-1)
+from ..tasks import fetch
 
 
 def _cast(dtype: torch.dtype, prepare_batch: PrepareBatch) -> PrepareBatch:
@@ -69,14 +69,29 @@ def shifted_losses(f_bot: torch.nn.Module, f_top: torch.nn.Module, model: Residu
     return [total / len(x) for total in totals]
 
 
-def intervene(model: ResidualModel, point: str, view: str, train: tuple[Tensor, Tensor], test: tuple[Tensor, Tensor],
-              pool_dir: str | Path, batch_size: int, prepare_batch: PrepareBatch, keys: dict[str, Any],
-              step_fractions: Sequence[float] = STEP_FRACTIONS, dtype: torch.dtype | None = torch.float64
-              ) -> pd.DataFrame:
+def intervene(model: ResidualModel, data: Prepared, pool_dir: str | Path, keys: dict[str, Any], *,
+              step_fractions: Sequence[float], views: Sequence[str], batch_size: int,
+              device: torch.device | str) -> pd.DataFrame:
+    """The ``intervention`` table of ``model``: ``intervene_at`` every point and view whose gradient
+    pools ``measure`` stored in ``pool_dir``, on the very examples behind them (read from the
+    pools' provenance). The keyword arguments are the config's ``intervene`` section."""
+    task, points = model.task(data), measured_points(pool_dir)
+    train, test = (fetch(task, GradientPool(pool_path(pool_dir, split, points[0], views[0])).meta)
+                   for split in ("train", "test"))
+    frames = [intervene_at(model, point, view, (train.x, train.y), (test.x, test.y), pool_dir, batch_size,
+                           to_device(device), keys, step_fractions)
+              for point in points for view in views]
+    return pd.concat(frames, ignore_index=True)
+
+
+def intervene_at(model: ResidualModel, point: str, view: str, train: tuple[Tensor, Tensor],
+                 test: tuple[Tensor, Tensor], pool_dir: str | Path, batch_size: int, prepare_batch: PrepareBatch,
+                 keys: dict[str, Any], step_fractions: Sequence[float], dtype: torch.dtype | None = torch.float64
+                 ) -> pd.DataFrame:
     """The ``intervention`` rows of ``model`` at ``point`` in ``view``, one per step fraction.
 
-    ``train``/``test`` are the pools whose gradients ``measure`` stored in ``pool_dir`` (the same
-    examples: ``measure.draw_pools``). The losses are evaluated on a copy of the model cast to
+    ``train``/``test`` are the examples whose gradients ``measure`` stored in ``pool_dir``
+    (``intervene`` fetches them). The losses are evaluated on a copy of the model cast to
     ``dtype`` (float64 by default, so the small observed changes are not rounding noise; ``None``
     keeps the model's dtype). ``ratio = observed / predicted``; ``sign_agree``: equal signs.
     """

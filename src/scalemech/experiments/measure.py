@@ -32,6 +32,7 @@ from ..grads import VIEWS, block_grad_norm, capture_pools, to_device
 from ..models.base import ResidualModel
 from ..seeding import derive_seed, model_identity
 from ..tables import columns
+from ..tasks import Examples, draw_examples
 
 SPLITS = ("train", "test")
 
@@ -60,13 +61,14 @@ def select_points(model: ResidualModel, rule: str | int | Sequence[str]) -> list
     return [name for name in names if name in rule]
 
 
-def draw_pools(model: ResidualModel, data: Prepared, n_train: int, n_test: int, seed: int,
-               identity: str) -> dict[str, tuple[Tensor, Tensor]]:
-    """``{"train": (x, y), "test": (x, y)}``: the example pools every experiment of the model
-    ``identity`` shares, in the model's own input format (``ResidualModel.examples``), drawn with
-    ``derive_seed(seed, identity, "pool", split)``: each model gets its own pools."""
-    return {split: model.examples(data, split, n, derive_seed(seed, identity, "pool", split))
-            for split, n in (("train", n_train), ("test", n_test))}
+def draw_pools(model: ResidualModel, data: Prepared, sizes: dict[str, int], seed: int,
+               identity: str) -> dict[str, Examples]:
+    """``{split: Examples}`` of ``sizes[split]`` examples for the model ``identity``, in the model's
+    own input format (``ResidualModel.task``), drawn with ``derive_seed(seed, identity, "pool",
+    split)``: each model gets its own pools, the same in every job that asks."""
+    task = model.task(data)
+    return {split: draw_examples(task, split, n, derive_seed(seed, identity, "pool", split))
+            for split, n in sizes.items()}
 
 
 def _rows(table: str, keys: dict[str, Any], rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -82,39 +84,40 @@ def _long_form(corr: Tensor, labels: dict[str, Any]) -> pd.DataFrame:
     return frame.assign(**labels)[columns("covmats")]
 
 
-def measure(model: ResidualModel, data: Prepared, points: Sequence[str], train_pool: int, test_pool: int,
-            batch_size: int, device: torch.device | str, keys: dict[str, Any], covmat_points: Sequence[str] = (),
-            pool_dir: str | Path = "pools", dtype: str = "float16", pool_seed: int = 0,
-            null_draws: int = 20, level: float = 0.9,
-            interval: str = "jackknife") -> dict[str, pd.DataFrame]:
-    """Tables ``covariance``, ``covmats``, ``signal``, ``dalign`` of ``model`` at ``points``.
+def measure(model: ResidualModel, data: Prepared, keys: dict[str, Any], pool_dir: str | Path, *,
+            points: str | int | Sequence[str], train_pool: int, test_pool: int, batch_size: int,
+            covmat_points: int, pool_dtype: str, interval_level: float, null_draws: int, seed: int,
+            device: torch.device | str, interval: str = "jackknife") -> dict[str, pd.DataFrame]:
+    """Tables ``covariance``, ``covmats``, ``signal``, ``dalign`` of ``model`` at the points picked by
+    ``points`` (``select_points``); the keyword arguments are the config's ``measure`` section.
 
-    Pools of ``train_pool``/``test_pool`` examples come from ``draw_pools(model, data, …,
-    pool_seed, model_identity(keys))``; their gradients are stored under ``pool_dir``
-    (``grads.pool_path``) in ``dtype``. ``keys`` holds the model key columns. Intervals:
-    ``stats.alignment_intervals`` at ``level``. The inserted block behind ``block_grad_norm`` and
-    the null permutations are seeded from ``pool_seed``, the model and the point (``seeding``).
+    Pools of ``train_pool``/``test_pool`` examples come from ``draw_pools(…, seed,
+    model_identity(keys))``; their gradients are stored under ``pool_dir`` (``grads.pool_path``)
+    in ``pool_dtype``, each with its provenance. ``keys`` holds the model key columns. Intervals:
+    ``stats.alignment_intervals`` at ``interval_level``. ``covmat_points`` of the points (evenly
+    spaced) get their correlation matrix in ``covmats``. The inserted block behind
+    ``block_grad_norm`` and the null permutations are seeded from ``seed``, the model and the point.
     """
-    unknown = [p for p in covmat_points if p not in points]
-    if unknown:
-        raise ValueError(f"covmat_points {unknown} are not among the measured points {list(points)}")
+    points = select_points(model, points)
+    covmat_names = set(select_points(model, min(covmat_points, len(points)))) & set(points) if covmat_points else set()
     model = model.to(device).eval()
     prepare = to_device(device)
     identity = model_identity(keys)
-    pools = draw_pools(model, data, train_pool, test_pool, pool_seed, identity)
+    pools = draw_pools(model, data, {"train": train_pool, "test": test_pool}, seed, identity)
     index = {p: model.index(p) for p in points}
     tables: dict[str, list[dict[str, Any]]] = {name: [] for name in ("covariance", "signal", "dalign")}
     covmats: list[pd.DataFrame] = []
     for split in SPLITS:
-        x, y = pools[split]
-        grads = capture_pools(model, x, y, points, pool_dir, split, batch_size, prepare, dtype, VIEWS, progress=True)
+        x, y = pools[split].x, pools[split].y
+        grads = capture_pools(model, pools[split], points, pool_dir, batch_size, prepare, pool_dtype, VIEWS,
+                              labels={"model": identity}, progress=True)
         for point in tqdm(points, desc=f"statistics {split}"):
             where = {"point": point, "point_index": index[point]}
             for view in VIEWS:
                 pool = grads[point, view]
                 G = pool.gram(device=device)
                 estimate = stats.stats_from_gram(G, pool.dim)
-                bounds = stats.alignment_intervals(G, pool.dim, level, interval)
+                bounds = stats.alignment_intervals(G, pool.dim, interval_level, interval)
                 tables["dalign"].append({**where, "split": split, "view": view,
                                          **stats.table_row(estimate, bounds)})
                 if view == "full":
@@ -122,15 +125,14 @@ def measure(model: ResidualModel, data: Prepared, points: Sequence[str], train_p
                         **where, "split": split, "n": pool.n, "mu_sq": estimate.mu_sq,
                         "mu_norm": math.sqrt(max(estimate.mu_sq, 0.0)),
                         "block_grad_norm": block_grad_norm(model, point, x, y, batch_size, prepare,
-                                                                  derive_seed(pool_seed, identity, point, "new_block"))})
+                                                           derive_seed(seed, identity, point, "new_block"))})
             if split == "train":
                 pooled = grads[point, "pooled"].rows(device=device)  # (n, C)
-                null_mean, null_sd = stats.offdiag_null(pooled, null_draws,
-                                                             derive_seed(pool_seed, identity, point, "null"))
+                null_mean, null_sd = stats.offdiag_null(pooled, null_draws, derive_seed(seed, identity, point, "null"))
                 tables["covariance"].append({**where, "n": pooled.shape[0], "dim": pooled.shape[1],
                                              "offdiag_ratio": stats.offdiag_ratio(pooled),
                                              "offdiag_ratio_null": null_mean, "offdiag_ratio_null_sd": null_sd})
-                if point in covmat_points:
+                if point in covmat_names:
                     covmats.append(_long_form(stats.correlation(pooled).cpu(), {**keys, **where}))
     frames = {name: _rows(name, keys, rows) for name, rows in tables.items()}
     frames["covmats"] = pd.concat(covmats, ignore_index=True) if covmats else _rows("covmats", keys, [])

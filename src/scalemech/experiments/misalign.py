@@ -23,7 +23,8 @@ train pool and, as a second row, on the test pool.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from statistics import NormalDist
 from typing import Any
@@ -35,11 +36,17 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from .. import stats
-from ..grads import VIEWS, GradientPool, pool_path
+from ..grads import VIEWS, GradientPool, measured_points, pool_path
 from ..seeding import derive_seed, model_identity
 from ..tables import columns
 
 DRAW_CHUNK = 2048  # draws per chunk (fixed: the random stream, hence the result, does not depend on memory)
+SLAB_BYTES = 2**20
+"""``block_means`` sums over column slabs of ``C`` (n × w float64) of about this many bytes, one at a time,
+so a slab stays in a core's cache while every draw of the chunk adds its rows of it."""
+DENSE_SHARE = 0.25
+"""A prefix segment of at least this share of ``C``'s rows is summed as a dense 0/1 indicator matrix times
+``C`` (one BLAS product); a shorter one as a sparse (CSR) indicator times ``C``, which adds only its rows."""
 
 
 def wilson_interval(successes: int, trials: int, level: float = 0.95) -> tuple[float, float]:
@@ -56,61 +63,143 @@ def wilson_interval(successes: int, trials: int, level: float = 0.95) -> tuple[f
 def ordered_subsets(draws: int, n: int, size: int, generator: torch.Generator) -> Tensor:
     """``(draws, size)`` indices: each row a uniformly random ordered subset of ``range(n)``.
 
-    The ``size`` largest of ``n`` i.i.d. uniform keys, sorted: every prefix is a uniform subset.
+    A partial Fisher–Yates shuffle of ``range(n)`` per draw, vectorised over draws: step ``i`` swaps
+    position ``i`` with a uniform position in ``[i, n)``, so the first ``size`` positions hold a
+    uniformly random ordered ``size``-subset and every prefix is a uniform subset. The positions are
+    ``i + ⌊u·(n − i)⌋`` for float64 uniforms ``u`` (each probability within ``2⁻⁵³`` of ``1/(n − i)``).
+    Work: ``size`` vectorised steps over ``draws``; memory ``4·n·draws`` bytes.
     """
-    return torch.rand(draws, n, generator=generator).topk(size, dim=1).indices
+    if not 0 <= size <= n:
+        raise ValueError(f"need 0 <= size <= n; got size {size}, n = {n}")
+    step = torch.arange(size, dtype=torch.float64)[:, None]  # (size, 1)
+    uniform = torch.rand(size, draws, dtype=torch.float64, generator=generator)  # (size, draws)
+    targets = (uniform.mul_(n - step).floor_().add_(step)).long().clamp_(max=n - 1)  # (size, draws): row i in [i, n)
+    targets = targets.mul_(draws).add_(torch.arange(draws))  # flat indices into perm, laid out (n, draws)
+    perm = torch.arange(n, dtype=torch.int32)[:, None].repeat(1, draws).view(-1)  # (n·draws,): position × draw
+    out = torch.empty(size, draws, dtype=torch.int32)
+    for i in range(size):
+        out[i] = perm.index_select(0, targets[i])
+        perm.index_copy_(0, targets[i], perm[i * draws:(i + 1) * draws].clone())  # position i is not read again
+    return out.T.long()
+
+
+def _row_sum_cost(n_sum: int, n_other: int, sizes: Sequence[int]) -> float:
+    """Relative cost of ``block_means``'s running sums over ``n_sum`` rows of ``C`` for prefixes ``sizes``."""
+    segments = [stop - start for start, stop in zip([0, *sizes[:-1]], sizes)]
+    return n_other * sum(min(segment, DENSE_SHARE * n_sum) for segment in segments)
+
+
+class _Slabs:
+    """``C`` (n × m, float64) as column slabs ``(S, n, w)``, the last one zero-padded (``SLAB_BYTES``)."""
+
+    def __init__(self, C: Tensor):
+        n, m = C.shape
+        width = min(max(8, SLAB_BYTES // (8 * n) // 8 * 8), m)
+        count = -(-m // width)
+        self.n, self.m, self.width, self.count = n, m, width, count
+        self.slabs = F.pad(C, (0, count * width - m)).reshape(n, count, width).transpose(0, 1).contiguous()
+
+    def add_row_sums(self, sums: Tensor, segment: Tensor) -> None:
+        """``sums`` (S, R, w) += the sums of each draw's rows ``segment`` (R, s) of every slab."""
+        draws, size = segment.shape
+        if size >= DENSE_SHARE * self.n:
+            indicator = torch.zeros(draws, self.n, dtype=sums.dtype, device=sums.device).scatter_(1, segment, 1.0)
+            for q in range(self.count):
+                sums[q].addmm_(indicator, self.slabs[q])
+            return
+        with warnings.catch_warnings():  # "sparse CSR support is in beta"
+            warnings.simplefilter("ignore", UserWarning)
+            indicator = torch.sparse_csr_tensor(
+                torch.arange(0, draws * size + 1, size, dtype=torch.int32, device=sums.device),
+                segment.sort(1).values.reshape(-1).int(), torch.ones(draws * size, dtype=sums.dtype, device=sums.device),
+                (draws, self.n))  # (R, n): row r holds ones at segment[r]
+        for q in range(self.count):
+            sums[q] += indicator @ self.slabs[q]
+
+
+def _block_means(C: _Slabs, rows: Tensor, cols: Tensor, Ms: Sequence[int], Ks: Sequence[int]) -> Tensor:
+    """``block_means`` of the slabbed ``C``, summing over its rows."""
+    draws = rows.shape[0]
+    device, dtype = C.slabs.device, C.slabs.dtype
+    out = torch.empty(draws, len(Ms), len(Ks), dtype=dtype, device=device)
+    sums = torch.zeros(C.count, draws, C.width, dtype=dtype, device=device)  # 1_Iᵀ C, slab by slab
+    picked = cols[:, :Ks[-1]]
+    flat = (picked // C.width) * (draws * C.width) + torch.arange(draws, device=device)[:, None] * C.width \
+        + picked % C.width  # (R, K_max): where sums holds column picked[r, k] of draw r
+    K_index = torch.as_tensor(Ks, device=device) - 1
+    K_sizes = torch.as_tensor(Ks, dtype=dtype, device=device)
+    done = 0
+    for a, M in enumerate(Ms):
+        if M > done:
+            C.add_row_sums(sums, rows[:, done:M])
+        done = M
+        corner_sums = sums.view(-1)[flat].cumsum(1)[:, K_index]  # (R, len(Ks))
+        out[:, a] = corner_sums / (M * K_sizes)
+    return out
 
 
 def block_means(C: Tensor, rows: Tensor, cols: Tensor, Ms: Sequence[int], Ks: Sequence[int]) -> Tensor:
     """``(R, len(Ms), len(Ks))``: ``mean(C[rows[r, :M]][:, cols[r, :K]])`` for every draw and cell.
 
     ``rows`` (R, ≥max Ms) and ``cols`` (R, ≥max Ks) index ``C`` (n_tr × n_te); ``Ms``, ``Ks`` ascending.
+    The row sums ``1_Iᵀ C`` of all draws (R × n_te) grow segment by segment of the nested prefixes
+    as a 0/1 indicator matrix times ``C`` (sparse, or dense for a long segment), column slab by
+    column slab (``SLAB_BYTES``); a gather of each draw's columns and a cumulative sum then give
+    every ``(M, K)`` corner. Rows and columns are swapped when that is cheaper.
     """
-    if rows.shape[1] * C.shape[1] > cols.shape[1] * C.shape[0]:  # sum over the cheaper side first
-        return block_means(C.T.contiguous(), cols, rows, Ks, Ms).transpose(1, 2)
-    out = torch.empty(rows.shape[0], len(Ms), len(Ks), dtype=C.dtype, device=C.device)
-    row_sums = torch.zeros(rows.shape[0], C.shape[1], dtype=C.dtype, device=C.device)  # (R, n_te): 1_Iᵀ C
-    K_index = torch.as_tensor(Ks, device=C.device) - 1
-    done = 0
-    for a, M in enumerate(Ms):
-        row_sums += F.embedding_bag(rows[:, done:M], C, mode="sum")
-        done = M
-        corner_sums = row_sums.gather(1, cols[:, :Ks[-1]]).cumsum(1)[:, K_index]  # (R, len(Ks))
-        out[:, a] = corner_sums / (M * torch.as_tensor(Ks, dtype=C.dtype, device=C.device))
-    return out
+    if _row_sum_cost(*C.shape, Ms) > _row_sum_cost(*reversed(C.shape), Ks):
+        return _block_means(_Slabs(C.T), cols, rows, Ks, Ms).transpose(1, 2)
+    return _block_means(_Slabs(C), rows, cols, Ms, Ks)
 
 
 def misalignment_draws(C: Tensor, grid: Sequence[tuple[int, int]], draws: int,
                        seed: int) -> dict[tuple[int, int], Tensor]:
-    """``{(M, K): (draws,) values of μ_Mᵀ g_K}`` from the cross-Gram ``C`` (seeded, deterministic)."""
+    """``{(M, K): (draws,) values of μ_Mᵀ g_K}`` from the cross-Gram ``C`` (seeded, deterministic).
+
+    Chunks of ``DRAW_CHUNK`` draws: for each, ``ordered_subsets`` of the train rows, then of the
+    test columns, then ``block_means`` (``C`` is cut into slabs once).
+    """
     n_train, n_test = C.shape
     bad = [(M, K) for M, K in grid if not (1 <= M <= n_train and 1 <= K <= n_test)]
     if bad:
         raise ValueError(f"(M, K) = {bad} outside the pools: need 1 <= M <= {n_train}, 1 <= K <= {n_test}")
     Ms, Ks = sorted({M for M, _ in grid}), sorted({K for _, K in grid})
+    transpose = _row_sum_cost(n_train, n_test, Ms) > _row_sum_cost(n_test, n_train, Ks)
+    slabs = _Slabs(C.T if transpose else C)
     generator = torch.Generator().manual_seed(seed)
     chunks = []
     for start in range(0, draws, DRAW_CHUNK):
         size = min(DRAW_CHUNK, draws - start)
         rows = ordered_subsets(size, n_train, Ms[-1], generator).to(C.device)
         cols = ordered_subsets(size, n_test, Ks[-1], generator).to(C.device)
-        chunks.append(block_means(C, rows, cols, Ms, Ks))
+        chunks.append(_block_means(slabs, cols, rows, Ks, Ms).transpose(1, 2) if transpose
+                      else _block_means(slabs, rows, cols, Ms, Ks))
     values = torch.cat(chunks)  # (draws, len(Ms), len(Ks))
     return {(M, K): values[:, Ms.index(M), Ks.index(K)] for M, K in grid}
 
 
-def misalignment(pool_dir: str | Path, points: Sequence[str], grid: Sequence[tuple[int, int]], keys: dict[str, Any],
-                 moments: Mapping[tuple[str, str, str], stats.AlignmentStats], draws: int = 10_000, seed: int = 0,
-                 views: Sequence[str] = VIEWS, device: torch.device | str = "cpu", level: float = 0.95
-                 ) -> pd.DataFrame:
-    """The ``misalignment`` table from the pools ``measure`` stored in ``pool_dir``.
+def alignment_moments(dalign: pd.DataFrame) -> dict[tuple[str, str, str], stats.AlignmentStats]:
+    """``{(point, view, split): AlignmentStats}`` from a model's ``dalign`` rows (the moments
+    ``measure`` estimated, so no second Gram pass is needed)."""
+    return {(row["point"], row["view"], row["split"]): stats.AlignmentStats.from_moments(
+        row["n"], row["dim"], row["mu_sq"], row["mu_four"], row["mu_sigma_mu"], row["tr_sigma_sq"])
+        for row in dalign.to_dict("records")}
+
+
+def misalignment(pool_dir: str | Path, keys: dict[str, Any], dalign: pd.DataFrame, *, sizes: Sequence[int],
+                 draws: int, seed: int, views: Sequence[str] = VIEWS, device: torch.device | str = "cpu",
+                 level: float = 0.95) -> pd.DataFrame:
+    """The ``misalignment`` table from the pools ``measure`` stored in ``pool_dir`` (its points are
+    read from the pools), over the grid of every ``(M, K)`` pair of ``sizes``.
 
     One row per point × view × ``(M, K)`` × stats_split: ``p_misalign`` over ``draws`` draws with its
-    Wilson interval at ``level``, and ``B_exact``, ``B_align`` from ``moments[point, view, split]``,
-    the statistics ``measure`` already estimated on that split's pool (no second Gram pass).
+    Wilson interval at ``level``, and ``B_exact``, ``B_align`` from the moments ``measure`` estimated
+    on that split's pool (``dalign``, the model's rows of that table).
     """
+    moments = alignment_moments(dalign)
+    grid = [(M, K) for M in sizes for K in sizes]
     rows = []
-    for point in tqdm(points, desc="misalignment"):
+    for point in tqdm(measured_points(pool_dir), desc="misalignment"):
         for view in views:
             pools = {split: GradientPool(pool_path(pool_dir, split, point, view)) for split in ("train", "test")}
             C = pools["train"].gram(pools["test"], device=device)

@@ -23,6 +23,7 @@ from torch import Tensor, nn
 
 if TYPE_CHECKING:
     from ..data import Prepared
+    from ..tasks import Task
 
 
 def _at_least_float32(logits: Tensor) -> Tensor:
@@ -124,12 +125,11 @@ class ResidualModel(nn.Module):
         """Number of correct predictions (tokens for language models) in the batch."""
         return (output.argmax(-1) == target).sum()
 
-    def examples(self, data: Prepared, split: str, n: int, seed: int) -> tuple[Tensor, Tensor]:
-        """``n`` fixed examples of ``data``'s ``split`` as this model takes them: normalized images."""
-        from ..data import normalize_images
+    def task(self, data: Prepared) -> Task:
+        """The task this model solves on ``data`` (``scalemech.tasks``): image classification."""
+        from ..tasks import ImageTask
 
-        x, y = data.pool(split, n, seed)
-        return normalize_images(x, data.manifest), y
+        return ImageTask(data)
 
 
 class LanguageModel(ResidualModel):
@@ -147,7 +147,9 @@ class LanguageModel(ResidualModel):
                                      reduction="none")
         return token_loss.view(B, T).mean(dim=1)
 
-    def examples(self, data: Prepared, split: str, n: int, seed: int) -> tuple[Tensor, Tensor]:
-        """``n`` fixed windows of ``block_size`` bytes: ``(x, y)`` token ids, ``y`` shifted by one."""
-        return data.pool(split, n, seed, block_size=self.block_size)
+    def task(self, data: Prepared) -> Task:
+        """Next-byte prediction on windows of ``block_size`` bytes of ``data`` (``tasks.TextTask``)."""
+        from ..tasks import TextTask
+
+        return TextTask(data, self.block_size)
 

@@ -33,15 +33,15 @@ from torch import Tensor, nn
 from transformers import AutoModelForCausalLM, PreTrainedConfig, PreTrainedModel
 from transformers.masking_utils import create_causal_mask
 
-from ..data.prepared import SPLITS, Prepared
-from ..data.tokenized import text_from_bytes, token_pool, tokenize_text
+from ..data.prepared import SPLITS, Prepared, text_windows
+from ..data.tokenized import text_from_bytes, token_starts, tokenize_text
 from .base import Chain, LanguageModel
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
 @dataclass(frozen=True)
-class Layout:
+class DecoderParts:
     """Attribute names of one ``model_type``'s parts (on the base model, or on a decoder layer)."""
 
     embedding: str                       # token embedding (B, T) -> (B, T, d)
@@ -50,9 +50,9 @@ class Layout:
     output_projections: tuple[str, ...]  # linears that write a layer's branches into the stream
 
 
-LAYOUTS = {
-    "gpt_neox": Layout("embed_in", "emb_dropout", "final_layer_norm", ("attention.dense", "mlp.dense_4h_to_h")),
-    "llama": Layout("embed_tokens", None, "norm", ("self_attn.o_proj", "mlp.down_proj")),
+DECODER_PARTS = {
+    "gpt_neox": DecoderParts("embed_in", "emb_dropout", "final_layer_norm", ("attention.dense", "mlp.dense_4h_to_h")),
+    "llama": DecoderParts("embed_tokens", None, "norm", ("self_attn.o_proj", "mlp.down_proj")),
 }
 
 
@@ -104,19 +104,19 @@ class HFCausalLM(LanguageModel):
 
     def __init__(self, hf_model: PreTrainedModel, spec: dict[str, Any]):
         config = hf_model.config
-        if config.model_type not in LAYOUTS:
+        if config.model_type not in DECODER_PARTS:
             raise ValueError(f"model_type {config.model_type!r} of checkpoint {spec.get('checkpoint')!r} "
-                             f"is not supported; supported: {sorted(LAYOUTS)}")
-        layout = LAYOUTS[config.model_type]
+                             f"is not supported; supported: {sorted(DECODER_PARTS)}")
+        parts = DECODER_PARTS[config.model_type]
         decoder = hf_model.base_model
-        dropout = getattr(decoder, layout.embedding_dropout) if layout.embedding_dropout else None
-        stem = StreamStem(getattr(decoder, layout.embedding), dropout)
+        dropout = getattr(decoder, parts.embedding_dropout) if parts.embedding_dropout else None
+        stem = StreamStem(getattr(decoder, parts.embedding), dropout)
         blocks = [DecoderBlock(layer, decoder.rotary_emb, config) for layer in decoder.layers]
-        head = Chain([getattr(decoder, layout.final_norm), hf_model.get_output_embeddings()])
+        head = Chain([getattr(decoder, parts.final_norm), hf_model.get_output_embeddings()])
         super().__init__(stem, blocks, [f"layer.{i}" for i in range(len(blocks))], head)
         self.spec = dict(spec)
         self.config = config
-        self.layout = layout
+        self.parts = parts
         self.depth: int = config.num_hidden_layers
         self.width: int = config.hidden_size
         self.tokenizer_name: str = spec["checkpoint"]
@@ -125,18 +125,11 @@ class HFCausalLM(LanguageModel):
             raise ValueError(f"block_size {self.block_size} is outside [1, {config.max_position_embeddings}] "
                              f"(max_position_embeddings of {spec['checkpoint']!r})")
 
-    def examples(self, data: Prepared, split: str, n: int, seed: int) -> tuple[Tensor, Tensor]:
-        """``n`` windows of ``block_size`` tokens of ``split``'s text in the checkpoint's own tokens.
+    def task(self, data: Prepared) -> TokenTask:
+        """Next-token prediction on ``data``'s text in the checkpoint's own tokens."""
+        return TokenTask(data, self.tokenizer_name, self.spec.get("revision"),
+                         bool(self.spec.get("local_files_only", False)), self.block_size)
 
-        The split's byte stream is decoded (utf-8, errors replaced), tokenized by
-        ``tokenize_text`` and cut by ``token_pool``: ``(x, y)`` int64 ``(n, block_size)``.
-        """
-        if data.kind != "text" or split not in SPLITS:
-            raise ValueError(f"{self.family} models take text splits {SPLITS}; got {data.kind!r} split {split!r}")
-        text = text_from_bytes(getattr(data, f"{split}_x"))
-        tokens = tokenize_text(text, self.tokenizer_name, self.spec.get("revision"),
-                               bool(self.spec.get("local_files_only", False)))
-        return token_pool(tokens, n, self.block_size, seed)
 
     def new_block(self, point: str) -> DecoderBlock:
         """A fresh decoder layer of this model's type and config for the stream at ``point``.
@@ -155,7 +148,7 @@ class HFCausalLM(LanguageModel):
                     module.weight.normal_(0.0, std)
                     if module.bias is not None:
                         module.bias.zero_()
-            for name in self.layout.output_projections:
+            for name in self.parts.output_projections:
                 for param in layer.get_submodule(name).parameters():
                     param.zero_()
         return DecoderBlock(layer.train(self.training), copy.deepcopy(reference.rotary), self.config)
@@ -198,3 +191,37 @@ def build(spec: dict[str, Any]) -> HFCausalLM:
     if spec.get("frozen", True):
         hf_model.requires_grad_(False)
     return HFCausalLM(hf_model, spec).eval()
+
+
+class TokenTask:
+    """A text dataset in a checkpoint's tokens: a split's byte stream is decoded (utf-8, errors
+    replaced) and tokenized (``tokenize_text``); an example is a window of ``block_size`` tokens
+    at a start drawn by ``token_starts`` (the ``tasks.Task`` interface)."""
+
+    def __init__(self, data: Prepared, tokenizer: str, revision: str | None, local_files_only: bool,
+                 block_size: int):
+        if data.kind != "text":
+            raise ValueError(f"hf models take text data; {data.name!r} holds {data.kind}")
+        self.data, self.block_size = data, block_size
+        self.tokenizer = (tokenizer, revision, local_files_only)   # tokenize_text's arguments after the text
+        self._streams: dict[str, Tensor] = {}
+
+    def tokens(self, split: str) -> Tensor:
+        """The token stream of ``split`` (tokenized once)."""
+        if split not in SPLITS:
+            raise ValueError(f"split {split!r}; allowed {SPLITS}")
+        if split not in self._streams:
+            self._streams[split] = tokenize_text(text_from_bytes(getattr(self.data, f"{split}_x")), *self.tokenizer)
+        return self._streams[split]
+
+    def spec_keys(self) -> dict[str, Any]:
+        return {}
+
+    def draw(self, split: str, n: int, seed: int) -> Tensor:
+        return token_starts(self.tokens(split).numel(), n, self.block_size, seed)
+
+    def examples(self, split: str, index: Tensor) -> tuple[Tensor, Tensor]:
+        return text_windows(self.tokens(split), index, self.block_size)
+
+    def to_input(self, x: Tensor) -> Tensor:
+        return x.long()

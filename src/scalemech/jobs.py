@@ -1,0 +1,270 @@
+"""What each rule of the workflow (or each CLI command) does: one function per rule.
+
+Every job function takes keyword-only arguments named exactly like its rule's ``input``,
+``output`` and ``params``, so every rule runs the one script ``workflow/scripts/job.py``::
+
+    jobs.run(snakemake)  ==  JOBS[rule](**input, **output, **params, **execution settings)
+
+Execution settings (``EXECUTION``: the device, how often training checkpoints) say how a job
+runs, not what it computes; they come from the config at run time, not as params, so changing
+them reruns nothing. Per-model rules take their paths and params from ``inputs``, ``outputs``
+and ``params`` below, which the rules (``workflow/rules/common.smk``) and the CLI both use.
+Config sections travel whole (``measure=config["measure"]``) into functions whose keyword
+names are the section's keys: the schema is the one home of every default.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+import logging
+import sys
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+
+from . import tables
+from .config import ModelJob
+from .data import load_prepared, prepare_dataset
+from .device import resolve_device
+from .layout import STATS_TABLES, Layout
+from .models import build_model, load_model
+
+log = logging.getLogger("scalemech")
+
+JOBS: dict[str, Callable[..., None]] = {}
+EXECUTION = ("device", "checkpoint_every")
+
+
+def job(function: Callable[..., None]) -> Callable[..., None]:
+    """Register ``function`` as the job of the rule of the same name."""
+    JOBS[function.__name__] = function
+    return function
+
+
+@contextlib.contextmanager
+def job_context(log_path: str | None, threads: int) -> Iterator[None]:
+    """Send progress bars and log records to ``log_path`` and use ``threads`` torch threads.
+
+    An exception leaving the block is written to ``log_path`` (a one-line summary, then the
+    traceback) before it propagates, so the log a failed job points to says why it failed.
+    """
+    torch.set_num_threads(threads)
+    stream = open(log_path, "a", buffering=1) if log_path else sys.stderr
+    handler = logging.StreamHandler(stream)
+    logging.basicConfig(handlers=[handler], level=logging.INFO, force=True,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        with contextlib.redirect_stderr(stream):
+            yield
+    except Exception as err:
+        if log_path:
+            summary = " ".join(str(err).split()) or "(no message)"
+            stream.write(f"job failed: {type(err).__name__}: {summary}\n{''.join(traceback.format_exception(err))}")
+        raise
+    finally:
+        if log_path:
+            logging.getLogger().removeHandler(handler)  # no records to a closed file
+            stream.close()
+
+
+def execution(config: dict[str, Any]) -> dict[str, Any]:
+    """The ``EXECUTION`` settings of a validated config."""
+    return {"device": config["device"], "checkpoint_every": config["train"]["checkpoint_every"]}
+
+
+def call(rule: str, arguments: dict[str, Any], settings: dict[str, Any]) -> None:
+    """Run the job of ``rule`` with its named ``arguments`` and the execution ``settings`` it takes."""
+    function = JOBS[rule]
+    taken = inspect.signature(function).parameters
+    function(**arguments, **{k: v for k, v in settings.items() if k in taken})
+
+
+def run(smk: Any) -> None:
+    """Run the job of a Snakemake rule from its ``snakemake`` object, logging to its log file."""
+    with job_context(smk.log[0] if smk.log else None, smk.threads):
+        call(smk.rule, {**dict(smk.input.items()), **dict(smk.output.items()), **dict(smk.params.items())},
+             execution(smk.config))
+
+
+# -- the named inputs, outputs and params of the per-model rules ---------------------------------
+MODEL_RULES = ("train_model", "pin_pretrained", "measure_model", "misalign_model", "intervene_model",
+               "expand_model")
+DIRECTORIES = {"pools"}  # outputs that are directories
+
+
+def inputs(rule: str, layout: Layout, dataset: str, model: str) -> dict[str, str]:
+    """The named inputs of per-model ``rule`` for ``dataset``/``model`` (names or wildcard patterns)."""
+    data, model_pt, pools = layout.data(dataset), layout.model(dataset, model), layout.pools(dataset, model)
+    return {"train_model": {"data": data},
+            "pin_pretrained": {},
+            "measure_model": {"data": data, "model": model_pt},
+            "misalign_model": {"dalign": layout.per_model("dalign", dataset, model), "pools": pools},
+            "intervene_model": {"data": data, "model": model_pt, "pools": pools},
+            "expand_model": {"data": data, "model": model_pt, "pools": pools}}[rule]
+
+
+def outputs(rule: str, layout: Layout, dataset: str, model: str) -> dict[str, str]:
+    """The named outputs of per-model ``rule``."""
+    return {"train_model": {"model": layout.model(dataset, model),
+                            "metrics": layout.model(dataset, model, "metrics.json"),
+                            "curve": layout.model(dataset, model, "curve.csv")},
+            "pin_pretrained": {"model": layout.model(dataset, model)},
+            "measure_model": {**{table: layout.per_model(table, dataset, model) for table in STATS_TABLES},
+                              "pools": layout.pools(dataset, model)},
+            "misalign_model": {"misalignment": layout.per_model("misalignment", dataset, model)},
+            "intervene_model": {"intervention": layout.per_model("intervention", dataset, model)},
+            "expand_model": {"expansion": layout.per_model("expansion", dataset, model)}}[rule]
+
+
+def params(rule: str, config: dict[str, Any], model_job: ModelJob) -> dict[str, Any]:
+    """The params of per-model ``rule`` for ``model_job``."""
+    keys = {"model_keys": model_job.keys(config["run"])}
+    layout = Layout(config["run"])
+    return {"train_model": {"spec": model_job.spec, "recipe": model_job.recipe, "seed": model_job.seed, **keys,
+                            "compile": config["train"]["compile"],
+                            "checkpoints": layout.checkpoints(model_job.dataset, model_job.name)},
+            "pin_pretrained": {"spec": model_job.spec},
+            "measure_model": {**keys, "measure": config["measure"]},
+            "misalign_model": {**keys, "misalign": config["misalign"]},
+            "intervene_model": {**keys, "intervene": config["intervene"]},
+            "expand_model": {**keys, "expand": config["expand"]}}[rule]
+
+
+# -- data and training -------------------------------------------------------------------------
+@job
+def prepare_data(*, data: str, dataset: str, settings: dict[str, Any], offline: bool) -> None:
+    """Prepare ``dataset`` from its config block ``settings`` into the directory ``data``."""
+    manifest = prepare_dataset(dataset, settings, data, offline=offline)
+    log.info("prepared %s: %s", dataset, json.dumps(manifest.get("shapes", {})))
+
+
+def keys_of(keys: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+    """Table keys of a model: the job's keys with depth and width as the model's spec states them."""
+    return {**keys, "depth": spec["depth"], "width": spec["width"]}
+
+
+@job
+def train_model(*, data: str, model: str, metrics: str, curve: str, spec: dict[str, Any], recipe: dict[str, Any],
+                seed: int, model_keys: dict[str, Any], compile: bool, checkpoints: str, device: str,
+                checkpoint_every: int) -> None:
+    """Train one grid model (E1): ``train`` writes ``model``, ``metrics`` (with the model's table keys)
+    and ``curve`` into the model's directory."""
+    from .tasks import task_for
+    from .train import Recipe, train
+
+    prepared = load_prepared(data)
+    full_spec = {**spec, **task_for(prepared, spec.get("block_size")).spec_keys()}
+    train(full_spec, Recipe.from_dict(recipe), prepared, Path(model).parent, Path(checkpoints), seed=seed,
+          device=device, checkpoint_every=checkpoint_every, compile=compile,
+          labels=keys_of(model_keys, full_spec))
+
+
+@job
+def pin_pretrained(*, model: str, spec: dict[str, Any]) -> None:
+    """Record a pretrained checkpoint as ``model`` (its spec only; weights stay in the hub cache)."""
+    built = build_model(spec)
+    torch.save({"spec": {**spec, "depth": built.depth, "width": built.width}}, model)
+    log.info("pinned %s at revision %s: depth %d, width %d", spec["checkpoint"], spec.get("revision"),
+             built.depth, built.width)
+
+
+@job
+def training_table(*, metrics: Sequence[str], table: str) -> None:
+    """The ``training`` table: one row per model's ``metrics.json``."""
+    tables.write_table(pd.DataFrame([json.loads(Path(p).read_text()) for p in metrics]), table, "training")
+
+
+# -- measurement and experiments ---------------------------------------------------------------
+def _loaded(model: str, data: str, keys: dict[str, Any], device: str):
+    """``(model, data, keys, device)`` for a model job: the model in eval mode on its device."""
+    torch_device = resolve_device(device)
+    loaded, payload = load_model(model, map_location=torch_device)
+    return loaded, load_prepared(data), keys_of(keys, payload["spec"]), torch_device
+
+
+@job
+def measure_model(*, data: str, model: str, covariance: str, covmats: str, signal: str, dalign: str, pools: str,
+                  model_keys: dict[str, Any], measure: dict[str, Any], device: str) -> None:
+    """E2/E3/E5 of one model: one file per table, and the gradient pools under ``pools``."""
+    from .experiments import measure as measure_tables
+
+    loaded, prepared, keys, torch_device = _loaded(model, data, model_keys, device)
+    frames = measure_tables(loaded, prepared, keys, pools, device=torch_device, **measure)
+    for name, path in (("covariance", covariance), ("covmats", covmats), ("signal", signal), ("dalign", dalign)):
+        tables.write_table(frames[name], path, name)
+
+
+def _model_experiment(experiment: Callable[..., pd.DataFrame], table: str, out: str, data: str, model: str, pools: str,
+                      keys: dict[str, Any], settings: dict[str, Any], device: str) -> None:
+    """Write ``table`` of ``experiment(model, data, pools, keys, device, **settings)`` to ``out``."""
+    loaded, prepared, model_keys, torch_device = _loaded(model, data, keys, device)
+    tables.write_table(experiment(loaded, prepared, pools, model_keys, device=torch_device, **settings), out, table)
+
+
+@job
+def misalign_model(*, dalign: str, pools: str, misalignment: str, model_keys: dict[str, Any],
+                   misalign: dict[str, Any]) -> None:
+    """E6 at every measured point (read from the pools), over the (M, K) grid of ``misalign.sizes``."""
+    from .experiments import misalignment as misalignment_table
+
+    measured = tables.read_table(dalign, "dalign").sort_values("point_index")
+    keys = measured.iloc[0][tables.model_keys()].to_dict()
+    tables.write_table(misalignment_table(pools, keys, measured, **misalign), misalignment, "misalignment")
+
+
+@job
+def intervene_model(*, data: str, model: str, pools: str, intervention: str, model_keys: dict[str, Any],
+                    intervene: dict[str, Any], device: str) -> None:
+    """E7 at every measured point and view, on the very examples whose gradients the pools hold."""
+    from .experiments import intervene as intervene_table
+
+    _model_experiment(intervene_table, "intervention", intervention, data, model, pools, model_keys, intervene, device)
+
+
+@job
+def expand_model(*, data: str, model: str, pools: str, expansion: str, model_keys: dict[str, Any],
+                 expand: dict[str, Any], device: str) -> None:
+    """E8 at the measured points (or ``expand.points``): insert, jumpboard, train, fall back, control."""
+    from .experiments import expand as expand_table
+
+    settings = {k: v for k, v in expand.items() if k != "grids"}  # grids: which models the workflow expands
+    _model_experiment(expand_table, "expansion", expansion, data, model, pools, model_keys, settings, device)
+
+
+@job
+def cost_table(*, table: str, cost: dict[str, Any]) -> None:
+    """W5: time the Gram U-statistics against the covariance at each configured D."""
+    from .cost import cost_table as timings
+
+    tables.write_table(timings(cost["dims"], cost["n"]), table, "benchmarks")
+
+
+@job
+def collect_table(*, parts: Sequence[str], table: str, name: str) -> None:
+    """The table ``name`` from its per-model files."""
+    tables.write_table(pd.concat([tables.read_table(p, name) for p in parts], ignore_index=True), table, name)
+
+
+# -- figures and report --------------------------------------------------------------------------
+@job
+def figure(*, tables: Sequence[str], code: Sequence[str], pdf: str, png: str, stem: str, caption: str) -> None:
+    """Figure ``stem`` from the run's tables. ``code`` (the plotting modules) is an input so that
+    editing them reruns the figures; ``caption`` is shown by ``snakemake --report``."""
+    from .plots import make_figure
+
+    make_figure(stem, Path(tables[0]).parent, Path(pdf).parent)  # writes <stem>.pdf and <stem>.png
+
+
+@job
+def claims_report(*, tables: Sequence[str], figures: Sequence[str], cost: str, code: Sequence[str], report: str,
+                  captions_dir: str) -> None:
+    """``report.md``: the claims table with verdicts, then every figure with its caption."""
+    from .report import write_report
+
+    write_report(Path(tables[0]).parent, Path(figures[0]).parent, report, captions_dir=captions_dir)
