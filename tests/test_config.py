@@ -174,11 +174,13 @@ CROSS_CHECKED = {
                                 ["expand.points[1]", "layer.2", "['layer.0', 'layer.1']"]),
     "test pool over the split": (_set("measure.test_pool", 2000),
                                  ["measure.test_pool", "2000", "1000", "mnist5k test split"]),
+    "no room for the held-out pool": (_set("measure.test_pool", 600),
+                                      ["measure.test_pool (x2", "held-out", "1200", "mnist5k test split"]),
     "train pool over the split": (_set("measure.train_pool", 4500),
                                   ["measure.train_pool", "4500", "4000", "mnist5k train split"]),
     "expand pool over the split": (_set("expand.pool", 1500), ["expand.pool", "1500", "1000", "mnist5k"]),
-    "misalign size over the pool": (_set("measure.train_pool", 32),
-                                    ["misalign.sizes[6]", "64", "measure.train_pool", "32"]),
+    "misalign size over the pool": (_set("measure.train_pool", 16),
+                                    ["misalign.sizes[5]", "32", "measure.train_pool", "16"]),
     "empty test split": (_set("datasets.mnist5k.test_fraction", 0.0001),
                          ["datasets.mnist5k.test_fraction", "empty", "0.0002"]),
     "empty train split": (_set("datasets.mnist5k.test_fraction", 0.99995),
@@ -219,7 +221,7 @@ def test_what_the_cross_checks_allow() -> None:
     config = quick()
     del config["grids"]["llama_stdlib"], config["datasets"]["pystdlib"]
     config["grids"]["resnet_mnist"]["widths"] = [0.125, 0.25]  # 2 and 4 channels in the first stage
-    config["measure"].update(points=["stage1.block1", "stage3.block1"], train_pool=4000, test_pool=1000)
+    config["measure"].update(points=["stage1.block1", "stage3.block1"], train_pool=4000, test_pool=500)
     config["expand"].update(points=["stage2.block1"], pool=1000)
     config["grids"]["resnet_mnist"]["recipe"]["batch_size"] = 4000
     validate_config(config)

@@ -102,5 +102,9 @@ def test_measure_tables_match_brute_force(tmp_path):
 
     pooled = GradientPool(pool_path(tmp_path, "train", points[-1], "pooled")).rows()
     cov_row = tables["covariance"].query("point == @points[-1]").iloc[0]
-    assert cov_row.offdiag_ratio == pytest.approx(stats.offdiag_ratio(pooled))
+    assert cov_row.offdiag_ratio == pytest.approx(stats.offdiag_ratio_unbiased(pooled))
+    assert cov_row.offdiag_ratio_plugin == pytest.approx(stats.offdiag_ratio(pooled))
+    assert tables["covariance"].low_rank.tolist() == [False, True]       # the last block before the head
+    signal = tables["signal"]
+    assert (signal.mu_sq_lo <= signal.mu_sq).all() and (signal.mu_sq <= signal.mu_sq_hi).all()
     assert cov_row.dim == pooled.shape[1]

@@ -10,7 +10,8 @@ from scalemech.experiments.misalign import (block_means, misalignment, misalignm
                                             wilson_interval)
 from scalemech.grads import GradientPool, pool_path
 from scalemech.seeding import derive_seed
-from scalemech.stats import AlignmentStats, alignment_stats, certificates
+from scalemech.stats import (AlignmentStats, TwoSampleStats, alignment_stats, certificates,
+                             two_sample_certificate)
 from scalemech.tables import check_columns
 
 
@@ -92,12 +93,15 @@ def test_misalignment_table_from_pools(tmp_path):
                            for split, m in moments.items()])
     table = misalignment(tmp_path, keys, dalign, sizes=[2, 5], draws=500, seed=9, views=["full"])
     check_columns(table, "misalignment")
-    assert len(table) == 2 * 2 * 2 and set(table.stats_split) == {"train", "test"} and (table.point_index == 3).all()
+    assert len(table) == 2 * 2 and (table.point_index == 3).all()
     stored = {split: GradientPool(pool_path(tmp_path, split, "p", "full")).rows() for split in split_rows}
     grid = [(M, K) for M in (2, 5) for K in (2, 5)]
     expected = misalignment_draws(stored["train"] @ stored["test"].T, grid, 500,
                                   seed=derive_seed(9, "d/m", "p", "full"))[2, 5]
-    row = table[(table.M == 2) & (table.K == 5) & (table.stats_split == "train")].iloc[0]
+    row = table[(table.M == 2) & (table.K == 5)].iloc[0]
     assert row.p_misalign == pytest.approx(float((expected <= 0).double().mean()))
-    assert row.p_lo <= row.p_misalign <= row.p_hi and row.b_exact <= row.b_align
+    assert row.p_lo <= row.p_misalign <= row.p_hi and row.b_exact_common <= row.b_align
     assert row.b_align == pytest.approx(certificates(moments["train"], 2, 5).b_align)
+    two_sample = TwoSampleStats.from_cross(stored["train"] @ stored["test"].T)
+    assert row.mu_cross == pytest.approx(two_sample.mu_cross)
+    assert row.b_exact == pytest.approx(two_sample_certificate(two_sample, 2, 5))

@@ -491,7 +491,9 @@ def check_pools(config: dict[str, Any]) -> Iterator[str]:
     from both splits) in those of the expanded grids."""
     measure, grids = config["measure"], list(config["grids"])
     yield from _limit("measure.train_pool", measure["train_pool"], config, grids, ("train",))
-    yield from _limit("measure.test_pool", measure["test_pool"], config, grids, ("test",))
+    over = list(_limit("measure.test_pool", measure["test_pool"], config, grids, ("test",)))
+    yield from over or _limit("measure.test_pool (x2: the intervention draws a disjoint held-out pool as large)",
+                              2 * measure["test_pool"], config, grids, ("test",))
     yield from _limit("expand.pool", config["expand"]["pool"], config, _expanded(config), ("train", "test"))
 
 

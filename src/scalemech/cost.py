@@ -8,6 +8,7 @@ Timed in the same process, one after the other, so the ratio survives a noisy ma
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Sequence
 
@@ -33,13 +34,19 @@ def _seconds(work, rows: Tensor) -> float:
     return time.perf_counter() - start
 
 
-def cost_table(dims: Sequence[int], n: int, seed: int = 0) -> pd.DataFrame:
-    """One row per ``D``: seconds of each path, their ratio, and the bytes each must hold."""
+def cost_table(dims: Sequence[int], n: int, max_covariance_mb: int, seed: int = 0) -> pd.DataFrame:
+    """One row per ``D``: seconds of each path, their ratio, and the bytes each must hold.
+
+    The covariance is formed only up to ``max_covariance_mb`` (float32); beyond, its path is
+    infeasible on this machine: ``covariance_seconds`` is NaN and the time ratio 0.
+    """
     rows = []
-    for dim in dims:
+    for dim in sorted(set(dims)):
         q = torch.randn(n, dim, generator=torch.Generator().manual_seed(seed)).add_(0.05)  # (n, D)
-        gram_s, covariance_s = _seconds(alignment_stats, q), _seconds(covariance_moments, q)
+        gram_s = _seconds(alignment_stats, q)
+        feasible = 4 * dim * dim <= max_covariance_mb * 2**20
+        covariance_s = _seconds(covariance_moments, q) if feasible else math.nan
         rows.append({"dim": dim, "n": n, "gram_seconds": gram_s, "covariance_seconds": covariance_s,
-                     "gram_over_cov_time": gram_s / covariance_s, "gram_bytes": 8 * n * n,
+                     "gram_over_cov_time": gram_s / covariance_s if feasible else 0.0, "gram_bytes": 8 * n * n,
                      "covariance_bytes": 4 * dim * dim})
     return pd.DataFrame(rows)

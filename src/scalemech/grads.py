@@ -1,6 +1,6 @@
 """Per-example activation gradients at insertion points, from one forward and one backward pass.
 
-For an example ``(x, y)`` and an insertion point with stream ``z = f_bot(x)`` (PAPERS.md §1)
+For an example ``(x, y)`` and an insertion point with stream ``z = f_bot(x)`` (docs/science.md §1)
 
     q(x, y) = ∇_z ℓ(f_top(z), y).
 
@@ -237,7 +237,7 @@ class GradientPool:
         """``Q_a Q_bᵀ`` (n_a × n_b, float64; ``b = a`` when ``other`` is None), summed over column chunks.
 
         ``G_ij = s_i t_j Σ_k Q̃_ik R̃_jk`` from the stored scaled rows; only a column chunk of
-        each pool is in memory at a time (PAPERS.md §4).
+        each pool is in memory at a time (docs/science.md §4).
         """
         b = self if other is None else other
         if b.dim != self.dim:

@@ -238,11 +238,12 @@ def expand_model(*, data: str, model: str, pools: str, expansion: str, model_key
 
 
 @job
-def cost_table(*, table: str, cost: dict[str, Any]) -> None:
-    """W5: time the Gram U-statistics against the covariance at each configured D."""
+def cost_table(*, dalign: str, table: str, cost: dict[str, Any]) -> None:
+    """W5: time the Gram U-statistics against the covariance at every D measured in this run."""
     from .cost import cost_table as timings
 
-    tables.write_table(timings(cost["dims"], cost["n"]), table, "benchmarks")
+    dims = tables.read_table(dalign, "dalign")["dim"].astype(int).tolist()
+    tables.write_table(timings(dims, **cost), table, "benchmarks")
 
 
 @job

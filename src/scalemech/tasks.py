@@ -34,11 +34,13 @@ if TYPE_CHECKING:
 class Task(Protocol):
     data: Prepared
     block_size: int | None  # tokens per example of a language model; None for images
+    overlaps_per_example: int  # how many examples of one draw a single example can overlap
 
     def spec_keys(self) -> dict[str, Any]: ...
     def draw(self, split: str, n: int, seed: int) -> Tensor: ...
     def examples(self, split: str, index: Tensor) -> tuple[Tensor, Tensor]: ...
     def to_input(self, x: Tensor) -> Tensor: ...
+    def overlaps(self, index: Tensor, others: Tensor) -> Tensor: ...
     def batches(self, recipe: Recipe, generator: torch.Generator,
                 device: torch.device) -> tuple[ImageBatches | TextBatches, bool]: ...
     def evaluation_sets(self, recipe: Recipe, seed: int) -> tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor], str]: ...
@@ -49,6 +51,7 @@ class ImageTask:
     """Classification of the uint8 images of ``data``; inputs normalized with its train statistics."""
 
     block_size = None
+    overlaps_per_example = 1  # drawn examples one example can coincide with
 
     def __init__(self, data: Prepared):
         if data.kind != "image":
@@ -65,6 +68,9 @@ class ImageTask:
     def examples(self, split: str, index: Tensor) -> tuple[Tensor, Tensor]:
         x, y = self.data.take(split, index)
         return self.to_input(x), y
+
+    def overlaps(self, index: Tensor, others: Tensor) -> Tensor:
+        return torch.isin(index, others)
 
     def to_input(self, x: Tensor) -> Tensor:
         return normalize_images(x, self.data.manifest)
@@ -89,6 +95,8 @@ class ImageTask:
 class TextTask:
     """Next-byte prediction on windows of ``block_size`` bytes of ``data``'s streams."""
 
+    overlaps_per_example = 2  # a window overlaps at most two of a draw's non-overlapping windows
+
     def __init__(self, data: Prepared, block_size: int):
         if data.kind != "text":
             raise ValueError(f"a language model needs text data; {data.name!r} holds {data.kind}")
@@ -103,6 +111,9 @@ class TextTask:
 
     def examples(self, split: str, index: Tensor) -> tuple[Tensor, Tensor]:
         return self.data.take(split, index, self.block_size)
+
+    def overlaps(self, index: Tensor, others: Tensor) -> Tensor:
+        return windows_overlap(index, others, self.block_size)
 
     def to_input(self, x: Tensor) -> Tensor:
         return x.long()
@@ -156,6 +167,21 @@ def draw_examples(task: Task, split: str, n: int, seed: int) -> Examples:
     """``n`` examples of ``split`` drawn with ``seed``."""
     index = task.draw(split, n, seed)
     return Examples(split, *task.examples(split, index), index, seed)
+
+
+def draw_disjoint(task: Task, split: str, n: int, seed: int, exclude: Tensor) -> Examples:
+    """``n`` examples of ``split`` drawn with ``seed``, none of which is (or overlaps, for windows of
+    text) an example of ``exclude``: an independent pool beside an existing one."""
+    candidates = task.draw(split, n + task.overlaps_per_example * len(exclude), seed)
+    index = candidates[~task.overlaps(candidates, exclude)][:n]
+    if len(index) < n:
+        raise ValueError(f"{split} split too small for {n} examples beside {len(exclude)} others")
+    return Examples(split, *task.examples(split, index), index, seed)
+
+
+def windows_overlap(starts: Tensor, others: Tensor, block_size: int) -> Tensor:
+    """Whether each window of ``block_size + 1`` tokens at ``starts`` overlaps one at ``others``."""
+    return ((starts[:, None] - others[None, :]).abs() <= block_size).any(1)
 
 
 def fetch(task: Task, provenance: dict[str, Any]) -> Examples:

@@ -49,6 +49,8 @@ rule collect_table:
 
 
 rule cost_table:
+    input:
+        dalign=LAYOUT.table("dalign"),
     output:
         table=LAYOUT.table("benchmarks"),
     params:

@@ -1,6 +1,6 @@
 """Text tokenized with a pretrained checkpoint's own tokenizer, cut into next-token windows.
 
-Used for the Pythia suite (PAPERS.md E9): a split's text (the data layer splits the
+Used for the Pythia suite (docs/science.md §5, E9): a split's text (the data layer splits the
 text 90/10, contiguously, before this) comes from a prepared byte stream, a local text
 file or a Hugging Face dataset, is encoded with ``AutoTokenizer`` of the checkpoint
 into one token stream, and ``token_pool`` draws ``n`` non-overlapping windows from it:

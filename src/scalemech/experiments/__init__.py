@@ -1,4 +1,4 @@
-"""Experiments above the insertion-point interface (PAPERS.md §5).
+"""Experiments above the insertion-point interface (docs/science.md §5).
 
 - ``measure``:   E2 covariance structure, E3 first-order signal, E5 ``d_align``; stores gradient pools.
 - ``misalign``:  E6 empirical misalignment probability beside the Cantelli certificates.

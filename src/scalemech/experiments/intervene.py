@@ -35,7 +35,8 @@ from ..data import Prepared
 from ..grads import GradientPool, PrepareBatch, broadcast_shift, iter_batches, measured_points, pool_path, to_device
 from ..models.base import ResidualModel
 from ..tables import columns
-from ..tasks import fetch
+from ..seeding import derive_seed
+from ..tasks import draw_disjoint, fetch
 
 
 def _cast(dtype: torch.dtype, prepare_batch: PrepareBatch) -> PrepareBatch:
@@ -74,26 +75,38 @@ def intervene(model: ResidualModel, data: Prepared, pool_dir: str | Path, keys: 
               device: torch.device | str) -> pd.DataFrame:
     """The ``intervention`` table of ``model``: ``intervene_at`` every point and view whose gradient
     pools ``measure`` stored in ``pool_dir``, on the very examples behind them (read from the
-    pools' provenance). The keyword arguments are the config's ``intervene`` section."""
+    pools' provenance), judged also on a held-out test pool of as many examples, disjoint from
+    the measured one (``tasks.draw_disjoint``). The keyword arguments are the config's
+    ``intervene`` section."""
     task, points = model.task(data), measured_points(pool_dir)
     train, test = (fetch(task, GradientPool(pool_path(pool_dir, split, points[0], views[0])).meta)
                    for split in ("train", "test"))
-    frames = [intervene_at(model, point, view, (train.x, train.y), (test.x, test.y), pool_dir, batch_size,
-                           to_device(device), keys, step_fractions)
+    heldout = draw_disjoint(task, "test", len(test), derive_seed(test.seed, "heldout"), test.index)
+    frames = [intervene_at(model, point, view, (train.x, train.y), (test.x, test.y), (heldout.x, heldout.y),
+                           pool_dir, batch_size, to_device(device), keys, step_fractions)
               for point in points for view in views]
     return pd.concat(frames, ignore_index=True)
 
 
+def _ratio(observed: float, predicted: float) -> dict[str, float | bool]:
+    return {"ratio": observed / predicted if predicted != 0 else math.nan,
+            "sign_agree": bool(math.copysign(1, observed) == math.copysign(1, predicted))}
+
+
 def intervene_at(model: ResidualModel, point: str, view: str, train: tuple[Tensor, Tensor],
-                 test: tuple[Tensor, Tensor], pool_dir: str | Path, batch_size: int, prepare_batch: PrepareBatch,
-                 keys: dict[str, Any], step_fractions: Sequence[float], dtype: torch.dtype | None = torch.float64
-                 ) -> pd.DataFrame:
+                 test: tuple[Tensor, Tensor], heldout: tuple[Tensor, Tensor], pool_dir: str | Path, batch_size: int,
+                 prepare_batch: PrepareBatch, keys: dict[str, Any], step_fractions: Sequence[float],
+                 dtype: torch.dtype | None = torch.float64) -> pd.DataFrame:
     """The ``intervention`` rows of ``model`` at ``point`` in ``view``, one per step fraction.
 
     ``train``/``test`` are the examples whose gradients ``measure`` stored in ``pool_dir``
-    (``intervene`` fetches them). The losses are evaluated on a copy of the model cast to
-    ``dtype`` (float64 by default, so the small observed changes are not rounding noise; ``None``
-    keeps the model's dtype). ``ratio = observed / predicted``; ``sign_agree``: equal signs.
+    (``intervene`` fetches them); ``heldout`` is a test pool B disjoint from ``test`` (pool A).
+    The prediction ``−η μ_Mᵀ g_A`` is compared with the loss change on A (``observed``: a
+    first-order consistency check, which tends to the prediction as η → 0 for any alignment) and
+    on B (``observed_heldout``: the held-out test of W4). The losses are evaluated on a copy of the
+    model cast to ``dtype`` (float64 by default, so the small observed changes are not rounding
+    noise; ``None`` keeps the model's dtype). ``ratio = observed / predicted``; ``sign_agree``:
+    equal signs.
     """
     train_pool, test_pool = (GradientPool(pool_path(pool_dir, split, point, view)) for split in ("train", "test"))
     evaluated = copy.deepcopy(model).eval()
@@ -114,14 +127,16 @@ def intervene_at(model: ResidualModel, point: str, view: str, train: tuple[Tenso
     target_norm = stream_rms(f_bot, *train, batch_size, prepare_batch) * math.sqrt(numel)
     direction = broadcast_shift(mu_train.to(param_dtype), view, stream_shape)  # (1, *stream_shape)
     etas = [phi * target_norm / (float(mu_train.norm()) * math.sqrt(repeats)) for phi in step_fractions]
-    losses = shifted_losses(f_bot, f_top, evaluated, [torch.zeros_like(direction)] + [-eta * direction for eta in etas],
-                            *test, batch_size, prepare_batch)
+    shifts = [torch.zeros_like(direction)] + [-eta * direction for eta in etas]
+    losses, heldout_losses = (shifted_losses(f_bot, f_top, evaluated, shifts, *pool, batch_size, prepare_batch)
+                              for pool in (test, heldout))
     alignment = float(mu_train @ g_test)
     rows = []
-    for phi, eta, loss in zip(step_fractions, etas, losses[1:]):
-        predicted, observed = -eta * alignment, loss - losses[0]
+    for phi, eta, loss, heldout_loss in zip(step_fractions, etas, losses[1:], heldout_losses[1:]):
+        predicted, observed, observed_heldout = -eta * alignment, loss - losses[0], heldout_loss - heldout_losses[0]
+        same_pool, held_out = _ratio(observed, predicted), _ratio(observed_heldout, predicted)
         rows.append({**keys, "point": point, "point_index": train_pool.meta["point_index"], "view": view,
-                     "step_fraction": phi, "eta": eta, "predicted": predicted, "observed": observed,
-                     "ratio": observed / predicted if predicted != 0 else math.nan,
-                     "sign_agree": bool(math.copysign(1, observed) == math.copysign(1, predicted))})
+                     "step_fraction": phi, "eta": eta, "predicted": predicted, "observed": observed, **same_pool,
+                     "observed_heldout": observed_heldout, "ratio_heldout": held_out["ratio"],
+                     "sign_agree_heldout": held_out["sign_agree"]})
     return pd.DataFrame(rows, columns=columns("intervention"))

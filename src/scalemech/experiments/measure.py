@@ -5,13 +5,17 @@ per-example activation gradients ``q`` at the chosen points in one pass per pool
 (``scalemech.grads``), stores them as ``GradientPool`` files for E6/E7, and returns the tidy
 tables of ``schemas/tables.schema.yaml``:
 
-- ``covariance`` (Paper D, D1): off-diagonal energy ``‖Σ̂ − diag Σ̂‖_F² / ‖Σ̂‖_F²`` of the pooled
-  train gradients, beside its value under a column-permutation null of the same ``n``;
+- ``covariance`` (Paper D, D1): the off-diagonal share ``‖Σ − diag Σ‖_F² / ‖Σ‖_F²`` of the pooled
+  train gradients, from unbiased U-statistics (``stats.offdiag_ratio_unbiased``; 0 in expectation
+  for independent coordinates whatever p/n), beside the same statistic under a column-permutation
+  null of the same ``n`` and ``p``, the plug-in ratio, and ``low_rank`` where the point's pooled
+  gradient is low-rank by construction (``ResidualModel.low_rank``);
 - ``covmats``: the pooled correlation matrix in long form, for ``covmat_points`` only;
-- ``signal`` (D2): ``‖μ‖²`` (unbiased U-statistic), ``‖μ‖ = sqrt(max(‖μ‖², 0))`` and the
-  first-order signal ``‖∇_θ L(f_new)‖`` at ``θ = 0`` of a zero-initialized inserted block;
+- ``signal`` (D2): ``‖μ‖²`` (unbiased U-statistic) with its jackknife interval, ``‖μ‖ =
+  sqrt(max(‖μ‖², 0))`` and the first-order signal ``‖∇_θ L(f_new)‖`` at ``θ = 0`` of a
+  zero-initialized inserted block;
 - ``dalign`` (Paper W, W1/W5): ``‖μ‖²``, ``μᵀΣμ``, ``tr Σ²``, ``d_∥``, ``d_2``, ``d_align`` with
-  jackknife intervals, from Gram matrices only (PAPERS.md §4), per split and view.
+  jackknife intervals, from Gram matrices only (docs/science.md §4), per split and view.
 """
 
 from __future__ import annotations
@@ -123,15 +127,19 @@ def measure(model: ResidualModel, data: Prepared, keys: dict[str, Any], pool_dir
                 if view == "full":
                     tables["signal"].append({
                         **where, "split": split, "n": pool.n, "mu_sq": estimate.mu_sq,
+                        "mu_sq_lo": bounds["mu_sq"][0], "mu_sq_hi": bounds["mu_sq"][1],
                         "mu_norm": math.sqrt(max(estimate.mu_sq, 0.0)),
                         "block_grad_norm": block_grad_norm(model, point, x, y, batch_size, prepare,
                                                            derive_seed(seed, identity, point, "new_block"))})
             if split == "train":
                 pooled = grads[point, "pooled"].rows(device=device)  # (n, C)
-                null_mean, null_sd = stats.offdiag_null(pooled, null_draws, derive_seed(seed, identity, point, "null"))
+                null_mean, null_sd = stats.offdiag_null_unbiased(pooled, null_draws,
+                                                                 derive_seed(seed, identity, point, "null"))
                 tables["covariance"].append({**where, "n": pooled.shape[0], "dim": pooled.shape[1],
-                                             "offdiag_ratio": stats.offdiag_ratio(pooled),
-                                             "offdiag_ratio_null": null_mean, "offdiag_ratio_null_sd": null_sd})
+                                             "offdiag_ratio": stats.offdiag_ratio_unbiased(pooled),
+                                             "offdiag_ratio_plugin": stats.offdiag_ratio(pooled),
+                                             "offdiag_ratio_null": null_mean, "offdiag_ratio_null_sd": null_sd,
+                                             "low_rank": model.low_rank(point)})
                 if point in covmat_names:
                     covmats.append(_long_form(stats.correlation(pooled).cpu(), {**keys, **where}))
     frames = {name: _rows(name, keys, rows) for name, rows in tables.items()}

@@ -2,7 +2,7 @@
 
 A normalized residual network is read as ``head ∘ block_L ∘ … ∘ block_1 ∘ stem``: every
 block maps the residual stream to a stream of the same role, so the stream right after
-a block is an insertion point ``l*`` (PAPERS.md §1). With ``z = f_bot(x)``:
+a block is an insertion point ``l*`` (docs/science.md §1). With ``z = f_bot(x)``:
 
     f_old = f_top ∘ f_bot,        f_new(x) = f_top(z + h_θ(z)),  h_0 = 0.
 
@@ -52,6 +52,9 @@ class ResidualModel(nn.Module):
     """
 
     family: str = "abstract"
+    pooled_head: bool = False
+    """The head averages the stream over space before a linear classifier: the pooled gradient at
+    the last point is then ``Wᵀ(p − y)/HW``, of rank at most classes − 1 by construction."""
 
     def __init__(self, stem: nn.Module, blocks: Sequence[nn.Module], names: Sequence[str], head: nn.Module):
         super().__init__()
@@ -74,6 +77,10 @@ class ResidualModel(nn.Module):
         except ValueError:
             raise KeyError(f"unknown insertion point {point!r}; this {self.family} model has "
                            f"{self.block_names}") from None
+
+    def low_rank(self, point: str) -> bool:
+        """Whether the pooled gradient at ``point`` is low-rank by construction (``pooled_head``, last point)."""
+        return self.pooled_head and self.index(point) == len(self.block_names) - 1
 
     def split(self, point: str) -> tuple[nn.Module, nn.Module]:
         """``(f_bot, f_top)`` sharing this model's modules, with ``f_top(f_bot(x)) == self(x)``."""
@@ -133,7 +140,7 @@ class ResidualModel(nn.Module):
 
 
 class LanguageModel(ResidualModel):
-    """A causal LM on ``(B, T)`` token ids; an example is one sequence (PAPERS.md §1).
+    """A causal LM on ``(B, T)`` token ids; an example is one sequence (docs/science.md §1).
 
     Subclasses set ``block_size``, the sequence length of an example.
     """

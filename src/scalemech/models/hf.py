@@ -2,7 +2,7 @@
 
 ``build(spec)`` loads ``AutoModelForCausalLM.from_pretrained`` and rewires its parts as
 ``stem → layer.0 … layer.{L-1} → head`` (``base.ResidualModel``), so the residual stream
-after every decoder layer is an insertion point (PAPERS.md §1, E9):
+after every decoder layer is an insertion point (docs/science.md §1, E9):
 
 - stem  = token embedding (GPT-NeoX ``embed_in`` + embedding dropout; LLaMA ``embed_tokens``),
 - block = one decoder layer as a map of the hidden states alone: it builds the rotary
@@ -35,6 +35,7 @@ from transformers.masking_utils import create_causal_mask
 
 from ..data.prepared import SPLITS, Prepared, text_windows
 from ..data.tokenized import text_from_bytes, token_starts, tokenize_text
+from ..tasks import windows_overlap
 from .base import Chain, LanguageModel
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -198,6 +199,8 @@ class TokenTask:
     replaced) and tokenized (``tokenize_text``); an example is a window of ``block_size`` tokens
     at a start drawn by ``token_starts`` (the ``tasks.Task`` interface)."""
 
+    overlaps_per_example = 2
+
     def __init__(self, data: Prepared, tokenizer: str, revision: str | None, local_files_only: bool,
                  block_size: int):
         if data.kind != "text":
@@ -222,6 +225,9 @@ class TokenTask:
 
     def examples(self, split: str, index: Tensor) -> tuple[Tensor, Tensor]:
         return text_windows(self.tokens(split), index, self.block_size)
+
+    def overlaps(self, index: Tensor, others: Tensor) -> Tensor:
+        return windows_overlap(index, others, self.block_size)
 
     def to_input(self, x: Tensor) -> Tensor:
         return x.long()

@@ -3,7 +3,7 @@
 Depth ``6n + 2``: a 3x3 stem conv, three stages of ``n`` BasicBlocks with
 ``16k / 32k / 64k`` channels (``k`` = width multiplier), global average pool, linear.
 The first block of stages 2 and 3 has stride 2 and a 1x1 conv + norm projection shortcut
-(option B of the paper). Choices (PAPERS.md §1 architecture note):
+(option B of the paper). Choices (docs/science.md §1.4):
 
 - ``norm``: ``batch`` (BatchNorm2d), ``layer`` (GroupNorm(1, C): mean/variance over
   (C, H, W) of each example, per-channel affine), ``rms`` (``RMSNorm2d``: the same
@@ -138,6 +138,7 @@ class CifarResNet(ResidualModel):
     """ResNet-(6n+2) on ``(B, in_channels, H, W)`` images; blocks ``stage{s}.block{b}`` (1-based)."""
 
     family = "resnet"
+    pooled_head = True
 
     def __init__(self, config: ResNetConfig):
         c1, c2, c3 = config.channels

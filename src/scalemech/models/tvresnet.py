@@ -15,7 +15,7 @@ layers equal ``torchvision.models.resnet{depth}()``'s and its state dict loads t
 - torchvision blocks end with ``relu(out + identity)``, which is not the identity on a
   signed stream when the branch is zero. ``new_block`` therefore wraps a fresh block in
   ``InsertedBlock``, which drops that final relu: ``z + branch(z)`` with the branch's last
-  BatchNorm scale zeroed, the pure residual form of PAPERS.md §1 for any ``z``.
+  BatchNorm scale zeroed, the pure residual form of docs/science.md §1 for any ``z``.
 - Weights are random (no download); pretrained weights are not supported offline.
 """
 
@@ -101,6 +101,7 @@ class TVResNet(ResidualModel):
     """torchvision-style ResNet; stem conv1-bn1-relu-maxpool, blocks ``layer{i}.block{j}``, head avgpool-fc."""
 
     family = "tvresnet"
+    pooled_head = True
 
     def __init__(self, config: TVResNetConfig):
         block_type, counts = ARCHITECTURES[config.depth]
