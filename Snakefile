@@ -3,7 +3,7 @@
 #   snakemake --cores all --configfile config/paper.yaml    # full reproduction (GPU cluster)
 #   snakemake --cores all figures/quick/F4_dalign_vs_width.pdf
 # Named targets: data train tables covariance signal rebound dalign misalignment interventions
-# expansion figures report (and all).
+# expansion trajectory figures report (and all).
 
 from snakemake.utils import min_version
 
@@ -35,10 +35,22 @@ include: "workflow/rules/figures.smk"
 
 report: "workflow/report/workflow.rst"
 
+# On a cluster (--profile workflow/profiles/slurm) these run on the submit host, not as SLURM
+# jobs: they read tables and draw figures in seconds. Rules without a script (all and the named
+# targets data, train, tables, figures, report, covariance, ...) are never submitted either.
+# Everything else is a SLURM job: prepare_data, pin_pretrained, misalign_model and cost_table on
+# CPUs, the model jobs that can use a GPU when their grid's gpu > 0 (workflow/rules/common.smk).
+localrules:
+    figure,
+    claims_report,
+    collect_table,
+    training_table,
+
 
 rule all:
     input:
         rules.claims_report.output,
         rules.figures.input,
         rules.train.input,
+        rules.trajectory.input,
     default_target: True

@@ -1,23 +1,41 @@
-"""``scalemech certify``: the per-point certificate of a user's own checkpoint, end to end."""
+"""``scalemech certify``: the per-point certificate of a user's own checkpoint, end to end, and the
+verdict, recommendation and legend it prints."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
-import subprocess
-import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, GPTNeoXConfig
 
+from scalemech import stats
+from scalemech.certify import (
+    B_GROW,
+    CERTIFICATE_COLUMNS,
+    GROW,
+    NO_SIGNAL,
+    WEAK,
+    _point_rows,
+    certify,
+    format_certificate,
+    recommendation,
+    verdict,
+)
+from scalemech.cli import main
 from scalemech.data import prepare_dataset
+from scalemech.grads import GradientPool, pool_path
 from scalemech.models import build_model, save_model
-from scalemech.certify import CERTIFICATE_COLUMNS, certify
 from test_hf import VOCAB, tiny_tokenizer
 
 SHAKESPEARE = Path(__file__).resolve().parents[2] / "shared" / "data" / "tinyshakespeare.txt"
+TINY = ["--pool", "12", "--block-size", "8", "--M", "4", "--K", "4", "--batch-size", "12", "--device", "cpu"]
+COMPACT_HEADER = ["point", "mu_sq [lo, hi]", "d_align [lo, hi]", "b_exact", "b_align", "block_grad_norm", "verdict"]
 
 
 @pytest.fixture(scope="module")
@@ -34,30 +52,141 @@ def neox_checkpoint(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def text_file(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("text") / "corpus.txt"
-    text = SHAKESPEARE.read_text()[:60_000] if SHAKESPEARE.exists() else "To be, or not to be. " * 3000
+    text = SHAKESPEARE.read_text()[:20_000] if SHAKESPEARE.exists() else "To be, or not to be. " * 1000
     path.write_text(text)
     return path
 
 
-def test_cli_prints_one_row_per_layer(neox_checkpoint: Path, text_file: Path, tmp_path: Path) -> None:
-    out = tmp_path / "certificate.csv"
-    result = subprocess.run([sys.executable, "-m", "scalemech.cli", "certify", "--checkpoint", str(neox_checkpoint),
-                             "--data", str(text_file), "--pool", "24", "--block-size", "16", "--M", "8", "--K", "8",
-                             "--batch-size", "8", "--device", "cpu", "--out", str(out)],
-                            capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    lines = [line for line in result.stdout.splitlines() if line.strip()]
-    assert lines[0].split()[:2] == ["point", "point_index"]
+def _run(argv: list[str]) -> str:
+    """stdout of ``scalemech argv`` run in this process (checked: status 0)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(argv) == 0
+    return out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def cli_run(neox_checkpoint: Path, text_file: Path, tmp_path_factory) -> tuple[str, pd.DataFrame]:
+    """One ``scalemech certify`` of the tiny GPT-NeoX on the text file: its stdout and its --out CSV."""
+    out = tmp_path_factory.mktemp("out") / "certificate.csv"
+    stdout = _run(["certify", "--checkpoint", str(neox_checkpoint), "--data", str(text_file), *TINY,
+                   "--out", str(out)])
+    return stdout, pd.read_csv(out)
+
+
+def _table(stdout: str) -> list[str]:
+    return stdout.split("\n\n")[0].splitlines()
+
+
+def test_cli_prints_a_compact_table_one_row_per_layer(cli_run) -> None:
+    stdout, table = cli_run
+    lines = _table(stdout)
+    assert [cell.strip() for cell in lines[0].split("  ") if cell.strip()] == COMPACT_HEADER
     assert [line.split()[0] for line in lines[1:]] == ["layer.0", "layer.1", "layer.2"]
-    table = pd.read_csv(out)
+    assert max(len(line) for line in lines) <= 110  # compact: not the 19-column, ~200-character table
+    for line, verdict_word in zip(lines[1:], table["verdict"]):
+        assert line.endswith(verdict_word)
     assert list(table.columns) == CERTIFICATE_COLUMNS and len(table) == 3
-    bounded = table.dropna(subset=["b_exact", "b_align"])
-    assert len(bounded) and (bounded["b_exact"] <= bounded["b_align"] + 1e-12).all()
+    assert (table["view"] == "full").all() and (table["n"] == 12).all() and (table["n_test"] == 12).all()
+    bounded = table.dropna(subset=["b_exact_common", "b_align"])
+    assert len(bounded) and (bounded["b_exact_common"] <= bounded["b_align"] + 1e-12).all()
     assert (table["block_grad_norm"] > 0).all()
+    assert set(table["verdict"]) <= {GROW, WEAK, NO_SIGNAL}
+
+
+def test_cli_prints_a_recommendation_and_a_legend(cli_run) -> None:
+    stdout, table = cli_run
+    lines = stdout.splitlines()
+    [advice] = [line for line in lines if line.startswith("recommendation: ")]
+    assert advice == recommendation(table)
+    assert any(line.startswith("verdict: ") for line in lines)
+    text = " ".join(lines)
+    assert "inf = a spread estimated <= 0" in text and "d_par = inf: mu'Sigma mu estimated <= 0" in text
+    assert "nan = the data do not bound it" in text
+    assert "clipped at 0" in text
+
+
+def test_wide_table_has_every_column(cli_run) -> None:
+    _, table = cli_run
+    header = format_certificate(table, wide=True).splitlines()[0].split()
+    assert header == CERTIFICATE_COLUMNS
+
+
+def test_verdict_rule() -> None:
+    assert verdict(1e-3, 0.2, 1.0) == GROW
+    assert verdict(1e-3, 0.2, 0.0) == WEAK  # no first-order gain for a new block
+    assert verdict(1e-3, B_GROW, 1.0) == WEAK  # detected, not certified at (M, K)
+    assert verdict(1e-3, math.nan, 1.0) == WEAK  # no certificate
+    assert verdict(-1e-3, 0.2, 1.0) == WEAK  # certified, but the ‖μ‖² interval reaches 0
+    assert verdict(-1e-3, math.nan, 1.0) == NO_SIGNAL
+    assert verdict(math.nan, 0.9, 1.0) == NO_SIGNAL
+
+
+def _frame(rows: list[dict]) -> pd.DataFrame:
+    base = dict.fromkeys(CERTIFICATE_COLUMNS, 0.0) | {"view": "full", "n": 12, "n_test": 12, "M": 4, "K": 4}
+    return pd.DataFrame([base | row for row in rows], columns=CERTIFICATE_COLUMNS)
+
+
+def test_recommendation_ranks_by_block_gradient() -> None:
+    frame = _frame([{"point": "a", "verdict": GROW, "b_exact": 0.3, "block_grad_norm": 1.0},
+                    {"point": "b", "verdict": WEAK, "b_exact": 0.7, "block_grad_norm": 9.0},
+                    {"point": "c", "verdict": GROW, "b_exact": 0.2, "block_grad_norm": 2.0}])
+    advice = recommendation(frame)
+    assert advice.startswith("recommendation: grow at c (then a)") and "B_exact = 0.2 < 0.5" in advice
+    weak = recommendation(frame.assign(verdict=[WEAK, WEAK, NO_SIGNAL]))
+    assert "no point is certified" in weak and "a, b" in weak
+    none = recommendation(frame.assign(verdict=NO_SIGNAL))
+    assert none.startswith("recommendation: no point has a detectable signal")
+
+
+def test_compact_table_clips_and_names_inf_and_nan() -> None:
+    frame = _frame([{"point": "layer.0", "verdict": NO_SIGNAL, "mu_sq": -2e-4, "mu_sq_lo": -5e-4, "mu_sq_hi": 1e-4,
+                     "d_align": -0.5, "d_align_lo": math.nan, "d_align_hi": math.nan, "b_exact": math.nan,
+                     "b_align": math.nan, "d_par": math.inf}])
+    text = format_certificate(frame)
+    row = text.splitlines()[1]
+    assert "0 [0, 0.0001]" in row and "0 [nan, nan]" in row and "-" not in row.replace("layer.0", "")
+    assert "no detectable signal" in row
+    wide = format_certificate(frame, wide=True)
+    assert "-0.0005" in wide and "inf" in wide  # raw values in --wide
+
+
+def _pool(path: Path, rows: torch.Tensor, split: str, point: str, view: str) -> None:
+    writer = GradientPool.create(path, rows.shape[0], rows.shape[1], "float32", split=split, point=point,
+                                 point_index=0, view=view)
+    writer.write(rows)
+    writer.finish()
+
+
+@pytest.mark.parametrize("view", ["full", "pooled"])
+def test_point_rows_use_the_test_pool(tmp_path: Path, view: str) -> None:
+    """b_exact is the two-sample certificate of C = Q_tr Q_teᵀ; the one-sample bounds and the ‖μ‖²
+    interval come from the train pool (from measure's signal table in the full view, else recomputed)."""
+    generator = torch.Generator().manual_seed(0)
+    mu = torch.full((6,), 0.5)
+    Q = {"train": mu + torch.randn(20, 6, generator=generator), "test": 0.5 * mu + torch.randn(15, 6, generator=generator)}
+    for split, rows in Q.items():
+        _pool(pool_path(tmp_path, split, "p", view), rows, split, "p", view)
+    Q = {split: rows.float().double() for split, rows in Q.items()}
+    G = Q["train"] @ Q["train"].T
+    estimate, bounds = stats.stats_from_gram(G, 6), stats.alignment_intervals(G, 6, 0.9)
+    dalign = pd.DataFrame([{"point": "p", "point_index": 0, "split": "train", "view": view,
+                            **stats.table_row(estimate, bounds)}])
+    signal = pd.DataFrame([{"point": "p", "split": "train", "mu_sq_lo": -1.0, "mu_sq_hi": 2.0, "block_grad_norm": 0.5}])
+    [row] = _point_rows({"dalign": dalign, "signal": signal}, tmp_path, view, 3, 5, torch.device("cpu"))
+    two_sample = stats.TwoSampleStats.from_cross(Q["train"] @ Q["test"].T)
+    assert row["b_exact"] == pytest.approx(stats.two_sample_certificate(two_sample, 3, 5), rel=1e-6)
+    assert row["mu_cross"] == pytest.approx(two_sample.mu_cross, rel=1e-6)
+    common = stats.certificates(estimate, 3, 5)
+    assert row["b_exact_common"] == pytest.approx(common.b_exact) and row["b_align"] == pytest.approx(common.b_align)
+    assert row["b_exact"] != pytest.approx(row["b_exact_common"])  # the test pool has another mean
+    expected = (-1.0, 2.0) if view == "full" else bounds["mu_sq"]
+    assert (row["mu_sq_lo"], row["mu_sq_hi"]) == pytest.approx(expected)
+    assert row["n_test"] == 15 and row["verdict"] == verdict(row["mu_sq_lo"], row["b_exact"], 0.5)
 
 
 def test_certificate_matches_the_statistics(tmp_path: Path) -> None:
-    """On a scalemech model.pt and a prepared dataset: B_align recomputed from the row's d_align."""
+    """On a scalemech model.pt and a prepared dataset, pooled view: B_align recomputed from the row's d_align."""
     data_dir = tmp_path / "mnist"
     prepare_dataset("mnist5k", {}, data_dir)
     torch.manual_seed(0)
@@ -66,18 +195,49 @@ def test_certificate_matches_the_statistics(tmp_path: Path) -> None:
     classifier = [m for m in model.head.modules() if isinstance(m, torch.nn.Linear)][-1]
     classifier.bias.data[0] = 5.0  # a confident wrong prior: a strong, shared gradient signal μ
     save_model(tmp_path / "model.pt", model, spec)
-    table = certify(str(tmp_path / "model.pt"), str(data_dir), points="2", pool=32, M=4, K=8, batch_size=16,
-                    device="cpu")
+    table = certify(str(tmp_path / "model.pt"), str(data_dir), points="2", pool=32, M=4, K=8, batch_size=32,
+                    device="cpu", view="pooled")
     assert list(table["point"]) == ["stage2.block1", "stage3.block1"]
     for row in table.to_dict("records"):
         n_eff = 4 * 8 / (4 + 8 + 1)
+        assert row["view"] == "pooled" and row["dim"] == {"stage2.block1": 16, "stage3.block1": 32}[row["point"]]
         assert row["b_align"] == pytest.approx(1 / (1 + n_eff * row["d_align"]))
         assert row["d_align"] == pytest.approx(min(row["d_par"], row["d_2"]))
         assert row["d_align_lo"] <= row["d_align"] <= row["d_align_hi"]
+        assert row["mu_sq_lo"] <= row["mu_sq"] <= row["mu_sq_hi"]
         assert math.isfinite(row["mu_sq"]) and row["n"] == 32
+    assert (table["verdict"] == GROW).any()  # the planted signal is found
+
+
+def _token_ids(n: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, VOCAB, n).astype(np.int64)
+
+
+@pytest.mark.parametrize("form", ["npy", "nanogpt_dir", "train_bin"])
+def test_token_ids_need_no_tokenizer(tmp_path: Path, neox_checkpoint: Path, form: str) -> None:
+    """A checkpoint without tokenizer files, on token ids: a .npy, nanoGPT's directory, or its train.bin."""
+    bare = tmp_path / "bare"
+    AutoModelForCausalLM.from_pretrained(neox_checkpoint).save_pretrained(bare)  # weights only
+    assert not list(bare.glob("tokenizer*"))
+    if form == "npy":
+        np.save(tmp_path / "ids.npy", _token_ids(2000))
+        data = tmp_path / "ids.npy"
+    else:
+        _token_ids(1500).astype(np.uint16).tofile(tmp_path / "train.bin")
+        _token_ids(500, 1).astype(np.uint16).tofile(tmp_path / "val.bin")
+        data = tmp_path if form == "nanogpt_dir" else tmp_path / "train.bin"
+    table = certify(str(bare), str(data), points="1", pool=12, M=4, K=4, batch_size=12, block_size=8, device="cpu")
+    assert list(table["point"]) == ["layer.2"] and table["dim"].item() == 8 * 32
+    assert math.isfinite(table["mu_sq"].item()) and table["block_grad_norm"].item() > 0
+
+
+def test_token_ids_outside_the_vocabulary_are_named(tmp_path: Path, neox_checkpoint: Path) -> None:
+    np.save(tmp_path / "ids.npy", np.full(2000, VOCAB + 5, dtype=np.int32))
+    with pytest.raises(ValueError, match=f"token id {VOCAB + 5} is outside the model's vocabulary"):
+        certify(str(neox_checkpoint), str(tmp_path / "ids.npy"), points="1", pool=6, M=2, K=2, block_size=4,
+                device="cpu")
 
 
 def test_bad_data_path_is_named(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="nowhere"):
         certify("EleutherAI/pythia-14m", str(tmp_path / "nowhere"), device="cpu")
-

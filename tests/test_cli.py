@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import subprocess
 import sys
 from pathlib import Path
 
@@ -11,7 +13,7 @@ import torch
 from huggingface_hub import constants as hub_constants
 
 from scalemech import __version__
-from scalemech.cli import ERROR_STATUS, main
+from scalemech.cli import ERROR_STATUS, main, parser
 from scalemech.data import prepare_dataset
 from scalemech.models import build_model, save_model
 from scalemech.jobs import job_context
@@ -68,15 +70,69 @@ def test_debug_shows_the_traceback(tmp_path) -> None:
         main(["--debug", "certify", "--checkpoint", "x.pt", "--data", str(tmp_path), "--M", "0"])
 
 
-@pytest.mark.parametrize("suffix", [".npy", ".pt"])
-def test_binary_data_file_is_refused(capsys, tmp_path, model_pt, suffix) -> None:
-    data = tmp_path / f"data{suffix}"
-    if suffix == ".npy":
-        np.save(data, np.arange(100))
-    else:
+@pytest.mark.parametrize("name,content,message", [
+    ("data.pt", "torch", "is a binary file, not UTF-8 text, a .npy of token ids or nanoGPT's train.bin/val.bin"),
+    ("weights.bin", b"\x00\xff" * 64, "is a binary file, not UTF-8 text"),
+    ("floats.npy", np.linspace(0, 1, 100), "a .npy of token ids must hold a 1-D integer array; this one holds float64"),
+    ("matrix.npy", np.zeros((10, 10), dtype=np.int64), "must hold a 1-D integer array; this one holds int64 of shape (10, 10)"),
+    ("train.bin", np.arange(100, dtype=np.uint16).tobytes(), "need both train.bin and val.bin"),
+    ("ids.npy", np.arange(100), "holds token ids, which only a Hugging Face causal LM takes"),
+])
+def test_unusable_data_file_is_refused(capsys, tmp_path, model_pt, name, content, message) -> None:
+    data = tmp_path / name
+    if isinstance(content, np.ndarray):
+        np.save(data, content)
+    elif content == "torch":
         torch.save({"x": torch.arange(100)}, data)
-    message = _error(capsys, ["certify", "--checkpoint", str(model_pt), "--data", str(data), "--device", "cpu"])
-    assert data.name in message and "not UTF-8 text" in message and "prepared dataset directory" in message
+    else:
+        data.write_bytes(content)
+    error = _error(capsys, ["certify", "--checkpoint", str(model_pt), "--data", str(data), "--pool", "8",
+                            "--M", "4", "--K", "4", "--device", "cpu"])
+    assert name in error and message in error
+    if "binary file" in message:
+        assert "prepared dataset directory" in error and ".npy of token ids (1-D integer array)" in error
+
+
+def _options(top: argparse.ArgumentParser):
+    """``(command, action)`` for every option of every subcommand."""
+    [subparsers] = [a for a in top._actions if isinstance(a, argparse._SubParsersAction)]
+    for name, sub in subparsers.choices.items():
+        for action in sub._actions:
+            if action.option_strings and not isinstance(action, argparse._HelpAction):
+                yield name, sub, action
+
+
+def test_every_option_has_help_and_shows_its_default() -> None:
+    for name, sub, action in _options(parser()):
+        assert action.help, f"{name} {action.option_strings[0]} has no help text"
+        if action.required or isinstance(action, argparse._StoreTrueAction):
+            continue
+        text = sub._get_formatter()._get_help_string(action) % vars(action)
+        if action.default is None:
+            assert "default" in action.help, f"{name} {action.option_strings[0]}: say what happens without it"
+        else:
+            assert f"(default: {action.default})" in text, f"{name} {action.option_strings[0]}: {text!r}"
+    certify_help = next(sub for name, sub, _ in _options(parser()) if name == "certify").format_help()
+    assert "(default: 256)" in certify_help and "(default: full)" in certify_help
+
+
+def test_misalign_takes_no_device(capsys) -> None:
+    """E6 runs on the stored pools: a --device there would be accepted and ignored, so it is not offered."""
+    with pytest.raises(SystemExit) as exit_:
+        parser().parse_args(["misalign", "--model", "d/m", "--device", "cpu"])
+    assert exit_.value.code == 2 and "unrecognized arguments: --device cpu" in capsys.readouterr().err
+    assert parser().parse_args(["measure", "--model", "d/m", "--device", "cpu"]).device == "cpu"
+
+
+def test_help_imports_nothing_heavy() -> None:
+    """``scalemech --help`` must not wait for torch (seconds): the CLI imports its commands' modules lazily."""
+    code = ("import sys\nfrom scalemech.cli import main\n"
+            "for argv in (['--help'], ['certify', '--help'], ['--version']):\n"
+            "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
+            "print(sorted(m for m in ('torch', 'pandas', 'numpy', 'transformers', 'scalemech.jobs') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "[]"
 
 
 def test_pool_larger_than_the_image_split(capsys, mnist) -> None:

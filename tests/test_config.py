@@ -178,7 +178,7 @@ CROSS_CHECKED = {
                                       ["measure.test_pool (x2", "held-out", "1200", "mnist5k test split"]),
     "train pool over the split": (_set("measure.train_pool", 4500),
                                   ["measure.train_pool", "4500", "4000", "mnist5k train split"]),
-    "expand pool over the split": (_set("expand.pool", 1500), ["expand.pool", "1500", "1000", "mnist5k"]),
+    "expand pool over the split": (_set("expand.pool", 4500), ["expand.pool", "4500", "4000", "mnist5k train split"]),
     "misalign size over the pool": (_set("measure.train_pool", 16),
                                     ["misalign.sizes[5]", "32", "measure.train_pool", "16"]),
     "empty test split": (_set("datasets.mnist5k.test_fraction", 0.0001),
@@ -209,7 +209,7 @@ def cifar_subset() -> dict:
 
 @pytest.mark.parametrize("key, value, expected", [
     ("measure.test_pool", 4000, ["measure.test_pool", "2000", "cifar10 test split"]),
-    ("expand.pool", 2500, ["expand.pool", "2000", "cifar10 test split"]),
+    ("expand.pool", 12000, ["expand.pool", "10000", "cifar10 train split"]),
 ])
 def test_pools_are_checked_against_a_subset(key: str, value: int, expected: list[str]) -> None:
     config = cifar_subset()
@@ -300,3 +300,78 @@ def test_workflow_rejects_a_duplicated_key(tmp_path: Path) -> None:
     output = result.stdout + result.stderr
     assert result.returncode != 0, output[-3000:]
     assert f"{path}:10" in output and "'depths'" in output, output[-3000:]
+
+
+# -- cluster: partitions and the nodes' limits -----------------------------------------------------
+
+NODE = {"max_cpus": 2, "max_mem_mb": 8000, "max_gpus": 0, "max_runtime": 120}
+
+
+def with_cluster(cluster: dict, edit=None) -> dict:
+    config = copy.deepcopy(quick())
+    config["cluster"] = cluster
+    if edit is not None:
+        edit(config)
+    return config
+
+
+def test_cluster_section_is_optional_and_filled_in() -> None:
+    assert validate_config(quick())["cluster"] == {}
+    config = validate_config(with_cluster({"gpu_partition": "a100", "cpu_partition": "cpu", "account": "proj", **NODE}))
+    assert config["cluster"]["gpu_partition"] == "a100" and config["cluster"]["max_cpus"] == 2
+
+
+@pytest.mark.parametrize("cluster, expected", [
+    ({"max_cpu": 4}, ["cluster", "max_cpu", "max_cpus"]),
+    ({"max_gpus": -1}, ["cluster.max_gpus"]),
+    ({"max_mem_mb": "16G"}, ["cluster.max_mem_mb"]),
+    ({"gpu_partition": "gpu a100"}, ["cluster.gpu_partition"]),
+])
+def test_malformed_cluster_section_is_rejected(cluster: dict, expected: list[str]) -> None:
+    assert_rejected(with_cluster(cluster), expected)
+
+
+@pytest.mark.parametrize("cluster, edit, expected", [
+    # threads: every model job asks for them as CPUs
+    ({"max_cpus": 1}, None, ["threads: 2", "cluster.max_cpus 1", "train_model", "cost_table", "at most 1"]),
+    # a grid's memory, named with its rules and models
+    ({"max_mem_mb": 3000}, _set("cost", {"max_covariance_mb": 256}),
+     ["grids.resnet_mnist.resources.mem_mb: 4000", "cluster.max_mem_mb 3000", "train_model", "misalign_model",
+      "mnist5k/resnet-d8-w0.5-s0", "at most 3000 MB"]),
+    # a GPU grid on a cluster without GPUs: the GPU rules only, with the way out
+    ({"max_gpus": 0}, _set("grids.llama_stdlib.resources", {"gpu": 1}),
+     ["grids.llama_stdlib.resources.gpu: 1", "cluster.max_gpus 0", "pystdlib/llama-d2-w64-s0", "gpu: 0"]),
+    ({"max_runtime": 30}, None, ["grids.resnet_mnist.resources.runtime: 60", "cluster.max_runtime 30", "at most 30 minutes"]),
+    # what the config chose for prepare_data and cost_table
+    ({"max_mem_mb": 4000}, None, ["cost.max_covariance_mb: 1024", "cost_table", "4072 MB", "at most 1000"]),
+])
+def test_job_that_cannot_fit_the_nodes_is_refused_at_planning(cluster: dict, edit, expected: list[str]) -> None:
+    assert_rejected(with_cluster(cluster, edit), expected)
+
+
+def test_gpu_count_only_concerns_the_gpu_rules() -> None:
+    config = with_cluster({"max_gpus": 0}, _set("grids.llama_stdlib.resources", {"gpu": 1}))
+    with pytest.raises(ConfigError) as info:
+        validate_config(config)
+    line = next(line for line in str(info.value).splitlines() if "resources.gpu" in line)
+    assert "misalign_model" not in line and "intervene_model" in line
+
+
+def test_jobs_that_fit_the_nodes_pass_and_fixed_requests_are_capped() -> None:
+    from scalemech.config import cluster_requests
+
+    config = validate_config(with_cluster({**NODE, "max_mem_mb": 4096, "max_runtime": 60}))
+    requests = cluster_requests(config)
+    assert requests["prepare_data:mnist5k"] == {"cpus": 1, "mem_mb": 4096, "runtime": 60}
+    assert requests["cost_table"] == {"cpus": 2, "mem_mb": 4072, "runtime": 60}
+    assert cluster_requests(validate_config(quick()))["prepare_data:mnist5k"] == {"cpus": 1, "mem_mb": 8000, "runtime": 120}
+
+
+def test_paper_config_fits_the_example_limits_it_documents() -> None:
+    import re
+
+    text = (ROOT / "config" / "paper.yaml").read_text()
+    config = yaml.safe_load(re.sub(r"\n  # (cpu_partition|account|max_\w+):", r"\n  \1:", text))
+    assert set(config["cluster"]) >= {"max_cpus", "max_mem_mb", "max_gpus", "max_runtime"}
+    validate_config(config)
+    assert all(group["resources"]["gpu"] == 1 for group in [*config["grids"].values(), *config["pretrained"].values()])

@@ -320,10 +320,28 @@ def test_pystdlib_deterministic_and_only_stdlib(tmp_path):
     assert (tmp_path / "a" / "manifest.json").read_bytes() == (tmp_path / "b" / "manifest.json").read_bytes()
     listed = first["source"]["files"]
     assert [e["path"] for e in listed] == [f.as_posix() for f in files[:25]]
-    stream = b"".join((root / e["path"]).read_bytes() for e in listed)
     assert all(hashlib.sha256((root / e["path"]).read_bytes()).hexdigest() == e["sha256"] for e in listed)
     data = load_prepared(tmp_path / "a")
-    assert bytes(data.train_x.numpy()) + bytes(data.test_x.numpy()) == stream
+    for split in ("train", "test"):                                   # whole files, each in one split
+        stream = b"".join((root / e["path"]).read_bytes() for e in listed if e["split"] == split)
+        assert bytes(getattr(data, f"{split}_x").numpy()) == stream and stream
+    test_files = {e["path"] for e in listed if e["split"] == "test"}
+    assert test_files != {e["path"] for e in listed[-len(test_files):]}  # not the tail of the sorted stream
+    other_seed = prepare_dataset("pystdlib", {**cfg, "split_seed": 1}, tmp_path / "c")["source"]["files"]
+    assert {e["path"] for e in other_seed if e["split"] == "test"} != test_files
+
+
+def test_single_file_chunked_split(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(np.random.default_rng(0).integers(0, 256, 10240, dtype=np.uint8).tobytes())
+    contiguous = prepare_dataset("corpus", {"path": str(corpus)}, tmp_path / "a")
+    data = load_prepared(tmp_path / "a")
+    assert bytes(data.test_x.numpy()) == corpus.read_bytes()[-1024:] and contiguous["source"]["split"] == "contiguous"
+    prepare_dataset("corpus", {"path": str(corpus), "split": "chunks", "chunk_bytes": 512, "split_seed": 3},
+                    tmp_path / "b")
+    chunked = load_prepared(tmp_path / "b")
+    assert len(chunked.test_x) == 1024 and bytes(chunked.test_x.numpy()) != corpus.read_bytes()[-1024:]
+    assert len(chunked.train_x) + len(chunked.test_x) == 10240
 
 
 # ---------------------------------------------------------------- loading -----------------

@@ -25,6 +25,24 @@ def settings(**overrides) -> ExpandConfig:
     return ExpandConfig(**{**DEFAULTS, "optimizer": "sgd", "lr": 0.01, **overrides})
 
 
+class TensorTask:
+    """The training side of ``tasks.Task`` over in-memory tensors: batches drawn with replacement."""
+
+    def __init__(self, x: torch.Tensor, y: torch.Tensor):
+        self.x, self.y, self.drawn = x, y, []
+
+    def count(self, split: str) -> int:
+        return len(self.x)
+
+    def sample(self, split: str, n: int, generator: torch.Generator) -> torch.Tensor:
+        index = torch.randint(len(self.x), (n,), generator=generator)
+        self.drawn.append(index)
+        return index
+
+    def examples(self, split: str, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.x[index], self.y[index]
+
+
 def _setup():
     torch.manual_seed(0)
     model = build_model({"family": "resnet", "depth": 8, "width": 0.25, "in_channels": 1, "num_classes": 3}).eval()
@@ -39,8 +57,8 @@ def test_expanded_model_equals_old_and_jumpboard_descends():
     expanded, block = model.insert_block(point)
     torch.testing.assert_close(expanded.eval()(test[0]), model(test[0]), rtol=0, atol=1e-6)
     old_loss = mean_loss(model, *train, 40, PREPARE)
-    step, jump_loss = jumpboard(expanded, block, train, settings(eval_batch_size=40), PREPARE)
-    assert step > 0 and jump_loss < old_loss
+    step, jump_loss, interior = jumpboard(expanded, block, train, settings(eval_batch_size=40), PREPARE)
+    assert step > 0 and jump_loss < old_loss and interior                 # the line search brackets its optimum
     assert mean_loss(expanded, *train, 40, PREPARE) == pytest.approx(jump_loss)  # the block is left at θ_J
 
 
@@ -48,14 +66,16 @@ def test_broken_new_block_is_refused():
     model, train, test = _setup()
     model.new_block = lambda point: nn.Conv2d(8, 8, 3, padding=1)  # not zero at initialization
     with pytest.raises(RuntimeError, match="changed the model's output"):
-        expand_at(model, model.insertion_points()[1], train, train, test, settings(steps=1), PREPARE, KEYS)
+        expand_at(model, model.insertion_points()[1], TensorTask(*train), train, test, settings(steps=1), PREPARE,
+                  KEYS)
 
 
 @pytest.mark.parametrize("train_mode", ["block", "all"])
 def test_expansion_row(train_mode):
     model, train, test = _setup()
     config = settings(steps=6, train_mode=train_mode, batch_size=16, lr=0.02, eval_batch_size=40)
-    row = expand_at(model, model.insertion_points()[0], train, train, test, config, PREPARE, KEYS).iloc[0]
+    row = expand_at(model, model.insertion_points()[0], TensorTask(*train), train, test, config, PREPARE,
+                    KEYS).iloc[0]
     check_columns(row.to_frame().T, "expansion")
     assert row.train_loss_old == pytest.approx(mean_loss(model, *train, 40, PREPARE))
     assert row.test_loss_old == pytest.approx(mean_loss(model, *test, 40, PREPARE))
@@ -70,7 +90,8 @@ def test_expansion_row(train_mode):
 def test_sabotaged_training_falls_back_to_jumpboard():
     model, train, test = _setup()
     config = settings(steps=5, train_mode="all", batch_size=16, lr=1e4, momentum=0.0, eval_batch_size=40)
-    row = expand_at(model, model.insertion_points()[1], train, train, test, config, PREPARE, KEYS).iloc[0]
+    row = expand_at(model, model.insertion_points()[1], TensorTask(*train), train, test, config, PREPARE,
+                    KEYS).iloc[0]
     assert row.fallback
     assert not row.train_loss_new <= row.train_loss_jump  # training diverged (or went nan)
     assert row.train_loss_selected == row.train_loss_jump and row.test_loss_selected == row.test_loss_jump
@@ -84,9 +105,24 @@ def test_expansion_ignores_the_global_rng_state():
     for global_seed in (1, 2):
         torch.manual_seed(global_seed)
         torch.rand(7)
-        rows.append(expand_at(model, model.insertion_points()[1], train, train, test, settings(steps=2), PREPARE,
-                           KEYS))
+        rows.append(expand_at(model, model.insertion_points()[1], TensorTask(*train), train, test, settings(steps=2),
+                              PREPARE, KEYS))
     pd.testing.assert_frame_equal(rows[0], rows[1])
-    other_model = expand_at(model, model.insertion_points()[1], train, train, test, settings(steps=2), PREPARE,
-                         {**KEYS, "model": "m2"})
+    other_model = expand_at(model, model.insertion_points()[1], TensorTask(*train), train, test, settings(steps=2),
+                            PREPARE, {**KEYS, "model": "m2"})
     assert other_model.jump_step.iloc[0] != rows[0].jump_step.iloc[0]
+
+
+def test_control_and_expanded_model_see_the_same_batches():
+    model, train, test = _setup()
+    task = TensorTask(*train)
+    expand_at(model, model.insertion_points()[1], task, train, test, settings(steps=3, batch_size=8), PREPARE, KEYS)
+    assert len(task.drawn) == 6                                           # 3 steps for f_new, then 3 for the control
+    assert all(torch.equal(a, b) for a, b in zip(task.drawn[:3], task.drawn[3:]))
+
+
+def test_control_at_zero_steps_equals_the_old_model():
+    model, train, test = _setup()
+    row = expand_at(model, model.insertion_points()[1], TensorTask(*train), train, test, settings(steps=0), PREPARE,
+                    KEYS).iloc[0]
+    assert row.train_loss_control == row.train_loss_old and row.test_loss_control == row.test_loss_old

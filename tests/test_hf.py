@@ -1,8 +1,10 @@
 """Hugging Face causal LMs behind the insertion-point interface, and checkpoint tokenization.
 
-Tiny random GPT-NeoX (parallel and sequential residual, partial rotary) and LLaMA (grouped
-KV heads) checkpoints and a byte-level BPE tokenizer are written with ``save_pretrained``
-into a temporary directory and loaded through ``build_model`` (the hub code path, offline).
+Tiny random GPT-2 (learned positions, Conv1D), GPT-NeoX (parallel and sequential residual,
+partial rotary), LLaMA (grouped KV heads), Mistral (a sliding window shorter than the
+sequence), Qwen2 (full and sliding-window layers, qkv biases) and Qwen3 (q/k norms)
+checkpoints and a byte-level BPE tokenizer are written with ``save_pretrained`` into a
+temporary directory and loaded through ``build_model`` (the hub code path, offline).
 """
 
 from __future__ import annotations
@@ -10,15 +12,20 @@ from __future__ import annotations
 import importlib.util
 import sys
 
+import numpy as np
 import pytest
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import (
     AutoModelForCausalLM,
+    BloomConfig,
     GPT2Config,
     GPTNeoXConfig,
     LlamaConfig,
+    MistralConfig,
     PreTrainedTokenizerFast,
+    Qwen2Config,
+    Qwen3Config,
 )
 
 from scalemech.data import Prepared
@@ -47,6 +54,16 @@ CONFIGS = {
                                                  max_position_embeddings=64, use_parallel_residual=False),
     "llama": lambda: LlamaConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
                                  num_key_value_heads=2, intermediate_size=64, max_position_embeddings=64),
+    "gpt2": lambda: GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=3, n_head=4, n_positions=64),
+    # sliding window 4 < T = 12: a full causal mask would change the logits
+    "mistral": lambda: MistralConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                     num_key_value_heads=2, intermediate_size=64, max_position_embeddings=64,
+                                     sliding_window=4),
+    "qwen2": lambda: Qwen2Config(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
+                                 num_key_value_heads=2, intermediate_size=64, max_position_embeddings=64,
+                                 use_sliding_window=True, sliding_window=4, max_window_layers=1),
+    "qwen3": lambda: Qwen3Config(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                 num_key_value_heads=2, head_dim=8, intermediate_size=64, max_position_embeddings=64),
 }
 B, T = 5, 12
 
@@ -173,13 +190,35 @@ def test_per_example_stream_grads_from_one_batch(checkpoint):
         assert stats.mu_sq == pytest.approx(float((G.sum() - G.trace()) / (B * (B - 1))), rel=1e-9, abs=1e-30)
 
 
-def test_unsupported_model_type_is_named(tmp_path):
-    config = GPT2Config(vocab_size=VOCAB, n_embd=16, n_layer=1, n_head=2, n_positions=32)
-    AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path)
-    with pytest.raises(ValueError, match="gpt2"):
+def test_unsupported_model_type_is_refused_before_the_weights(tmp_path):
+    """Only config.json is there: a refusal that needed the weights would be an OSError."""
+    BloomConfig(vocab_size=VOCAB, hidden_size=16, n_layer=1, n_head=2).save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="'bloom'.*not supported.*gpt2, gpt_neox, llama, mistral, qwen2, qwen3"):
         build_model({"family": "hf", "checkpoint": str(tmp_path), "local_files_only": True})
     with pytest.raises(ValueError, match="float16"):
         build_model({"family": "hf", "checkpoint": str(tmp_path), "dtype": "float16"})
+
+
+def test_every_supported_family_is_tested():
+    from scalemech.models.hf import DECODER_LAYOUTS
+
+    tested = {CONFIGS[name]().model_type for name in CONFIGS}
+    assert tested == set(DECODER_LAYOUTS)
+
+
+def test_sliding_window_layers_get_their_mask(tmp_path):
+    """Qwen2 with max_window_layers=1: layer 0 attends fully, layers 1-2 within the window."""
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(CONFIGS["qwen2"]()).save_pretrained(tmp_path)
+    model, _ = load(str(tmp_path))
+    assert [block.attention for block in model.blocks] == ["full_attention", "sliding_attention",
+                                                           "sliding_attention"]
+    x = token_ids(4)[:, :-1]
+    with torch.no_grad():
+        z = model.stem(x)
+        windowed = model.blocks[1](z)
+        model.blocks[1].attention = "full_attention"
+        assert not torch.allclose(model.blocks[1](z), windowed)  # the window matters at T = 12
 
 
 def test_tokenize_text_round_trips(checkpoint):
@@ -242,3 +281,58 @@ def test_token_pool_windows_are_disjoint_and_seeded(n, block_size):
 def test_token_pool_rejects_too_many_windows():
     with pytest.raises(ValueError, match="n=5"):
         token_pool(torch.arange(20), 5, 4, seed=0)
+
+
+@pytest.mark.parametrize("checkpoint", ["gpt2"], indirect=True)
+def test_token_ids_are_cut_without_a_tokenizer(checkpoint, tmp_path):
+    """Token ids given directly: model.task is a TokenIdTask; its examples are windows of the stream."""
+    from scalemech.data.tokenized import TokenIdTask, load_token_ids
+    from scalemech.tasks import draw_disjoint
+
+    ids = np.arange(1000) * 7 % VOCAB  # a window's first id and the next ones give its offset
+    np.save(tmp_path / "ids.npy", ids.astype(np.int32))
+    data = load_token_ids(tmp_path / "ids.npy")
+    model = build_model({"family": "hf", "checkpoint": checkpoint, "local_files_only": True, "block_size": 6})
+    task = model.task(data)
+    assert isinstance(task, TokenIdTask) and task.block_size == 6 and task.vocab_size == VOCAB
+    for split, stream in (("train", ids[:900]), ("test", ids[900:])):
+        examples = draw_examples(task, split, n=5, seed=1)
+        assert examples.x.shape == examples.y.shape == (5, 6) and examples.x.dtype == torch.int64
+        for start, x, y in zip(examples.index.tolist(), examples.x, examples.y):
+            assert x.tolist() == stream[start:start + 6].tolist() and y.tolist() == stream[start + 1:start + 7].tolist()
+        assert torch.equal(draw_examples(task, split, n=5, seed=1).x, examples.x)  # seeded
+    first = draw_examples(task, "train", n=5, seed=1)
+    other = draw_disjoint(task, "train", 5, seed=2, exclude=first.index)
+    assert not task.overlaps(other.index, first.index).any()
+    with torch.no_grad():
+        assert model(task.to_input(first.x)).shape == (5, 6, VOCAB)
+    with pytest.raises(ValueError, match="n=200"):
+        task.draw("test", 200, seed=0)
+
+
+def test_token_id_files(tmp_path):
+    from scalemech.data.tokenized import TOKEN_TRAIN_SHARE, is_token_ids, load_token_ids
+
+    np.save(tmp_path / "ids.npy", np.arange(1000, dtype=np.int64))
+    data = load_token_ids(tmp_path / "ids.npy")
+    assert data.kind == "tokens" and len(data.train_x) == int(1000 * TOKEN_TRAIN_SHARE)
+    assert np.array_equal(np.concatenate([data.train_x, data.test_x]), np.arange(1000))
+    nano = tmp_path / "nano"
+    nano.mkdir()
+    np.arange(300, dtype=np.uint16).tofile(nano / "train.bin")
+    np.arange(300, 350, dtype=np.uint16).tofile(nano / "val.bin")
+    for path in (nano, nano / "train.bin", nano / "val.bin"):
+        assert is_token_ids(path)
+        data = load_token_ids(path)
+        assert data.train_x.dtype == np.uint16 and data.train_x.tolist() == list(range(300))
+        assert data.test_x.tolist() == list(range(300, 350))
+    assert not is_token_ids(tmp_path) and not is_token_ids(tmp_path / "absent.npy")
+    (nano / "val.bin").unlink()
+    with pytest.raises(FileNotFoundError, match="val.bin"):
+        load_token_ids(nano / "train.bin")
+    (nano / "val.bin").write_bytes(b"\x01\x02\x03")
+    with pytest.raises(ValueError, match="3 bytes is not a nanoGPT token file"):
+        load_token_ids(nano)
+    np.save(tmp_path / "bad.npy", np.array(["a", "b"]))
+    with pytest.raises(ValueError, match="1-D integer array"):
+        load_token_ids(tmp_path / "bad.npy")

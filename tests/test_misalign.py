@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 import torch
 
+import scalemech.experiments.misalign as misalign_module
 from scalemech.experiments.misalign import (block_means, misalignment, misalignment_draws, ordered_subsets,
                                             wilson_interval)
 from scalemech.grads import GradientPool, pool_path
@@ -105,3 +106,56 @@ def test_misalignment_table_from_pools(tmp_path):
     two_sample = TwoSampleStats.from_cross(stored["train"] @ stored["test"].T)
     assert row.mu_cross == pytest.approx(two_sample.mu_cross)
     assert row.b_exact == pytest.approx(two_sample_certificate(two_sample, 2, 5))
+
+def _brute_force_means(C, rows, cols, Ms, Ks):
+    """``(R, len(Ms), len(Ks))``: ``mean(C[rows[r, :M]][:, cols[r, :K]])``, one cell at a time."""
+    return torch.tensor([[[C[r[:M]][:, c[:K]].mean().item() for K in Ks] for M in Ms] for r, c in zip(rows, cols)],
+                        dtype=torch.float64)
+
+
+@pytest.mark.parametrize("dense_share", [0.0, 0.25, 10.0])  # every segment dense, the default mix, every one sparse
+@pytest.mark.parametrize("slab_bytes", [8 * 8, 2**19])  # slabs of 8 columns (the last one padded), or one slab
+@pytest.mark.parametrize("n_train,n_test,Ms,Ks", [(30, 21, [1, 4, 9, 30], [2, 5, 21]), (12, 43, [3, 12], [1, 7, 30]),
+                                                  (50, 9, [40], [1, 2])])  # the last one sums over columns
+def test_block_means_kernels_equal_brute_force(n_train, n_test, Ms, Ks, dense_share, slab_bytes, monkeypatch):
+    monkeypatch.setattr(misalign_module, "DENSE_SHARE", dense_share)
+    monkeypatch.setattr(misalign_module, "SLAB_BYTES", slab_bytes)
+    generator = torch.Generator().manual_seed(11)
+    C = torch.randn(n_train, n_test, dtype=torch.float64, generator=generator) + 0.1
+    rows, cols = ordered_subsets(17, n_train, Ms[-1], generator), ordered_subsets(17, n_test, Ks[-1], generator)
+    torch.testing.assert_close(block_means(C, rows, cols, Ms, Ks), _brute_force_means(C, rows, cols, Ms, Ks),
+                               rtol=1e-12, atol=1e-12)
+
+
+def test_ordered_subsets_are_uniform_ordered_subsets():
+    draws, n = 24_000, 4
+    subsets = ordered_subsets(draws, n, 2, torch.Generator().manual_seed(12))
+    assert subsets.shape == (draws, 2) and subsets.dtype == torch.int64
+    assert ((subsets >= 0) & (subsets < n)).all() and (subsets[:, 0] != subsets[:, 1]).all()
+    counts = torch.bincount(subsets[:, 0] * n + subsets[:, 1], minlength=n * n).reshape(n, n)
+    expected = draws / (n * (n - 1))  # each of the 12 ordered pairs
+    off_diagonal = counts[~torch.eye(n, dtype=torch.bool)]
+    assert (off_diagonal - expected).abs().max() < 5 * math.sqrt(expected)
+    permutations = ordered_subsets(100, 7, 7, torch.Generator().manual_seed(13))
+    assert (permutations.sort(1).values == torch.arange(7)).all()  # size = n: whole permutations
+    assert ordered_subsets(3, 5, 0, torch.Generator()).shape == (3, 0)
+    with pytest.raises(ValueError, match="size"):
+        ordered_subsets(3, 5, 6, torch.Generator())
+
+
+@pytest.mark.parametrize("grid", [[(2, 3), (9, 3), (9, 14)], [(18, 1), (18, 2)]])  # the second sums over columns
+def test_misalignment_draws_follow_the_documented_stream(grid, monkeypatch):
+    monkeypatch.setattr(misalign_module, "DRAW_CHUNK", 7)
+    C = torch.randn(20, 15, dtype=torch.float64, generator=torch.Generator().manual_seed(14))
+    Ms, Ks = sorted({M for M, _ in grid}), sorted({K for _, K in grid})
+    values = misalignment_draws(C, grid, 17, seed=5)
+    generator = torch.Generator().manual_seed(5)
+    chunks = []
+    for size in (7, 7, 3):  # per chunk: the rows, then the columns, from one generator
+        rows, cols = ordered_subsets(size, 20, Ms[-1], generator), ordered_subsets(size, 15, Ks[-1], generator)
+        chunks.append(_brute_force_means(C, rows, cols, Ms, Ks))
+    expected = torch.cat(chunks)
+    for (M, K), value in values.items():
+        torch.testing.assert_close(value, expected[:, Ms.index(M), Ks.index(K)], rtol=1e-12, atol=1e-12)
+    again = misalignment_draws(C, grid, 17, seed=5)
+    assert all(torch.equal(again[cell], values[cell]) for cell in grid)

@@ -564,3 +564,43 @@ def test_offdiag_null_unbiased_separates_diagonal_from_correlated():
     first = stats.offdiag_null_unbiased(diagonal, draws=5, seed=1)
     assert stats.offdiag_null_unbiased(diagonal, draws=5, seed=1) == first
     assert stats.offdiag_null_unbiased(diagonal, draws=5, seed=2) != first
+
+
+@pytest.mark.parametrize("kind", ["float32", "float64", "float16 memmap", "numpy float32"])
+@pytest.mark.parametrize("chunk_bytes,chunk_size", [(None, 8192), (8 * 11 * 3, 8192), (None, 5), (8 * 11 * 2, 1)])
+def test_cross_gram_equals_plain_product(kind, chunk_bytes, chunk_size, tmp_path, monkeypatch):
+    if chunk_bytes is not None:  # force several chunks (3 or 1 column(s)), the last one narrower
+        monkeypatch.setattr(stats, "_CHUNK_BYTES", chunk_bytes)
+        monkeypatch.setattr(stats, "_MIN_CHUNK_COLUMNS", 1)
+    generator = torch.Generator().manual_seed(31)
+    a64 = torch.randn(6, 23, dtype=torch.float64, generator=generator) + 0.1
+    b64 = torch.randn(5, 23, dtype=torch.float64, generator=generator) - 0.2
+    if kind == "float16 memmap":
+        a64, b64 = a64.half().double(), b64.half().double()  # what the stored pool holds
+
+    def stored(x, name):
+        if kind == "float32":
+            return x.float()
+        if kind == "float64":
+            return x
+        if kind == "numpy float32":
+            return x.float().numpy()
+        memmap = np.lib.format.open_memmap(tmp_path / f"{name}.npy", mode="w+", dtype=np.float16, shape=tuple(x.shape))
+        memmap[:] = x.numpy()
+        memmap.flush()
+        return np.load(tmp_path / f"{name}.npy", mmap_mode="r")
+
+    a, b = stored(a64, "a"), stored(b64, "b")
+    if kind in ("float32", "numpy float32"):
+        a64, b64 = a64.float().double(), b64.float().double()
+    for got, want in [(stats.cross_gram(a, b, chunk_size), a64 @ b64.T),
+                      (stats.cross_gram(a, None, chunk_size), a64 @ a64.T)]:
+        assert got.dtype == torch.float64 and got.shape == want.shape
+        torch.testing.assert_close(got, want, rtol=1e-13, atol=1e-13)
+    with pytest.raises(ValueError, match="chunk_size"):
+        stats.cross_gram(a, b, 0)
+
+
+def test_cross_gram_chunk_is_bounded():
+    assert stats._chunk_columns(1024, 8192) * 8 * 1024 <= stats._CHUNK_BYTES  # a (1024 × c) float64 chunk
+    assert stats._chunk_columns(4, 8192) == 8192 and stats._chunk_columns(10**9, 8192) == stats._MIN_CHUNK_COLUMNS

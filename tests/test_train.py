@@ -15,6 +15,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from scalemech.checkpoints import snapshot_paths, snapshot_schedule
 from scalemech.data import Prepared, load_prepared, normalize_images, prepare_dataset
 from scalemech.models import build_model, load_model
 from scalemech.tables import timing_columns
@@ -128,9 +129,9 @@ def test_same_seed_same_metrics_other_seed_differs(uninterrupted, small_mnist, t
     assert other["train_loss"] != expected["train_loss"]
 
 
-def steps_run(recipe: Recipe, data: Prepared, out: Path, crash_at: int | None = None) -> list[int]:
-    """Train TINY_RESNET (seed 3) into ``out``; return the optimizer steps this call ran. With
-    ``crash_at``, the run is interrupted (like a kill) right after that step."""
+def steps_run(recipe: Recipe, data: Prepared, out: Path, crash_at: int | None = None, **options) -> list[int]:
+    """Train TINY_RESNET (seed 3, ``options`` to ``train``) into ``out``; return the optimizer steps
+    this call ran. With ``crash_at``, the run is interrupted (like a kill) right after that step."""
     steps: list[int] = []
 
     def on_step(step: int) -> None:
@@ -140,7 +141,7 @@ def steps_run(recipe: Recipe, data: Prepared, out: Path, crash_at: int | None = 
 
     try:
         train(TINY_RESNET, recipe, data, out, out / "ckpt", seed=3, device="cpu", checkpoint_every=6,
-              progress=False, on_step=on_step)
+              progress=False, on_step=on_step, **options)
     except KeyboardInterrupt:
         assert crash_at is not None
     return steps
@@ -319,3 +320,20 @@ def test_width_quarter_resnet_trains_on_avx2_kernels():
     result = subprocess.run([sys.executable, "-c", AVX2_TRAINING], env=env, capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0 and "trained" in result.stdout, result.stderr[-2000:]
+
+
+def test_snapshots_of_a_resumed_run_equal_an_uninterrupted_one(small_mnist, tmp_path):
+    recipe = dataclasses.replace(RESUME_RECIPE, steps=12)
+    runs = {}
+    for name, crash_at in (("whole", None), ("resumed", 7)):
+        out = tmp_path / name
+        if crash_at:
+            steps_run(recipe, small_mnist, out, crash_at, snapshots=6, snapshot_dir=out / "snapshots")
+        steps_run(recipe, small_mnist, out, None, snapshots=6, snapshot_dir=out / "snapshots")
+        identity = torch.load(out / "model.pt", weights_only=False)["identity"]
+        runs[name] = snapshot_paths(out / "snapshots" / identity)
+    assert sorted(runs["whole"]) == snapshot_schedule(12, 6) == sorted(runs["resumed"])
+    for step, path in runs["whole"].items():
+        whole, resumed = (torch.load(p, weights_only=True) for p in (path, runs["resumed"][step]))
+        assert all(torch.equal(whole[k], resumed[k]) for k in whole), step
+

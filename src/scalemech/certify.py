@@ -1,26 +1,67 @@
-"""``scalemech certify``: ``d_align`` and the expansion certificate of a user's own checkpoint.
+"""``scalemech certify``: where growing a user's own checkpoint can pay off.
 
-Per insertion point of a scalemech ``model.pt`` or a Hugging Face causal LM, on a prepared
-dataset or a text file: the alignment statistics with intervals, ``B_exact``/``B_align`` at the
-user's ``(M, K)`` and the first-order gain of a zero-initialized block inserted there
-(docs/science.md §3, §5): where growing the model can pay off.
+Per insertion point of a scalemech ``model.pt`` or a Hugging Face decoder LM, on a prepared
+dataset, a text file or token ids: the alignment statistics of the train pool with intervals,
+the two-sample certificate ``B_exact`` from the train × test cross-Gram at the user's ``(M, K)``
+(beside the one-sample ``B_exact_common``, ``B_align``), the first-order gain of a
+zero-initialized block inserted there (docs/science.md §3, §5), and a verdict per point
+(``verdict``, the rule below) with a one-line recommendation.
+
+Verdict rule (``verdict``), per point, from the numbers in its row:
+
+- ``"grow here"``: the ``‖μ‖²`` interval lies above 0 (a mean gradient is detected,
+  ``mu_sq_lo > 0``), the two-sample certificate bounds the misalignment probability at
+  ``(M, K)`` below ``B_GROW`` (``b_exact < 0.5``: a step along the mean gradient of ``M`` train
+  examples lowers the loss of ``K`` test examples, to first order, more often than not) and a
+  zero-initialized block there gets a gradient (``block_grad_norm > 0``, Paper D's Condition 1);
+- ``"weak"``: only the ``‖μ‖²`` interval or only the certificate holds;
+- ``"no detectable signal"``: neither.
+
+The recommendation names the "grow here" points, ranked by ``block_grad_norm`` (the largest
+first-order gain first), or says that no point has a detectable signal.
 """
 
 from __future__ import annotations
 
 import codecs
+import math
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import torch
 
 from .data import load_prepared, prepare_dataset
+from .data.tokenized import is_token_ids, load_token_ids
 from .device import resolve_device
 from .models import ResidualModel, build_model, load_model
 
-CERTIFICATE_COLUMNS = ["point", "point_index", "n", "dim", "mu_sq", "d_par", "d_par_lo", "d_par_hi", "d_2", "d_2_lo",
-                       "d_2_hi", "d_align", "d_align_lo", "d_align_hi", "M", "K", "b_exact", "b_align",
-                       "block_grad_norm"]
+CERTIFICATE_COLUMNS = ["point", "point_index", "view", "n", "n_test", "dim", "mu_sq", "mu_sq_lo", "mu_sq_hi",
+                       "d_par", "d_par_lo", "d_par_hi", "d_2", "d_2_lo", "d_2_hi", "d_align", "d_align_lo",
+                       "d_align_hi", "M", "K", "mu_cross", "b_exact", "b_exact_common", "b_align",
+                       "block_grad_norm", "verdict"]
+"""The full table (``--wide``, ``--out``): ``b_exact`` is the two-sample certificate (train and test
+pools, ``stats.two_sample_certificate``), ``b_exact_common``/``b_align`` the one-sample ones of the
+train pool (``stats.certificates``); ``mu_cross`` estimates ``μ_trᵀμ_te``."""
+VIEWS = ("full", "pooled")
+INTERVAL_LEVEL = 0.9
+"""Two-sided level of the jackknife intervals."""
+B_GROW = 0.5
+""""grow here" needs ``b_exact < B_GROW``: misalignment at ``(M, K)`` certified less likely than not."""
+GROW, WEAK, NO_SIGNAL = "grow here", "weak", "no detectable signal"
+VERDICTS = (GROW, WEAK, NO_SIGNAL)
+HF_BLOCK_SIZE = 1024
+"""Tokens per example of a Hugging Face model when ``--block-size`` is not given: at most this
+(``max_position_embeddings`` can be 32k or more, far beyond what a pool of examples needs)."""
+
+
+def verdict(mu_sq_lo: float, b_exact: float, block_grad_norm: float) -> str:
+    """The verdict of one point (module doc): ``GROW``, ``WEAK`` or ``NO_SIGNAL``; NaN counts as not met."""
+    detected = mu_sq_lo > 0
+    certified = b_exact < B_GROW
+    if detected and certified and block_grad_norm > 0:
+        return GROW
+    return WEAK if detected or certified else NO_SIGNAL
 
 
 def _certify_model(checkpoint: str, family: str | None, block_size: int | None,
@@ -31,18 +72,29 @@ def _certify_model(checkpoint: str, family: str | None, block_size: int | None,
         return load_model(path, map_location=device)[0]
     if family not in (None, "hf"):
         raise ValueError(f"--family {family} needs a scalemech model.pt, got {checkpoint!r}")
-    spec = {"family": "hf", "checkpoint": checkpoint, "local_files_only": path.is_dir()}
+    spec: dict[str, Any] = {"family": "hf", "checkpoint": checkpoint, "local_files_only": path.is_dir()}
     if block_size:
         spec["block_size"] = block_size
-    return build_model(spec).to(device)
+    model = build_model(spec).to(device)
+    if not block_size:
+        model.block_size = min(model.block_size, HF_BLOCK_SIZE)
+    return model
+
+
+DATA_FORMS = ("a prepared dataset directory (with manifest.json), a UTF-8 text file, a .npy of token ids "
+              "(1-D integer array) or nanoGPT's train.bin/val.bin (their directory, or train.bin with val.bin "
+              "beside it)")
 
 
 def _certify_data(data: str, scratch: Path):
-    """A prepared dataset directory, or a UTF-8 text file (judged by its first MiB) prepared here
-    as a byte-level corpus; a binary file is refused."""
+    """A prepared dataset directory; token ids (``data.tokenized.load_token_ids``: a ``.npy`` or
+    nanoGPT's ``train.bin``/``val.bin``); or a UTF-8 text file (judged by its first MiB) prepared
+    here as a byte-level corpus. Any other binary file is refused."""
     path = Path(data)
     if (path / "manifest.json").is_file():
         return load_prepared(path)
+    if is_token_ids(path):
+        return load_token_ids(path)
     if path.is_file():
         with path.open("rb") as f:
             head = f.read(1 << 20)
@@ -52,31 +104,63 @@ def _certify_data(data: str, scratch: Path):
         except UnicodeDecodeError:
             binary = True
         if binary:
-            raise ValueError(f"--data {data!r} is a binary file, not UTF-8 text; give a UTF-8 text file or a "
-                             "prepared dataset directory (with manifest.json)")
+            raise ValueError(f"--data {data!r} is a binary file, not UTF-8 text, a .npy of token ids or nanoGPT's "
+                             f"train.bin/val.bin; give {DATA_FORMS}")
         prepare_dataset("corpus", {"path": str(path)}, scratch / "corpus")
         return load_prepared(scratch / "corpus")
-    raise FileNotFoundError(f"--data {data!r} is neither a prepared dataset directory (with manifest.json) "
-                            "nor a text file")
+    raise FileNotFoundError(f"--data {data!r} does not exist or is none of: {DATA_FORMS}")
+
+
+def _point_rows(frames: dict[str, pd.DataFrame], pool_dir: Path, view: str, M: int, K: int,
+                device: torch.device) -> list[dict[str, Any]]:
+    """One row per measured point: the train pool's statistics of ``view`` (``measure``'s ``dalign``
+    row; the ``‖μ‖²`` interval from ``signal`` for the full view, from the pooled Gram otherwise),
+    the certificates at ``(M, K)`` and the verdict."""
+    from . import stats
+    from .grads import GradientPool, pool_path
+
+    dalign = frames["dalign"].query("split == 'train' and view == @view")
+    signal = frames["signal"].query("split == 'train'").set_index("point")
+    rows = []
+    for row in dalign.sort_values("point_index").to_dict("records"):
+        point = row["point"]
+        train, test = (GradientPool(pool_path(pool_dir, split, point, view), verify=False)
+                       for split in ("train", "test"))
+        if view == "full":
+            mu_sq_lo, mu_sq_hi = signal.loc[point, "mu_sq_lo"], signal.loc[point, "mu_sq_hi"]
+        else:
+            mu_sq_lo, mu_sq_hi = stats.alignment_intervals(train.gram(device=device), train.dim, INTERVAL_LEVEL)["mu_sq"]
+        two_sample = stats.TwoSampleStats.from_cross(train.gram(test, device=device))
+        moments = stats.AlignmentStats.from_moments(row["n"], row["dim"], row["mu_sq"], row["mu_four"],
+                                                    row["mu_sigma_mu"], row["tr_sigma_sq"])
+        common = stats.certificates(moments, M, K)
+        b_exact = stats.two_sample_certificate(two_sample, M, K)
+        grad_norm = float(signal.loc[point, "block_grad_norm"])
+        rows.append({**row, "n_test": test.n, "mu_sq_lo": float(mu_sq_lo), "mu_sq_hi": float(mu_sq_hi),
+                     "M": M, "K": K, "mu_cross": two_sample.mu_cross, "b_exact": b_exact,
+                     "b_exact_common": common.b_exact, "b_align": common.b_align, "block_grad_norm": grad_norm,
+                     "verdict": verdict(float(mu_sq_lo), b_exact, grad_norm)})
+    return rows
 
 
 def certify(checkpoint: str, data: str, family: str | None = None, points: str = "all", pool: int = 256,
             M: int = 16, K: int = 16, batch_size: int = 16, device: str = "auto", block_size: int | None = None,
-            seed: int = 0) -> pd.DataFrame:
-    """Per insertion point of a user's model: ``‖μ‖²``, ``d_∥``, ``d_2``, ``d_align`` with jackknife
-    intervals (train pool), ``B_exact``/``B_align`` at ``(M, K)`` and the first-order gain
-    ``‖∇_θ L‖`` of a zero-initialized block inserted there (Paper W, Theorem 1; Paper D, Condition 1).
-    A point where ``B_align`` is small and the block gradient large is where growing the model can pay off.
+            seed: int = 0, view: str = "full") -> pd.DataFrame:
+    """Per insertion point of a user's model (``CERTIFICATE_COLUMNS``): ``‖μ‖²``, ``d_∥``, ``d_2``,
+    ``d_align`` with jackknife intervals (train pool, ``view``), the two-sample ``B_exact`` from the
+    cross-Gram of the train and test pools, the one-sample ``B_exact_common`` and ``B_align`` at
+    ``(M, K)``, the first-order gain ``‖∇_θ L‖`` of a zero-initialized block inserted there (Paper W,
+    Theorem 1; Paper D, Condition 1) and the ``verdict`` (module doc).
 
     The sizes are checked (``ValueError``) before anything is loaded: ``pool >= 5`` (the jackknife
-    intervals' minimum), ``1 <= M, K <= pool``, ``batch_size >= 1``, ``block_size >= 2`` when given;
-    ``pool`` against an image dataset's splits once it is loaded (a text split's window count is
-    checked when the pools are drawn, still before any gradient is captured)."""
+    intervals' minimum), ``1 <= M, K <= pool``, ``batch_size >= 1``, ``block_size >= 2`` when given,
+    ``view`` in ``VIEWS``; ``pool`` against an image dataset's splits once it is loaded (a text or
+    token split's window count is checked when the pools are drawn, still before any gradient is
+    captured). A Hugging Face model's ``block_size`` defaults to ``min(max_position_embeddings,
+    HF_BLOCK_SIZE)``."""
     import tempfile
 
-    from . import stats
     from .experiments import measure
-    from .experiments.misalign import alignment_moments
 
     problems = [f"{name} = {value} must be at least {low}" for name, value, low in
                 (("pool", pool, 5), ("M", M, 1), ("K", K, 1), ("batch_size", batch_size, 1)) if value < low]
@@ -84,6 +168,8 @@ def certify(checkpoint: str, data: str, family: str | None = None, points: str =
                  if value > pool]
     if block_size is not None and block_size < 2:
         problems.append(f"block_size = {block_size} must be at least 2")
+    if view not in VIEWS:
+        problems.append(f"view = {view!r} must be one of {', '.join(VIEWS)}")
     if problems:
         raise ValueError("certify: " + "; ".join(problems))
     torch_device = resolve_device(device)
@@ -96,19 +182,90 @@ def certify(checkpoint: str, data: str, family: str | None = None, points: str =
             raise ValueError(f"certify: pool = {pool} is larger than the splits of {data!r} "
                              f"({len(prepared.train_x)} train, {len(prepared.test_x)} test examples)")
         model = _certify_model(checkpoint, family, block_size, torch_device)
-        frames = measure(model, prepared, {"model": checkpoint}, Path(scratch) / "pools", points=rule,
+        if prepared.kind == "tokens" and getattr(model, "family", None) != "hf":
+            raise ValueError(f"--data {data!r} holds token ids, which only a Hugging Face causal LM takes; "
+                             f"{checkpoint!r} is a {getattr(model, 'family', type(model).__name__)} model")
+        pool_dir = Path(scratch) / "pools"
+        frames = measure(model, prepared, {"model": checkpoint}, pool_dir, points=rule,
                          train_pool=pool, test_pool=pool, batch_size=batch_size, covmat_points=0,
-                         pool_dtype="float32", interval_level=0.9, null_draws=2, seed=seed, device=torch_device)
-    dalign = frames["dalign"].query("split == 'train' and view == 'full'")
-    signal = frames["signal"].query("split == 'train'")[["point", "block_grad_norm"]]
-    moments = alignment_moments(dalign)
-    rows = []
-    for row in dalign.to_dict("records"):
-        bound = stats.certificates(moments[row["point"], "full", "train"], M, K)
-        rows.append({**row, "M": M, "K": K, "b_exact": bound.b_exact, "b_align": bound.b_align})
-    return pd.DataFrame(rows).merge(signal, on="point")[CERTIFICATE_COLUMNS]
+                         pool_dtype="float32", interval_level=INTERVAL_LEVEL, null_draws=2, seed=seed,
+                         device=torch_device)
+        rows = _point_rows(frames, pool_dir, view, M, K, torch_device)
+    return pd.DataFrame(rows, columns=CERTIFICATE_COLUMNS)
 
 
-def format_certificate(frame: pd.DataFrame) -> str:
-    """The certificate table as aligned text for the terminal."""
-    return frame.to_string(index=False, float_format=lambda v: f"{v:.4g}")
+# ----------------------------------------------------------------------------- text for the terminal
+
+def _number(value: float, digits: int = 3) -> str:
+    return "nan" if math.isnan(value) else ("inf" if math.isinf(value) else f"{value:.{digits}g}")
+
+
+def _interval(value: float, lo: float, hi: float) -> str:
+    """``value [lo, hi]`` clipped at 0 (the quantities are >= 0; the raw estimates can dip below)."""
+    return f"{_number(max(value, 0.0))} [{_number(max(lo, 0.0))}, {_number(max(hi, 0.0))}]"
+
+
+def _aligned(header: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(cell) for cell in column) for column in zip(header, *rows)]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in [header, *rows]]
+
+
+def compact_table(frame: pd.DataFrame) -> list[str]:
+    """The default table: point, ``‖μ‖²`` and ``d_align`` with intervals, ``B_exact``, ``B_align``,
+    the block gradient norm and the verdict."""
+    header = ["point", "mu_sq [lo, hi]", "d_align [lo, hi]", "b_exact", "b_align", "block_grad_norm", "verdict"]
+    rows = [[str(r["point"]), _interval(r["mu_sq"], r["mu_sq_lo"], r["mu_sq_hi"]),
+             _interval(r["d_align"], r["d_align_lo"], r["d_align_hi"]), _number(r["b_exact"], 2),
+             _number(r["b_align"], 2), _number(r["block_grad_norm"]), r["verdict"]]
+            for r in frame.to_dict("records")]
+    return _aligned(header, rows)
+
+
+def recommendation(frame: pd.DataFrame) -> str:
+    """One line: the "grow here" points ranked by ``block_grad_norm``, else why there are none."""
+    if frame.empty:
+        return "recommendation: no insertion point was measured"
+    M, K = int(frame["M"].iloc[0]), int(frame["K"].iloc[0])
+    grow = frame[frame["verdict"] == GROW].sort_values("block_grad_norm", ascending=False)
+    if len(grow):
+        best = grow.iloc[0]
+        then = f" (then {', '.join(grow['point'].iloc[1:])})" if len(grow) > 1 else ""
+        return (f"recommendation: grow at {best['point']}{then}: mean gradient detected, B_exact = "
+                f"{_number(best['b_exact'], 2)} < {B_GROW} at M = {M}, K = {K}, largest block_grad_norm "
+                f"({_number(best['block_grad_norm'])})")
+    weak = frame[frame["verdict"] == WEAK]
+    if len(weak):
+        return (f"recommendation: no point is certified at M = {M}, K = {K}; the signal is weak at "
+                f"{', '.join(weak['point'])}: measure a larger --pool, or ask for larger --M/--K, before growing")
+    return (f"recommendation: no point has a detectable signal (every mu_sq interval reaches 0 and no B_exact is "
+            f"below {B_GROW} at M = {M}, K = {K}): these data give no reason to grow this model here")
+
+
+def legend(frame: pd.DataFrame, wide: bool = False) -> list[str]:
+    """What the verdicts, the columns, ``inf`` and ``nan`` mean (short lines)."""
+    first = frame.iloc[0] if len(frame) else {"n": 0, "n_test": 0, "view": "full", "M": 0, "K": 0}
+    clipped = "raw" if wide else "clipped at 0; raw values in --wide/--out"
+    return [
+        f"verdict: {GROW} = mu_sq interval above 0 and b_exact < {B_GROW} (and block_grad_norm > 0); "
+        f"{WEAK} = only one of the two; {NO_SIGNAL} = neither",
+        f"legend:  {first['view']} view, train pool of {int(first['n'])}, test pool of {int(first['n_test'])}; "
+        f"mu_sq = ||mu||^2; [lo, hi] = {INTERVAL_LEVEL:.0%} jackknife interval ({clipped})",
+        f"         b_exact = two-sample bound on P(misalign) for M = {int(first['M'])} train, K = {int(first['K'])} "
+        "test examples; b_align = one-sample bound from d_align",
+        "         block_grad_norm = first-order gain of a zero-initialized block inserted after the point",
+        "         inf = a spread estimated <= 0 (d_par = inf: mu'Sigma mu estimated <= 0; d_2 = inf: tr Sigma^2 "
+        "estimated <= 0)",
+        "         nan = the data do not bound it (no mean detected above noise, or a leave-one-out estimate is "
+        "inf/nan)",
+        "         b_exact = nan: no certificate (mu_tr'mu_te or its square estimated <= 0, or the variance)",
+    ]
+
+
+def format_certificate(frame: pd.DataFrame, wide: bool = False) -> str:
+    """The certificate for the terminal: the compact table (``wide``: every column of
+    ``CERTIFICATE_COLUMNS``), then the recommendation and the legend."""
+    if wide:
+        table = frame.to_string(index=False, float_format=lambda v: f"{v:.4g}").splitlines()
+    else:
+        table = compact_table(frame)
+    return "\n".join([*table, "", recommendation(frame), *legend(frame, wide)])

@@ -62,6 +62,30 @@ def save_checkpoint(directory: Path, state: dict[str, Any]) -> None:
         old.unlink()
 
 
+def snapshot_schedule(total_steps: int, count: int) -> list[int]:
+    """About ``count`` log-spaced steps from 0 to ``total_steps``, dense at the start (0, 1, 2, 4, …):
+    ``{0} ∪ {round(S^(k/(count−2)))}`` for ``k = 0 … count−2``; ``[]`` when ``count`` is 0."""
+    if count <= 0:
+        return []
+    if count == 1 or total_steps <= 1:
+        return sorted({0, total_steps})[:count]
+    return sorted({0} | {round(total_steps ** (k / (count - 2))) for k in range(count - 1)})
+
+
+def save_snapshot(directory: Path, step: int, model: torch.nn.Module) -> None:
+    """The weights of ``model`` after ``step`` steps as ``step-<step>.pt`` (atomic); never pruned."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"step-{step:09d}.pt"
+    tmp = path.with_suffix(".pt.tmp")
+    torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, tmp)
+    tmp.replace(path)
+
+
+def snapshot_paths(directory: Path) -> dict[int, Path]:
+    """``{step: path}`` of the snapshots in ``directory``."""
+    return {int(p.stem.removeprefix("step-")): p for p in sorted(directory.glob("step-*.pt"))}
+
+
 def mark_complete(directory: Path, identity: dict[str, Any]) -> None:
     """Record that the run of ``identity`` finished and wrote its outputs."""
     directory.mkdir(parents=True, exist_ok=True)

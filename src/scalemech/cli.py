@@ -6,7 +6,7 @@
     scalemech misalign | intervene | expand   (same arguments)
     scalemech figure    --config config/config.yaml --figure F4_dalign_vs_width
     scalemech report    --config config/config.yaml
-    scalemech certify   --checkpoint PATH --data DIR_OR_TEXT_FILE [--M 16 --K 16]
+    scalemech certify   --checkpoint PATH --data DIR_TEXT_OR_TOKENS [--M 16 --K 16] [--wide] [--out CSV]
 
 Paths follow the workflow's layout (results/<run>/…), so a step run here is the same job
 Snakemake would run.
@@ -20,25 +20,38 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from . import __version__, jobs
-from .certify import certify, format_certificate
-from .config import ConfigError, ModelJob, load_config, model_jobs
-from .data import DataError
-from .grads import PoolError
-from .layout import Layout
+from . import __version__
 
-USER_ERRORS = (ValueError, KeyError, OSError, ConfigError, DataError, PoolError)
-"""What ``main`` reports in one line; anything else is a bug and keeps its traceback."""
+if TYPE_CHECKING:
+    from .config import ModelJob
+
+# Nothing heavy is imported here: ``scalemech --help`` and argument errors must not wait for torch,
+# pandas or transformers; each command imports what it needs when it runs.
+
 ERROR_STATUS = 2
+DEVICES = ["auto", "cpu", "cuda"]
+
+
+def user_errors() -> tuple[type[BaseException], ...]:
+    """What ``main`` reports in one line; anything else is a bug and keeps its traceback."""
+    from .config import ConfigError
+    from .data import DataError
+    from .grads import PoolError
+
+    return (ValueError, KeyError, OSError, ConfigError, DataError, PoolError)
 
 
 MODEL_COMMANDS = {"train": "train_model", "measure": "measure_model", "misalign": "misalign_model",
                   "intervene": "intervene_model", "expand": "expand_model"}
+NO_DEVICE = {"misalign"}
+"""Model commands whose job takes no device (E6 works on the stored pools, on the CPU): no ``--device``."""
 
 
 def _job(config: dict[str, Any], key: str) -> ModelJob:
+    from .config import model_jobs
+
     found = {job.key: job for job in model_jobs(config)}
     if key not in found:
         raise ValueError(f"unknown model {key!r}; this config has: {', '.join(found)}")
@@ -47,14 +60,23 @@ def _job(config: dict[str, Any], key: str) -> ModelJob:
 
 def _model_command(args: argparse.Namespace) -> None:
     """Run the per-model rule of ``args.command`` exactly as the workflow would (same paths, params)."""
+    from . import jobs
+    from .config import load_config
+    from .layout import Layout
+
     config = load_config(args.config)
     rule, model_job, layout = MODEL_COMMANDS[args.command], _job(config, args.model), Layout(config["run"])
     where = (layout, model_job.dataset, model_job.name)
     arguments = {**jobs.inputs(rule, *where), **jobs.outputs(rule, *where), **jobs.params(rule, config, model_job)}
-    jobs.call(rule, arguments, {**jobs.execution(config), **({"device": args.device} if args.device else {})})
+    device = getattr(args, "device", None)
+    jobs.call(rule, arguments, {**jobs.execution(config), **({"device": device} if device else {})})
 
 
 def _prepare(args: argparse.Namespace) -> None:
+    from . import jobs
+    from .config import load_config
+    from .layout import Layout
+
     config = load_config(args.config)
     if args.dataset not in config["datasets"]:
         raise ValueError(f"dataset {args.dataset!r} is not in {args.config}; it has {sorted(config['datasets'])}")
@@ -63,76 +85,113 @@ def _prepare(args: argparse.Namespace) -> None:
 
 
 def _figure(args: argparse.Namespace) -> None:
+    from .config import load_config
+    from .layout import Layout
+
+    layout = Layout(load_config(args.config)["run"])  # a bad config fails before plotting is imported
     from .plots import make_figure
 
-    layout = Layout(load_config(args.config)["run"])
     print(make_figure(args.figure, layout.tables_dir, layout.figures))
 
 
 def _report(args: argparse.Namespace) -> None:
+    from .config import load_config
+    from .layout import Layout
+
+    layout = Layout(load_config(args.config)["run"])  # a bad config fails before the report's imports
     from .report import write_report
 
-    layout = Layout(load_config(args.config)["run"])
     write_report(layout.tables_dir, layout.figures, layout.report)
     print(layout.report)
 
 
 def _certify(args: argparse.Namespace) -> None:
+    from .certify import certify, format_certificate
+
     frame = certify(args.checkpoint, args.data, family=args.family, points=args.points, pool=args.pool,
-                             M=args.M, K=args.K, batch_size=args.batch_size, device=args.device or "auto",
-                             block_size=args.block_size, seed=args.seed)
-    print(format_certificate(frame))
+                    M=args.M, K=args.K, batch_size=args.batch_size, device=args.device,
+                    block_size=args.block_size, seed=args.seed, view=args.view)
+    print(format_certificate(frame, wide=args.wide))
     if args.out:
         frame.to_csv(args.out, index=False)
         print(f"written {args.out}", file=sys.stderr)
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps descriptions as written and appends ``(default: …)`` to every optional argument that has
+    a default (an option whose default is None says in its help what happens without it)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (action.option_strings and not action.required and action.default not in (None, argparse.SUPPRESS)
+                and "%(default)" not in text and not isinstance(action, argparse._StoreTrueAction)):
+            text += " (default: %(default)s)"
+        return text
+
+
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="scalemech", description=__doc__.split("\n")[0],
-                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    top = argparse.ArgumentParser(prog="scalemech", description=__doc__.split("\n")[0], epilog=__doc__.split("\n", 1)[1],
+                                  formatter_class=HelpFormatter)
     top.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     top.add_argument("--debug", action="store_true", help="show the traceback of an error")
-    commands = top.add_subparsers(dest="command", required=True)
+    commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    prepare = commands.add_parser("prepare", help="prepare one dataset of a config")
-    prepare.add_argument("--config", default="config/config.yaml")
-    prepare.add_argument("--dataset", required=True)
+    def command(name: str, help_: str) -> argparse.ArgumentParser:
+        return commands.add_parser(name, help=help_, description=help_, formatter_class=HelpFormatter)
+
+    def config_option(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--config", default="config/config.yaml", help="the run's config file")
+
+    prepare = command("prepare", "prepare one dataset of a config")
+    config_option(prepare)
+    prepare.add_argument("--dataset", required=True, help="a dataset name of the config's datasets section")
     prepare.set_defaults(func=_prepare)
 
     for name, help_ in [("train", "train one model"), ("measure", "gradient statistics of one model (E2, E3, E5)"),
                         ("misalign", "misalignment probability and certificates (E6)"),
                         ("intervene", "zero-init residual parameter intervention (E7)"),
                         ("expand", "depth expansion with jumpboard and fallback (E8)")]:
-        sub = commands.add_parser(name, help=help_)
-        sub.add_argument("--config", default="config/config.yaml")
+        sub = command(name, help_)
+        config_option(sub)
         sub.add_argument("--model", required=True, help="<dataset>/<model>, e.g. mnist5k/resnet-d20-w1-s0")
-        sub.add_argument("--device", choices=["auto", "cpu", "cuda"], help="default: the config's device")
+        if name not in NO_DEVICE:
+            sub.add_argument("--device", choices=DEVICES, help="where to compute (default: the config's device)")
         sub.set_defaults(func=_model_command)
 
-    figure = commands.add_parser("figure", help="draw one figure from the run's tables")
-    figure.add_argument("--config", default="config/config.yaml")
-    figure.add_argument("--figure", required=True, help="e.g. F4_dalign_vs_width")
+    figure = command("figure", "draw one figure from the run's tables")
+    config_option(figure)
+    figure.add_argument("--figure", required=True, help="a figure name, e.g. F4_dalign_vs_width")
     figure.set_defaults(func=_figure)
 
-    report = commands.add_parser("report", help="write results/<run>/report.md")
-    report.add_argument("--config", default="config/config.yaml")
+    report = command("report", "write results/<run>/report.md")
+    config_option(report)
     report.set_defaults(func=_report)
 
-    certify = commands.add_parser("certify", help="d_align and the expansion certificate of your own checkpoint")
+    certify = command("certify", "where to grow your own checkpoint: d_align, the expansion certificate and a "
+                                 "verdict per insertion point")
     certify.add_argument("--checkpoint", required=True,
-                         help="a scalemech model.pt, or a Hugging Face hub name / local directory")
+                         help="a scalemech model.pt, or a Hugging Face hub name / local directory of a decoder LM "
+                              "(gpt2, gpt_neox, llama, mistral, qwen2, qwen3)")
     certify.add_argument("--family", choices=["hf", "resnet", "llama", "tvresnet"],
-                         help="default: hf unless the checkpoint is a model.pt")
-    certify.add_argument("--data", required=True, help="a prepared dataset directory or a text file")
-    certify.add_argument("--points", default="all", help="'all', a count, or comma-separated names")
+                         help="the checkpoint's model family (default: hf unless the checkpoint is a model.pt)")
+    certify.add_argument("--data", required=True,
+                         help="a prepared dataset directory, a UTF-8 text file, a .npy of token ids (1-D integers), "
+                              "or nanoGPT's train.bin/val.bin (their directory, or train.bin with val.bin beside it)")
+    certify.add_argument("--points", default="all", help="insertion points: 'all', a count, or comma-separated names")
+    certify.add_argument("--view", choices=["full", "pooled"], default="full",
+                         help="the gradient view: full (the whole stream) or pooled (one value per hidden unit / "
+                              "channel, summed over positions / space)")
     certify.add_argument("--pool", type=int, default=256, help="examples per pool (train and test)")
     certify.add_argument("--M", type=int, default=16, help="training examples behind the descent direction")
     certify.add_argument("--K", type=int, default=16, help="test examples that judge it")
-    certify.add_argument("--batch-size", type=int, default=16)
-    certify.add_argument("--block-size", type=int, help="tokens per example for language models")
-    certify.add_argument("--seed", type=int, default=0)
-    certify.add_argument("--device", choices=["auto", "cpu", "cuda"])
-    certify.add_argument("--out", help="also write the table as CSV here")
+    certify.add_argument("--batch-size", type=int, default=16, help="examples per forward/backward pass")
+    certify.add_argument("--block-size", type=int,
+                         help="tokens per example for language models (default: the model's context, at most "
+                              "1024 for Hugging Face models)")
+    certify.add_argument("--seed", type=int, default=0, help="seed of the pools and of the inserted blocks")
+    certify.add_argument("--device", choices=DEVICES, default="auto", help="where to compute")
+    certify.add_argument("--wide", action="store_true", help="print every column instead of the compact table")
+    certify.add_argument("--out", help="also write the full table as CSV to this path (default: no file)")
     certify.set_defaults(func=_certify)
     return top
 
@@ -149,8 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         args.func(args)
-    except USER_ERRORS as err:
-        if args.debug:
+    except Exception as err:
+        if args.debug or not isinstance(err, user_errors()):
             raise
         print(f"scalemech: error: {_one_line(err)}", file=sys.stderr)
         return ERROR_STATUS

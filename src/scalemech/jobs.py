@@ -94,7 +94,7 @@ def run(smk: Any) -> None:
 
 # -- the named inputs, outputs and params of the per-model rules ---------------------------------
 MODEL_RULES = ("train_model", "pin_pretrained", "measure_model", "misalign_model", "intervene_model",
-               "expand_model")
+               "expand_model", "trajectory_model")
 DIRECTORIES = {"pools"}  # outputs that are directories
 
 
@@ -106,7 +106,8 @@ def inputs(rule: str, layout: Layout, dataset: str, model: str) -> dict[str, str
             "measure_model": {"data": data, "model": model_pt},
             "misalign_model": {"dalign": layout.per_model("dalign", dataset, model), "pools": pools},
             "intervene_model": {"data": data, "model": model_pt, "pools": pools},
-            "expand_model": {"data": data, "model": model_pt, "pools": pools}}[rule]
+            "expand_model": {"data": data, "model": model_pt, "pools": pools},
+            "trajectory_model": {"data": data, "model": model_pt}}[rule]
 
 
 def outputs(rule: str, layout: Layout, dataset: str, model: str) -> dict[str, str]:
@@ -119,21 +120,26 @@ def outputs(rule: str, layout: Layout, dataset: str, model: str) -> dict[str, st
                               "pools": layout.pools(dataset, model)},
             "misalign_model": {"misalignment": layout.per_model("misalignment", dataset, model)},
             "intervene_model": {"intervention": layout.per_model("intervention", dataset, model)},
-            "expand_model": {"expansion": layout.per_model("expansion", dataset, model)}}[rule]
+            "expand_model": {"expansion": layout.per_model("expansion", dataset, model)},
+            "trajectory_model": {"trajectory": layout.per_model("trajectory", dataset, model)}}[rule]
 
 
 def params(rule: str, config: dict[str, Any], model_job: ModelJob) -> dict[str, Any]:
     """The params of per-model ``rule`` for ``model_job``."""
     keys = {"model_keys": model_job.keys(config["run"])}
     layout = Layout(config["run"])
+    snapshot_dir = layout.snapshots(model_job.dataset, model_job.name)
     return {"train_model": {"spec": model_job.spec, "recipe": model_job.recipe, "seed": model_job.seed, **keys,
                             "compile": config["train"]["compile"],
-                            "checkpoints": layout.checkpoints(model_job.dataset, model_job.name)},
+                            "checkpoints": layout.checkpoints(model_job.dataset, model_job.name),
+                            "snapshots": config["train"]["snapshots"], "snapshot_dir": snapshot_dir},
             "pin_pretrained": {"spec": model_job.spec},
             "measure_model": {**keys, "measure": config["measure"]},
             "misalign_model": {**keys, "misalign": config["misalign"]},
             "intervene_model": {**keys, "intervene": config["intervene"]},
-            "expand_model": {**keys, "expand": config["expand"]}}[rule]
+            "expand_model": {**keys, "expand": config["expand"]},
+            "trajectory_model": {**keys, "snapshot_dir": snapshot_dir, "measure": config["measure"],
+                                 "pool": config["trajectory"]["pool"]}}[rule]
 
 
 # -- data and training -------------------------------------------------------------------------
@@ -151,8 +157,8 @@ def keys_of(keys: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
 
 @job
 def train_model(*, data: str, model: str, metrics: str, curve: str, spec: dict[str, Any], recipe: dict[str, Any],
-                seed: int, model_keys: dict[str, Any], compile: bool, checkpoints: str, device: str,
-                checkpoint_every: int) -> None:
+                seed: int, model_keys: dict[str, Any], compile: bool, checkpoints: str, snapshots: int,
+                snapshot_dir: str, device: str, checkpoint_every: int) -> None:
     """Train one grid model (E1): ``train`` writes ``model``, ``metrics`` (with the model's table keys)
     and ``curve`` into the model's directory."""
     from .tasks import task_for
@@ -162,7 +168,7 @@ def train_model(*, data: str, model: str, metrics: str, curve: str, spec: dict[s
     full_spec = {**spec, **task_for(prepared, spec.get("block_size")).spec_keys()}
     train(full_spec, Recipe.from_dict(recipe), prepared, Path(model).parent, Path(checkpoints), seed=seed,
           device=device, checkpoint_every=checkpoint_every, compile=compile,
-          labels=keys_of(model_keys, full_spec))
+          labels=keys_of(model_keys, full_spec), snapshots=snapshots, snapshot_dir=snapshot_dir)
 
 
 @job
@@ -235,6 +241,20 @@ def expand_model(*, data: str, model: str, pools: str, expansion: str, model_key
 
     settings = {k: v for k, v in expand.items() if k != "grids"}  # grids: which models the workflow expands
     _model_experiment(expand_table, "expansion", expansion, data, model, pools, model_keys, settings, device)
+
+
+@job
+def trajectory_model(*, data: str, model: str, trajectory: str, model_keys: dict[str, Any], snapshot_dir: str,
+                     measure: dict[str, Any], pool: int, device: str) -> None:
+    """E10: the alignment statistics at every weight snapshot of this model's training run."""
+    from .experiments import trajectory as trajectory_table
+
+    loaded, prepared, keys, torch_device = _loaded(model, data, model_keys, device)
+    identity = torch.load(model, map_location="cpu", weights_only=False)["identity"]
+    settings = {k: measure[k] for k in ("points", "batch_size", "interval_level", "seed")}
+    frame = trajectory_table(loaded, prepared, Path(snapshot_dir) / identity, keys, pool=pool, device=torch_device,
+                             **settings)
+    tables.write_table(frame, trajectory, "trajectory")
 
 
 @job

@@ -7,6 +7,7 @@ so a step run by hand writes exactly where Snakemake would::
     results/<run>/data/<dataset>/                        prepared tensors + manifest.json
     results/<run>/models/<dataset>/<model>/              model.pt, metrics.json, curve.csv
     results/<run>/checkpoints/<dataset>/<model>/         resume states (not a declared output)
+    results/<run>/snapshots/<dataset>/<model>/<run id>/  weights along training (not a declared output)
     results/<run>/<table>/<dataset>/<model>.csv          one model's rows of a table (covmats: .parquet)
     results/<run>/pools/<dataset>/<model>/               gradient pools (split/point/view)
     results/<run>/tables/<table>.csv                     the tidy tables (covmats: .parquet)
@@ -20,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 STATS_TABLES = ("covariance", "covmats", "signal", "dalign")   # written by the measurement of a model
-PER_MODEL_TABLES = (*STATS_TABLES, "misalignment", "intervention", "expansion")
+PER_MODEL_TABLES = (*STATS_TABLES, "misalignment", "intervention", "expansion", "trajectory")
 
 
 def suffix(table: str) -> str:
@@ -47,6 +48,10 @@ class Layout:
 
     def checkpoints(self, dataset: str, model: str) -> str:
         return f"{self.results}/checkpoints/{dataset}/{model}"
+
+    def snapshots(self, dataset: str, model: str) -> str:
+        """Weight snapshots along training, one directory per run identity (not a declared output)."""
+        return f"{self.results}/snapshots/{dataset}/{model}"
 
     def per_model(self, table: str, dataset: str, model: str) -> str:
         """One model's rows of a table measured per model (``PER_MODEL_TABLES``)."""

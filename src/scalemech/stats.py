@@ -53,15 +53,59 @@ def _float64(x: Tensor | np.ndarray, device: torch.device | str | None) -> Tenso
     return x.to(device=device, dtype=torch.float64)
 
 
+_CHUNK_BYTES = 4 * 2**20
+"""Float64 bytes of the column chunk buffer(s) of ``cross_gram`` (``a``'s and ``b``'s rows together)."""
+_MIN_CHUNK_COLUMNS = 32  # narrower chunks make the rank-c updates slow (BLAS)
+
+
+def _chunk_columns(rows: int, chunk_size: int) -> int:
+    """Columns per ``cross_gram`` chunk: ``chunk_size``, fewer if ``rows`` float64 rows exceed ``_CHUNK_BYTES``."""
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be a positive number of columns; got {chunk_size}")
+    return min(chunk_size, max(_MIN_CHUNK_COLUMNS, _CHUNK_BYTES // (8 * max(rows, 1))))
+
+
+class _ChunkReader:
+    """Column chunks ``x[:, start:stop]`` as float64 on ``device``, read into one reused buffer (a numpy or
+    memory-mapped ``x`` of any float dtype is converted chunk by chunk, in one read); a float64 tensor
+    already on ``device`` is sliced, not copied."""
+
+    def __init__(self, x: Tensor | np.ndarray, columns: int, device: torch.device | str):
+        self.x, self.device = x, torch.device(device)
+        width = min(columns, x.shape[1])
+        self.view_only = isinstance(x, Tensor) and x.dtype == torch.float64 and x.device == self.device
+        if isinstance(x, np.ndarray):
+            self.host = np.empty((x.shape[0], width), dtype=np.float64)
+        self.buffer = None if self.view_only else torch.empty(x.shape[0], width, dtype=torch.float64,
+                                                              device=self.device)
+
+    def __call__(self, start: int, stop: int) -> Tensor:
+        if self.view_only:
+            return self.x[:, start:stop]
+        out = self.buffer[:, :stop - start]
+        if isinstance(self.x, np.ndarray):
+            host = self.host[:, :stop - start]
+            np.copyto(host, self.x[:, start:stop])
+            return out.copy_(torch.from_numpy(host)) if self.device.type != "cpu" else torch.from_numpy(host)
+        return out.copy_(self.x[:, start:stop])
+
+
 @torch.no_grad()
 def cross_gram(a: Tensor | np.ndarray, b: Tensor | np.ndarray | None = None, chunk_size: int = 8192,
                device: torch.device | str = "cpu") -> Tensor:
-    """``C = a bᵀ`` (``b = a`` when None), float64, summed over column chunks of ``chunk_size`` features,
-    so only a chunk of each (possibly memory-mapped) operand is on ``device`` at a time."""
-    cross = torch.zeros(a.shape[0], (a if b is None else b).shape[0], dtype=torch.float64, device=device)
-    for start in range(0, a.shape[1], chunk_size):
-        a_chunk = _float64(a[:, start:start + chunk_size], device)  # (n_a, c)
-        b_chunk = a_chunk if b is None else _float64(b[:, start:start + chunk_size], device)  # (n_b, c)
+    """``C = a bᵀ`` (``b = a`` when None), float64, summed over column chunks of at most ``chunk_size``
+    features and at most ``_CHUNK_BYTES`` (4 MiB) of float64 for ``a``'s and ``b``'s rows together.
+    Each chunk is read (a numpy/memmap slice of any float dtype converted there) into one reused
+    float64 buffer per operand on ``device``: peak memory ``8·n_a·n_b`` + that buffer (+ BLAS's own)."""
+    n_b = (a if b is None else b).shape[0]
+    columns = _chunk_columns(a.shape[0] + (0 if b is None else n_b), chunk_size)
+    read_a = _ChunkReader(a, columns, device)
+    read_b = read_a if b is None else _ChunkReader(b, columns, device)
+    cross = torch.zeros(a.shape[0], n_b, dtype=torch.float64, device=device)
+    for start in range(0, a.shape[1], columns):
+        stop = min(start + columns, a.shape[1])
+        a_chunk = read_a(start, stop)  # (n_a, c)
+        b_chunk = a_chunk if b is None else read_b(start, stop)  # (n_b, c)
         cross.addmm_(a_chunk, b_chunk.T)
     return cross
 

@@ -41,6 +41,8 @@ class Task(Protocol):
     def examples(self, split: str, index: Tensor) -> tuple[Tensor, Tensor]: ...
     def to_input(self, x: Tensor) -> Tensor: ...
     def overlaps(self, index: Tensor, others: Tensor) -> Tensor: ...
+    def count(self, split: str) -> int: ...
+    def sample(self, split: str, n: int, generator: torch.Generator) -> Tensor: ...
     def batches(self, recipe: Recipe, generator: torch.Generator,
                 device: torch.device) -> tuple[ImageBatches | TextBatches, bool]: ...
     def evaluation_sets(self, recipe: Recipe, seed: int) -> tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor], str]: ...
@@ -71,6 +73,14 @@ class ImageTask:
 
     def overlaps(self, index: Tensor, others: Tensor) -> Tensor:
         return torch.isin(index, others)
+
+    def count(self, split: str) -> int:
+        """Distinct examples of ``split``."""
+        return len(getattr(self.data, f"{split}_x"))
+
+    def sample(self, split: str, n: int, generator: torch.Generator) -> Tensor:
+        """``n`` examples of ``split`` uniformly at random, with replacement (training batches)."""
+        return torch.randint(self.count(split), (n,), generator=generator)
 
     def to_input(self, x: Tensor) -> Tensor:
         return normalize_images(x, self.data.manifest)
@@ -114,6 +124,15 @@ class TextTask:
 
     def overlaps(self, index: Tensor, others: Tensor) -> Tensor:
         return windows_overlap(index, others, self.block_size)
+
+    def count(self, split: str) -> int:
+        """Non-overlapping windows of ``split``'s stream."""
+        return len(getattr(self.data, f"{split}_x")) // (self.block_size + 1)
+
+    def sample(self, split: str, n: int, generator: torch.Generator) -> Tensor:
+        """``n`` windows at uniform random starts (nanoGPT's ``get_batch``), for training batches."""
+        stream = getattr(self.data, f"{split}_x")
+        return torch.randint(len(stream) - self.block_size, (n,), generator=generator)
 
     def to_input(self, x: Tensor) -> Tensor:
         return x.long()

@@ -38,7 +38,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from .checkpoints import mark_complete, resume_state, run_identity, save_checkpoint
+from .checkpoints import (identity_hash, mark_complete, resume_state, run_identity, save_checkpoint, save_snapshot,
+                          snapshot_schedule)
 from .data import Prepared
 from .device import resolve_device
 from .models import build_model, save_model
@@ -223,13 +224,16 @@ def check_finite(losses: Tensor, first_step: int, total_steps: int, recipe: Reci
 
 def train(spec: dict[str, Any], recipe: Recipe, data: Prepared, out_dir: str | Path, checkpoint_dir: str | Path,
           seed: int, device: str | torch.device, checkpoint_every: int, compile: bool = False,
-          labels: dict[str, Any] | None = None, progress: bool = True,
-          on_step: Callable[[int], None] | None = None) -> dict[str, Any]:
+          labels: dict[str, Any] | None = None, snapshots: int = 0, snapshot_dir: str | Path | None = None,
+          progress: bool = True, on_step: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Train ``build_model(spec)`` (torch seeded with ``seed``) on ``data`` with ``recipe``; resume
     from ``checkpoint_dir`` if it holds a checkpoint of this run. Writes ``model.pt``,
     ``metrics.json`` (``labels``, e.g. the model's table keys, then the metrics) and ``curve.csv``
-    into ``out_dir`` and returns what ``metrics.json`` holds. ``on_step(step)`` is called after
-    every step (a test hook: raising from it interrupts the run like a crash).
+    into ``out_dir`` and returns what ``metrics.json`` holds. With ``snapshots`` > 0 the weights
+    at the steps of ``snapshot_schedule`` are kept under ``snapshot_dir/<identity hash>/``
+    (weights only, apart from the resume checkpoints; ``model.pt`` records the hash).
+    ``on_step(step)`` is called after every step (a test hook: raising from it interrupts the
+    run like a crash).
     """
     out_dir, checkpoint_dir, device = Path(out_dir), Path(checkpoint_dir), resolve_device(device)
     wall_start = time.perf_counter()
@@ -243,6 +247,8 @@ def train(spec: dict[str, Any], recipe: Recipe, data: Prepared, out_dir: str | P
     batches, spe = task.batches, task.batches.steps_per_epoch
     total_steps = total_steps_of(recipe, spe, task.block_size)
     run = run_identity(spec, asdict(recipe), seed, data.name, data.fingerprint)
+    snapshot_steps = set(snapshot_schedule(total_steps, snapshots))
+    snapshot_run = Path(snapshot_dir or out_dir / "snapshots") / identity_hash(run)
 
     def test_point(step: int, train_loss: float) -> dict[str, float]:
         test_loss, test_acc = evaluate(step_model, *task.test, recipe.eval_batch_size, device, task.to_input)
@@ -252,6 +258,8 @@ def train(spec: dict[str, Any], recipe: Recipe, data: Prepared, out_dir: str | P
     state = resume_state(checkpoint_dir, run)
     if state is None:
         step, curve, train_seconds, loss_sum, loss_count = 0, [test_point(0, math.nan)], 0.0, 0.0, 0
+        if 0 in snapshot_steps:
+            save_snapshot(snapshot_run, 0, model)
     else:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
@@ -283,6 +291,8 @@ def train(spec: dict[str, Any], recipe: Recipe, data: Prepared, out_dir: str | P
         optimizer.step()
         pending.append(loss.detach())
         step += 1
+        if step in snapshot_steps:
+            save_snapshot(snapshot_run, step, model)
 
         evaluate_now = step % task.eval_every == 0 or step == total_steps
         checkpoint_now = step % checkpoint_every == 0 or step == total_steps
@@ -325,7 +335,7 @@ def train(spec: dict[str, Any], recipe: Recipe, data: Prepared, out_dir: str | P
         "torch_version": torch.__version__, "num_threads": torch.get_num_threads(),
     }
     out_dir.mkdir(parents=True, exist_ok=True)
-    save_model(out_dir / "model.pt", model, spec, recipe=asdict(recipe), seed=seed,
+    save_model(out_dir / "model.pt", model, spec, recipe=asdict(recipe), seed=seed, identity=identity_hash(run),
                metrics={k: v for k, v in metrics.items() if k not in timing_columns()})
     (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=1) + "\n")
     pd.DataFrame(curve, columns=CURVE_COLUMNS).to_csv(out_dir / "curve.csv", index=False)

@@ -76,3 +76,33 @@ wildcard_constraints:
 
 def figure_files(stem):
     return [LAYOUT.figure(stem, "pdf"), LAYOUT.figure(stem, "png")]
+
+
+# -- cluster resources (--profile workflow/profiles/slurm) ---------------------------------------
+# Each cluster job takes its partition and account from the config's `cluster` section, its CPUs
+# from its threads (the plugin's --cpus-per-task), its gpu, mem_mb and runtime from its grid
+# (model jobs) or from scalemech.config.cluster_requests (prepare_data, cost_table). A helper
+# returning None leaves the resource unset (the cluster's default partition, no -A). Nothing in
+# the profile's default-resources is needed, so a user changes one value in one place.
+def model_partition(wc):
+    """slurm_partition of a job that can use a GPU: gpu_partition when its grid asks for one."""
+    return config["cluster"].get("gpu_partition" if job(wc).resources["gpu"] > 0 else "cpu_partition")
+
+
+def cpu_partition(wc):
+    """slurm_partition of a CPU-only job."""
+    return config["cluster"].get("cpu_partition")
+
+
+def slurm_account(wc):
+    return config["cluster"].get("account")
+
+
+def cluster_request(rule, key):
+    """A resource function: ``key`` (cpus, mem_mb, runtime) of ``rule``'s job (prepare_data, cost_table)."""
+    from scalemech.config import cluster_requests
+
+    def request(wc):
+        return cluster_requests(config)[f"prepare_data:{wc.dataset}" if rule == "prepare_data" else rule][key]
+
+    return request

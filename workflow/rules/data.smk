@@ -12,9 +12,12 @@ rule prepare_data:
         LAYOUT.log("data", "{dataset}"),
     benchmark:
         LAYOUT.benchmark("data", "{dataset}")
+    threads: cluster_request("prepare_data", "cpus")
     resources:
-        mem_mb=8000,
-        runtime=120,
+        mem_mb=cluster_request("prepare_data", "mem_mb"),
+        runtime=cluster_request("prepare_data", "runtime"),
+        slurm_partition=cpu_partition,
+        slurm_account=slurm_account,
     conda:
         "../../environment.yml"
     script:

@@ -1,5 +1,5 @@
 # E6 misalignment (from the stored pools), E7 the zero-init residual parameter, E8 depth
-# expansion with jumpboard and fallback. One job per model; the tables are collected by
+# expansion with jumpboard and fallback, E10 alignment along training (weight snapshots). One job per model; the tables are collected by
 # collect_table (measure.smk). Each job reads which points were measured, and on which
 # examples, from the gradient pools themselves.
 
@@ -15,6 +15,8 @@ rule misalign_model:
     resources:
         mem_mb=lambda wc: model_resources(wc)["mem_mb"],
         runtime=lambda wc: model_resources(wc)["runtime"],
+        slurm_partition=cpu_partition,
+        slurm_account=slurm_account,
     log:
         log_of("misalign"),
     benchmark:
@@ -37,6 +39,8 @@ rule intervene_model:
         gpu=lambda wc: model_resources(wc)["gpu"],
         mem_mb=lambda wc: model_resources(wc)["mem_mb"],
         runtime=lambda wc: model_resources(wc)["runtime"],
+        slurm_partition=model_partition,
+        slurm_account=slurm_account,
     log:
         log_of("intervene"),
     benchmark:
@@ -59,10 +63,38 @@ rule expand_model:
         gpu=lambda wc: model_resources(wc)["gpu"],
         mem_mb=lambda wc: model_resources(wc)["mem_mb"],
         runtime=lambda wc: model_resources(wc)["runtime"],
+        slurm_partition=model_partition,
+        slurm_account=slurm_account,
     log:
         log_of("expand"),
     benchmark:
         benchmark_of("expand")
+    conda:
+        "../../environment.yml"
+    script:
+        JOB_SCRIPT
+
+
+rule trajectory_model:
+    input:
+        **model_inputs("trajectory_model"),
+    output:
+        **model_outputs("trajectory_model"),
+    wildcard_constraints:
+        model=regex(TRAINED),
+    params:
+        **model_params("trajectory_model"),
+    threads: config["threads"]
+    resources:
+        gpu=lambda wc: model_resources(wc)["gpu"],
+        mem_mb=lambda wc: model_resources(wc)["mem_mb"],
+        runtime=lambda wc: model_resources(wc)["runtime"],
+        slurm_partition=model_partition,
+        slurm_account=slurm_account,
+    log:
+        log_of("trajectory"),
+    benchmark:
+        benchmark_of("trajectory")
     conda:
         "../../environment.yml"
     script:

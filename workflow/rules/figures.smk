@@ -96,6 +96,12 @@ rule expansion:
         figure_files("F7_expansion"),
 
 
+rule trajectory:
+    input:
+        LAYOUT.table("trajectory"),
+        figure_files("F8_dalign_over_training"),
+
+
 rule tables:
     input:
         rules.claims_report.input.tables,

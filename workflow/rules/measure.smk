@@ -15,6 +15,8 @@ rule measure_model:
         gpu=lambda wc: model_resources(wc)["gpu"],
         mem_mb=lambda wc: model_resources(wc)["mem_mb"],
         runtime=lambda wc: model_resources(wc)["runtime"],
+        slurm_partition=model_partition,
+        slurm_account=slurm_account,
     log:
         log_of("measure"),
     benchmark:
@@ -29,7 +31,7 @@ rule collect_table:
     input:
         parts=lambda wc: per_model(
             LAYOUT.per_model(wc.name, "{dataset}", "{model}"),
-            EXPANDED if wc.name == "expansion" else JOBS,
+            {"expansion": EXPANDED, "trajectory": TRAINED}.get(wc.name, JOBS),
         ),
     output:
         table=LAYOUT.results + "/tables/{name}{suffix}",
@@ -56,6 +58,11 @@ rule cost_table:
     params:
         cost=config["cost"],
     threads: config["threads"]
+    resources:
+        mem_mb=cluster_request("cost_table", "mem_mb"),
+        runtime=cluster_request("cost_table", "runtime"),
+        slurm_partition=cpu_partition,
+        slurm_account=slurm_account,
     log:
         LAYOUT.log("tables", "benchmarks"),
     benchmark:

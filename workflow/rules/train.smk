@@ -20,6 +20,8 @@ rule train_model:
         gpu=lambda wc: model_resources(wc)["gpu"],
         mem_mb=lambda wc: model_resources(wc)["mem_mb"],
         runtime=lambda wc: model_resources(wc)["runtime"],
+        slurm_partition=model_partition,
+        slurm_account=slurm_account,
     log:
         log_of("train"),
     benchmark:
@@ -38,9 +40,10 @@ rule pin_pretrained:
     params:
         **model_params("pin_pretrained"),
     resources:
-        gpu=lambda wc: model_resources(wc)["gpu"],
         mem_mb=lambda wc: model_resources(wc)["mem_mb"],
         runtime=lambda wc: model_resources(wc)["runtime"],
+        slurm_partition=cpu_partition,
+        slurm_account=slurm_account,
     log:
         log_of("pretrained"),
     benchmark:

@@ -1,15 +1,20 @@
-"""Byte-level text corpora (vocabulary 256): one byte stream, split contiguously.
+"""Byte-level text corpora (vocabulary 256): a train and a test byte stream.
 
 - ``tinyshakespeare`` (Karpathy 2015, char-rnn): a local ``path``, else ``url`` downloaded
   when ``download: true`` and not offline;
 - ``corpus``: any local text file ``path``;
 - ``pystdlib``: the running interpreter's standard-library ``.py`` sources (``sysconfig``
-  'stdlib' path, without site-/dist-packages; test folders only with ``include_tests: true``),
-  sorted by relative path and concatenated; the manifest lists each file and its sha256.
+  'stdlib' path, without site-/dist-packages; test folders only with ``include_tests: true``);
+  the manifest lists each file, its sha256 and its split.
 
-The first ``1 - test_fraction`` (default 0.9) of the stream is ``train_x.npy``, the rest
-``test_x.npy`` (uint8, 1-D). Config keys: ``path``, ``url``, ``download``, ``test_fraction``,
-``include_tests`` and ``max_files`` (pystdlib; the first n files in sorted order).
+Splits are i.i.d. where the corpus allows: ``pystdlib`` assigns whole files at random (seeded by
+``split_seed``) to the test split until it holds ``test_fraction`` (default 0.1) of the bytes,
+so train and test are not different libraries. A single file keeps the contiguous split (its
+last ``test_fraction``) by default, or with ``split: chunks`` assigns chunks of ``chunk_bytes``
+at random. Each split is written in corpus order as ``train_x.npy`` / ``test_x.npy`` (uint8,
+1-D). Config keys: ``path``, ``url``, ``download``, ``test_fraction``, ``split_seed``,
+``split``, ``chunk_bytes`` (single files), ``include_tests`` and ``max_files`` (pystdlib; the
+first n files in sorted order).
 """
 
 from __future__ import annotations
@@ -25,10 +30,11 @@ import numpy as np
 from .store import DataError, open_array
 
 CONFIG_KEYS = {
-    "tinyshakespeare": ("path", "url", "download", "test_fraction"),
-    "corpus": ("path", "test_fraction"),
-    "pystdlib": ("include_tests", "max_files", "test_fraction"),
+    "tinyshakespeare": ("path", "url", "download", "test_fraction", "split", "split_seed", "chunk_bytes"),
+    "corpus": ("path", "test_fraction", "split", "split_seed", "chunk_bytes"),
+    "pystdlib": ("include_tests", "max_files", "test_fraction", "split_seed"),
 }
+CHUNK_BYTES = 65536
 SHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 EXCLUDED_DIRS = {"site-packages", "dist-packages", "__pycache__"}
 TEST_DIRS = {"test", "tests", "idle_test"}
@@ -45,36 +51,48 @@ def stdlib_sources(include_tests: bool = False) -> tuple[Path, list[Path]]:
     return root, sorted(files, key=lambda p: p.as_posix())
 
 
-def _write_stream(directory: Path, files: list[Path], test_fraction: float, where: str) -> tuple[dict, list[str]]:
-    """Concatenate ``files`` byte for byte into ``train_x.npy`` | ``test_x.npy`` (uint8, 1-D),
-    cut at ``round((1 - test_fraction) * total)``. Returns the stream's byte count and sha256,
-    and the sha256 of each file."""
-    total = sum(f.stat().st_size for f in files)
-    if total == 0:
-        raise DataError(f"{where}: empty text; a byte-level corpus needs at least 2 bytes")
-    cut = round((1.0 - test_fraction) * total)
-    if not 0 < cut < total:
-        raise DataError(f"{where}: {total} bytes cannot be split with test_fraction {test_fraction} "
-                        "into two non-empty parts")
-    train = open_array(directory, "train_x", (cut,), "uint8")
-    test = open_array(directory, "test_x", (total - cut,), "uint8")
-    stream_sha, file_shas = hashlib.sha256(), []
-    position = 0
-    for path in files:
-        data = path.read_bytes()
-        stream_sha.update(data)
-        file_shas.append(hashlib.sha256(data).hexdigest())
-        chunk = np.frombuffer(data, dtype=np.uint8)
-        head = max(0, min(len(chunk), cut - position))  # bytes of this file that belong to train
-        train[position:position + head] = chunk[:head]
-        if head < len(chunk):
-            test[position + head - cut:position + len(chunk) - cut] = chunk[head:]
-        position += len(chunk)
-    if position != total:
-        raise DataError(f"{where}: read {position} bytes, expected {total}; a file changed during prepare")
-    train.flush()
-    test.flush()
-    return {"bytes": total, "sha256": stream_sha.hexdigest()}, file_shas
+def random_split(sizes: list[int], test_fraction: float, seed: int) -> np.ndarray:
+    """A boolean "is test" per part: parts in a seeded random order join the test split until it
+    holds ``test_fraction`` of the bytes (at least one part in each split)."""
+    if len(sizes) < 2:
+        raise DataError(f"a random split needs at least 2 parts; got {len(sizes)}")
+    order = np.random.default_rng(seed).permutation(len(sizes))
+    test = np.zeros(len(sizes), dtype=bool)
+    held, target = 0, test_fraction * sum(sizes)
+    for i in order[:-1]:                       # the last part stays in train
+        if held >= target:
+            break
+        test[i], held = True, held + sizes[i]
+    return test
+
+
+def _write_split(directory: Path, parts: list[bytes], test: np.ndarray, where: str) -> dict:
+    """``train_x.npy`` / ``test_x.npy`` (uint8, 1-D): the parts of each split in order. Returns the
+    corpus' byte count and sha256."""
+    total = sum(len(p) for p in parts)
+    sizes = {split: sum(len(p) for p, t in zip(parts, test) if t == (split == "test")) for split in ("train", "test")}
+    if total < 2 or not (sizes["train"] and sizes["test"]):
+        raise DataError(f"{where}: {total} bytes cannot be split into two non-empty parts ({sizes})")
+    arrays = {split: open_array(directory, f"{split}_x", (size,), "uint8") for split, size in sizes.items()}
+    filled = {"train": 0, "test": 0}
+    for part, is_test in zip(parts, test):
+        split = "test" if is_test else "train"
+        arrays[split][filled[split]:filled[split] + len(part)] = np.frombuffer(part, dtype=np.uint8)
+        filled[split] += len(part)
+    for array in arrays.values():
+        array.flush()
+    return {"bytes": total, "sha256": hashlib.sha256(b"".join(parts)).hexdigest()}
+
+
+def _cut(data: bytes, cfg: dict, test_fraction: float) -> tuple[list[bytes], np.ndarray]:
+    """A single file's parts and test flags: ``split: contiguous`` (default, the last
+    ``test_fraction`` of the bytes) or ``chunks`` (random chunks of ``chunk_bytes``)."""
+    if cfg.get("split", "contiguous") == "contiguous":
+        cut = round((1.0 - test_fraction) * len(data))
+        return [data[:cut], data[cut:]], np.array([False, True])
+    size = int(cfg.get("chunk_bytes", CHUNK_BYTES))
+    parts = [data[i:i + size] for i in range(0, len(data), size)]
+    return parts, random_split([len(p) for p in parts], test_fraction, int(cfg.get("split_seed", 0)))
 
 
 def _text_file(name: str, cfg: dict, directory: Path, offline: bool) -> tuple[Path, dict]:
@@ -107,12 +125,17 @@ def prepare(name: str, cfg: dict, directory: Path, offline: bool) -> dict:
     if name == "pystdlib":
         root, files = stdlib_sources(bool(cfg.get("include_tests", False)))
         files = files[:cfg.get("max_files")]
-        stream, file_shas = _write_stream(directory, [root / f for f in files], test_fraction, str(root))
+        parts = [(root / f).read_bytes() for f in files]
+        test = random_split([len(p) for p in parts], test_fraction, int(cfg.get("split_seed", 0)))
+        stream = _write_split(directory, parts, test, str(root))
         source = {"type": "pystdlib", "path": str(root), "include_tests": bool(cfg.get("include_tests", False)),
-                  **stream, "files": [{"path": f.as_posix(), "sha256": sha} for f, sha in zip(files, file_shas)]}
+                  **stream, "files": [{"path": f.as_posix(), "sha256": hashlib.sha256(part).hexdigest(),
+                                       "split": "test" if is_test else "train"}
+                                      for f, part, is_test in zip(files, parts, test)]}
     else:
         path, source = _text_file(name, cfg, directory, offline)
-        source.update(_write_stream(directory, [path], test_fraction, str(path))[0])
+        parts, test = _cut(path.read_bytes(), cfg, test_fraction)
+        source.update(_write_split(directory, parts, test, str(path)), split=cfg.get("split", "contiguous"))
         if source["type"] == "url":
             path.unlink()
     return {"kind": "text", "source": source, "vocab_size": 256, "test_fraction": test_fraction}

@@ -6,17 +6,24 @@ file or a Hugging Face dataset, is encoded with ``AutoTokenizer`` of the checkpo
 into one token stream, and ``token_pool`` draws ``n`` non-overlapping windows from it:
 ``x = w[:, :-1]``, ``y = w[:, 1:]`` (the batching of nanoGPT's ``get_batch``, without
 overlap so the examples are distinct).
+
+Token ids given directly (``TokenIds``, ``load_token_ids``: a ``.npy`` of token ids or nanoGPT's
+``train.bin``/``val.bin``) skip the tokenizer: ``TokenIdTask`` cuts the same windows from them,
+for checkpoints whose tokenizer is not in Hugging Face format.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
-from .prepared import text_windows
+from .prepared import SPLITS, text_windows
 
 
 def text_from_bytes(stream: Tensor) -> str:
@@ -81,3 +88,130 @@ def token_pool(tokens: Tensor, n: int, block_size: int, seed: int) -> tuple[Tens
     """``(x, y) = (w[:, :-1], w[:, 1:])``, each ``(n, block_size)``: the windows ``w`` at
     ``token_starts(len(tokens), n, block_size, seed)`` (``text_windows`` of the token stream)."""
     return text_windows(tokens, token_starts(tokens.numel(), n, block_size, seed), block_size)
+
+
+# ----------------------------------------------------------------------------- token ids given directly
+
+NANOGPT_FILES = {"train": "train.bin", "test": "val.bin"}
+"""nanoGPT's ``prepare.py`` output: the token ids of each split as a flat uint16 array (no header)."""
+NANOGPT_DTYPE = np.uint16
+TOKEN_TRAIN_SHARE = 0.9
+"""A single ``.npy`` stream is split contiguously: its first 90 % is the train split, the rest the test
+split (as the byte-level text datasets split their text)."""
+
+
+@dataclass
+class TokenIds:
+    """Train and test streams of token ids (1-D integer numpy arrays, memory-mapped), with the
+    ``Prepared`` fields a task reads (``kind`` is ``"tokens"``)."""
+
+    name: str
+    train_x: np.ndarray  # (N_train,) integer token ids
+    test_x: np.ndarray  # (N_test,)
+    source: str  # what was read, for messages
+    kind: str = "tokens"
+    train_y: None = None
+    test_y: None = None
+    manifest: dict = field(default_factory=dict)
+    vocab_size: int | None = None
+
+
+def is_token_ids(path: str | Path) -> bool:
+    """Whether ``path`` names token ids by its form: a ``.npy`` file, nanoGPT's ``train.bin`` or ``val.bin``,
+    or a directory holding both (the content is checked by ``load_token_ids``)."""
+    path = Path(path)
+    if path.is_dir():
+        return all((path / name).is_file() for name in NANOGPT_FILES.values())
+    return path.is_file() and (path.suffix == ".npy" or path.name in NANOGPT_FILES.values())
+
+
+def _nanogpt_stream(path: Path) -> np.ndarray:
+    size = path.stat().st_size
+    if size == 0 or size % np.dtype(NANOGPT_DTYPE).itemsize:
+        raise ValueError(f"{path}: {size} bytes is not a nanoGPT token file (a flat array of uint16 token ids)")
+    return np.memmap(path, dtype=NANOGPT_DTYPE, mode="r")
+
+
+def load_token_ids(path: str | Path) -> TokenIds:
+    """Token ids from ``path``, memory-mapped (nothing is read until windows are drawn):
+
+    - a ``.npy`` file holding a 1-D integer array: one stream, split contiguously into train
+      (the first ``TOKEN_TRAIN_SHARE``) and test (the rest);
+    - nanoGPT's ``train.bin`` and ``val.bin`` (uint16, no header): a directory holding both, or
+      the path of either one with the other beside it; ``val.bin`` is the test split.
+
+    Anything else is refused with ``ValueError`` (a missing partner file: ``FileNotFoundError``).
+    """
+    path = Path(path)
+    if path.suffix == ".npy" and path.is_file():
+        try:
+            ids = np.load(path, mmap_mode="r", allow_pickle=False)
+        except ValueError as err:  # a pickled object array, or not a .npy file at all
+            raise ValueError(f"{path}: not a .npy array of token ids ({err})") from None
+        if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
+            raise ValueError(f"{path}: a .npy of token ids must hold a 1-D integer array; this one holds "
+                             f"{ids.dtype} of shape {ids.shape}")
+        cut = int(len(ids) * TOKEN_TRAIN_SHARE)
+        return TokenIds(path.name, ids[:cut], ids[cut:], str(path))
+    directory = path if path.is_dir() else path.parent
+    if path.is_dir() or path.name in NANOGPT_FILES.values():
+        files = {split: directory / name for split, name in NANOGPT_FILES.items()}
+        missing = [str(f) for f in files.values() if not f.is_file()]
+        if missing:
+            raise FileNotFoundError(f"nanoGPT token data need both train.bin and val.bin in {directory}; "
+                                    f"missing {', '.join(missing)}")
+        streams = {split: _nanogpt_stream(f) for split, f in files.items()}
+        return TokenIds(directory.name, streams["train"], streams["test"], str(directory))
+    raise ValueError(f"{path}: neither a .npy of token ids nor nanoGPT's train.bin/val.bin")
+
+
+class TokenIdTask:
+    """Next-token prediction on token ids given directly (``TokenIds``): an example is a window of
+    ``block_size`` tokens at a start drawn by ``token_starts``, no tokenizer involved (the
+    ``tasks.Task`` interface, as ``models.hf.TokenTask``). With ``vocab_size``, a drawn window
+    holding an id outside ``[0, vocab_size)`` raises ``ValueError``."""
+
+    overlaps_per_example = 2  # a window overlaps at most two of a draw's non-overlapping windows
+
+    def __init__(self, data: TokenIds, block_size: int, vocab_size: int | None = None):
+        if getattr(data, "kind", None) != "tokens":
+            raise ValueError(f"TokenIdTask takes token ids (TokenIds); {data.name!r} holds {data.kind}")
+        if block_size < 1:
+            raise ValueError(f"block_size must be at least 1; got {block_size}")
+        self.data, self.block_size, self.vocab_size = data, block_size, vocab_size
+
+    def stream(self, split: str) -> np.ndarray:
+        if split not in SPLITS:
+            raise ValueError(f"split {split!r}; allowed {SPLITS}")
+        return getattr(self.data, f"{split}_x")
+
+    def spec_keys(self) -> dict[str, Any]:
+        return {}
+
+    def draw(self, split: str, n: int, seed: int) -> Tensor:
+        """``n`` non-overlapping window starts in ``split``'s stream (``token_starts``)."""
+        return token_starts(len(self.stream(split)), n, self.block_size, seed)
+
+    def examples(self, split: str, index: Tensor) -> tuple[Tensor, Tensor]:
+        """``(x, y)``, each ``(n, block_size)`` int64: the windows of ``block_size + 1`` ids at the starts
+        ``index``, read from the (memory-mapped) stream with numpy."""
+        stream = self.stream(split)
+        starts = index.cpu().numpy().astype(np.int64)
+        if len(starts) and (starts.min() < 0 or starts.max() + self.block_size + 1 > len(stream)):
+            raise ValueError(f"window starts must lie in [0, {len(stream) - self.block_size - 1}] for the "
+                             f"{split} stream of {len(stream)} tokens; got [{starts.min()}, {starts.max()}]")
+        windows = np.asarray(stream[starts[:, None] + np.arange(self.block_size + 1)]).astype(np.int64)
+        if windows.size and (windows.min() < 0 or (self.vocab_size is not None and windows.max() >= self.vocab_size)):
+            bad = int(windows.min()) if windows.min() < 0 else int(windows.max())
+            raise ValueError(f"{self.data.source}: token id {bad} is outside the model's vocabulary "
+                             f"[0, {self.vocab_size}); were these ids made with this model's tokenizer?")
+        windows_t = torch.from_numpy(windows)  # (n, T+1)
+        return windows_t[:, :-1], windows_t[:, 1:]
+
+    def overlaps(self, index: Tensor, others: Tensor) -> Tensor:
+        from ..tasks import windows_overlap
+
+        return windows_overlap(index, others, self.block_size)
+
+    def to_input(self, x: Tensor) -> Tensor:
+        return x.long()

@@ -13,6 +13,7 @@ from .expand import ExpandConfig, expand, expand_at
 from .intervene import intervene, intervene_at
 from .measure import draw_pools, measure, select_points
 from .misalign import misalignment, wilson_interval
+from .trajectory import trajectory
 
 __all__ = ["ExpandConfig", "draw_pools", "expand", "expand_at", "intervene", "intervene_at", "measure", "misalignment",
-           "select_points", "wilson_interval"]
+           "select_points", "trajectory", "wilson_interval"]

@@ -40,9 +40,11 @@ from ..grads import PrepareBatch, block_grad, mean_loss, measured_points, to_dev
 from ..models.base import ResidualModel
 from ..seeding import derive_seed, model_identity, seeded
 from ..tables import columns
+from ..tasks import Task
 from .measure import draw_pools, select_points
 
 TRAIN_MODES = ("block", "all")
+MAX_WIDENINGS = 6  # extensions of the jumpboard's line search by 10x past an end of its grid
 OPTIMIZERS = ("sgd", "adam")
 
 
@@ -76,25 +78,22 @@ def _optimizer(params: list[nn.Parameter], config: ExpandConfig) -> torch.optim.
     return torch.optim.SGD(params, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay)
 
 
-def train_params(model: ResidualModel, params: Iterable[nn.Parameter], train: tuple[Tensor, Tensor],
-                 config: ExpandConfig, prepare_batch: PrepareBatch, order_seed: int) -> None:
+def train_params(model: ResidualModel, params: Iterable[nn.Parameter], task: Task, config: ExpandConfig,
+                 prepare_batch: PrepareBatch, order_seed: int) -> None:
     """``config.steps`` steps on the mean batch loss, updating ``params`` only, model in eval mode.
 
-    Batches follow a seeded order (``order_seed``): reshuffled epochs of the train split.
+    Batches are drawn from the whole train split of ``task`` (``Task.sample``) by a generator
+    seeded with ``order_seed``: the same seed, the same batches in the same order.
     """
     params = list(params)
     chosen = {id(p) for p in params}
     for p in model.parameters():
         p.requires_grad_(id(p) in chosen)
-    x, y = train
     generator = torch.Generator().manual_seed(order_seed)
-    order = torch.cat([torch.randperm(len(x), generator=generator)
-                       for _ in range(math.ceil(config.steps * config.batch_size / len(x)))]) if config.steps else None
     optimizer = _optimizer(params, config)
     model.eval()
-    for step in range(config.steps):
-        batch = order[step * config.batch_size:(step + 1) * config.batch_size]
-        xb, yb = prepare_batch(x[batch], y[batch])
+    for _ in range(config.steps):
+        xb, yb = prepare_batch(*task.examples("train", task.sample("train", config.batch_size, generator)))
         loss = model.per_example_loss(model(xb), yb).mean()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -102,9 +101,13 @@ def train_params(model: ResidualModel, params: Iterable[nn.Parameter], train: tu
 
 
 def jumpboard(expanded: ResidualModel, block: nn.Module, pool: tuple[Tensor, Tensor], config: ExpandConfig,
-              prepare_batch: PrepareBatch) -> tuple[float, float]:
-    """Set ``block`` to ``θ_J = −s·∇_θ L_pool(0)`` with the best ``s`` of the grid; return ``(s, L_pool)``.
+              prepare_batch: PrepareBatch) -> tuple[float, float, bool]:
+    """Set ``block`` to ``θ_J = −s·∇_θ L_pool(0)`` with the best ``s`` of a line search; return
+    ``(s, L_pool, interior)``.
 
+    The search starts from the step lengths ``‖θ_J‖ ∈ jump_lengths`` and widens the grid by
+    factors of 10 past whichever end holds the best loss, at most ``MAX_WIDENINGS`` times, so
+    that the optimum is bracketed (``interior``: it has a worse neighbour on both sides).
     ``s = 0`` (the old model) when the gradient vanishes (Condition 1 fails).
     """
     grads = block_grad(expanded, block, *pool, config.eval_batch_size, prepare_batch)
@@ -118,34 +121,51 @@ def jumpboard(expanded: ResidualModel, block: nn.Module, pool: tuple[Tensor, Ten
         return mean_loss(expanded, *pool, config.eval_batch_size, prepare_batch)
 
     if norm == 0:
-        return 0.0, step_to(0.0)
-    losses = {t / norm: step_to(t / norm) for t in config.jump_lengths}
-    best = min(losses, key=lambda s: losses[s] if math.isfinite(losses[s]) else math.inf)
-    return best, step_to(best)
+        return 0.0, step_to(0.0), False
+    lengths = sorted(config.jump_lengths)
+    losses = {t: step_to(t / norm) for t in lengths}
+
+    def best() -> float:
+        return min(losses, key=lambda t: losses[t] if math.isfinite(losses[t]) else math.inf)
+
+    for _ in range(MAX_WIDENINGS):
+        lengths = sorted(losses)
+        if best() == lengths[-1]:
+            losses[lengths[-1] * 10] = step_to(lengths[-1] * 10 / norm)
+        elif best() == lengths[0]:
+            losses[lengths[0] / 10] = step_to(lengths[0] / 10 / norm)
+        else:
+            break
+    chosen, lengths = best(), sorted(losses)
+    return chosen / norm, step_to(chosen / norm), lengths[0] < chosen < lengths[-1]
 
 
 def expand(model: ResidualModel, data: Prepared, pool_dir: str | Path, keys: dict[str, Any], *,
-           points: str | int | Sequence[str] | None = None, pool: int, device: torch.device | str,
-           **config: Any) -> pd.DataFrame:
+           points: str | int | Sequence[str] | None = None, pool: int, test_examples: int | None,
+           device: torch.device | str, **config: Any) -> pd.DataFrame:
     """The ``expansion`` table of ``model``: ``expand_at`` each of ``points`` (default: the points
-    measured in ``pool_dir``), with train and test pools of ``pool`` examples drawn for this model
-    (``draw_pools``); ``config`` holds the ``ExpandConfig`` fields. The keyword arguments are the
-    config's ``expand`` section."""
+    measured in ``pool_dir``). Training draws batches from the whole train split; the jumpboard
+    and the fallback use a train pool of ``pool`` examples, and test losses are taken on
+    ``test_examples`` of the test split (None: all of it), both drawn for this model
+    (``draw_pools``). ``config`` holds the ``ExpandConfig`` fields. The keyword arguments are
+    the config's ``expand`` section."""
     settings = ExpandConfig(**config)
     chosen = measured_points(pool_dir) if points is None else select_points(model, points)
-    pools = draw_pools(model, data, {"train": pool, "test": pool}, settings.seed, model_identity(keys))
-    train, test = (pools["train"].x, pools["train"].y), (pools["test"].x, pools["test"].y)
-    return pd.concat([expand_at(model, point, train, train, test, settings, to_device(device), keys)
+    task = model.task(data)
+    n_test = task.count("test") if test_examples is None else min(test_examples, task.count("test"))
+    pools = draw_pools(model, data, {"train": pool, "test": n_test}, settings.seed, model_identity(keys))
+    train_pool, test = (pools["train"].x, pools["train"].y), (pools["test"].x, pools["test"].y)
+    return pd.concat([expand_at(model, point, task, train_pool, test, settings, to_device(device), keys)
                       for point in chosen], ignore_index=True)
 
 
-def expand_at(model: ResidualModel, point: str, train: tuple[Tensor, Tensor], train_pool: tuple[Tensor, Tensor],
+def expand_at(model: ResidualModel, point: str, task: Task, train_pool: tuple[Tensor, Tensor],
               test_pool: tuple[Tensor, Tensor], config: ExpandConfig, prepare_batch: PrepareBatch,
               keys: dict[str, Any]) -> pd.DataFrame:
     """The one-row ``expansion`` table of inserting a block at ``point`` of ``model``.
 
-    ``train`` is the training split (batches are drawn from it); losses are measured on
-    ``train_pool`` and ``test_pool`` (the full splits for small data sets).
+    Training batches come from ``task``'s whole train split, the same for the expanded model
+    and the control; losses are measured on ``train_pool`` and ``test_pool``.
     """
     def losses(m: ResidualModel) -> tuple[float, float]:
         return tuple(mean_loss(m, *pool, config.eval_batch_size, prepare_batch) for pool in (train_pool, test_pool))
@@ -165,12 +185,12 @@ def expand_at(model: ResidualModel, point: str, train: tuple[Tensor, Tensor], tr
     old = losses(model)
 
     jump_model = copy.deepcopy(expanded)
-    jump_step, _ = jumpboard(jump_model, jump_model.blocks[jump_model.index(f"{point}+new")], train_pool, config,
-                             prepare_batch)
+    jump_step, _, jump_interior = jumpboard(jump_model, jump_model.blocks[jump_model.index(f"{point}+new")],
+                                            train_pool, config, prepare_batch)
     jump = losses(jump_model)
 
     train_params(expanded, block.parameters() if config.train_mode == "block" else expanded.parameters(),
-                 train, config, prepare_batch, order_seed)
+                 task, config, prepare_batch, order_seed)
     new = losses(expanded)
     fallback = not new[0] <= jump[0]  # also when the trained loss is nan
     selected = jump if fallback else new
@@ -178,11 +198,11 @@ def expand_at(model: ResidualModel, point: str, train: tuple[Tensor, Tensor], tr
     control = copy.deepcopy(model)
     control_params = (control.blocks[control.index(point)].parameters() if config.train_mode == "block"
                       else control.parameters())
-    train_params(control, control_params, train, config, prepare_batch, order_seed)
+    train_params(control, control_params, task, config, prepare_batch, order_seed)
     control_losses = losses(control)
 
     row = {**keys, "point": point, "point_index": model.index(point), "steps": config.steps,
-           "train_mode": config.train_mode, "jump_step": jump_step,
+           "train_mode": config.train_mode, "jump_step": jump_step, "jump_interior": jump_interior,
            "train_loss_old": old[0], "test_loss_old": old[1], "train_loss_jump": jump[0], "test_loss_jump": jump[1],
            "train_loss_new": new[0], "test_loss_new": new[1],
            "train_loss_selected": selected[0], "test_loss_selected": selected[1],

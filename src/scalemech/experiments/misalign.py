@@ -83,7 +83,7 @@ def ordered_subsets(draws: int, n: int, size: int, generator: torch.Generator) -
     for i in range(size):  # numpy: ~10x less overhead per step than torch for these small gathers
         out[i] = perm[targets[i]]
         perm[targets[i]] = perm[i * draws:(i + 1) * draws]  # position i is not read again
-    return torch.from_numpy(out.T.astype(np.int64))
+    return torch.from_numpy(np.ascontiguousarray(out.T, dtype=np.int64))
 
 
 def _row_sum_cost(n_sum: int, n_other: int, sizes: Sequence[int]) -> float:
@@ -122,7 +122,7 @@ class _Slabs:
             warnings.simplefilter("ignore", UserWarning)
             indicator = torch.sparse_csr_tensor(  # (R, n): ones at segment[r] in row r
                 torch.arange(0, draws * size + 1, size, dtype=torch.int32, device=sums.device),
-                _sorted_rows(segment).view(-1), torch.ones(draws * size, dtype=sums.dtype, device=sums.device),
+                _sorted_rows(segment).reshape(-1), torch.ones(draws * size, dtype=sums.dtype, device=sums.device),
                 (draws, self.n))
         for q in range(self.count):
             sums[q].addmm_(indicator, self.slabs[q])
@@ -136,7 +136,7 @@ def _block_means(C: _Slabs, rows: Tensor, cols: Tensor, Ms: Sequence[int], Ks: S
     sums = torch.zeros(C.count, draws, C.width, dtype=dtype, device=device)  # 1_Iᵀ C, slab by slab
     picked = cols[:, :Ks[-1]]
     at = ((picked // C.width) * (draws * C.width) + picked % C.width
-          + torch.arange(0, draws * C.width, C.width, device=device)[:, None])  # (R, K_max): column picked[r, k] in sums
+          + torch.arange(0, draws * C.width, C.width, device=device)[:, None])  # (R, K_max): picked[r, k] in sums
     K_index = torch.as_tensor(Ks, device=device) - 1
     K_sizes = torch.as_tensor(Ks, dtype=dtype, device=device)
     done = 0
@@ -188,6 +188,14 @@ def misalignment_draws(C: Tensor, grid: Sequence[tuple[int, int]], draws: int,
                       else _block_means(slabs, rows, cols, Ms, Ks))
     values = torch.cat(chunks)  # (draws, len(Ms), len(Ks))
     return {(M, K): values[:, Ms.index(M), Ks.index(K)] for M, K in grid}
+
+
+def alignment_moments(dalign: pd.DataFrame) -> dict[tuple[str, str, str], stats.AlignmentStats]:
+    """``{(point, view, split): AlignmentStats}`` from a model's ``dalign`` rows (the moments
+    ``measure`` estimated, so no second Gram pass is needed)."""
+    return {(row["point"], row["view"], row["split"]): stats.AlignmentStats.from_moments(
+        row["n"], row["dim"], row["mu_sq"], row["mu_four"], row["mu_sigma_mu"], row["tr_sigma_sq"])
+        for row in dalign.to_dict("records")}
 
 
 def misalignment(pool_dir: str | Path, keys: dict[str, Any], dalign: pd.DataFrame, *, sizes: Sequence[int],

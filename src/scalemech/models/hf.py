@@ -1,22 +1,28 @@
-"""Pretrained Hugging Face causal LMs (Pythia/GPT-NeoX, LLaMA) behind the insertion-point interface.
+"""Pretrained Hugging Face decoder-only causal LMs behind the insertion-point interface.
 
-``build(spec)`` loads ``AutoModelForCausalLM.from_pretrained`` and rewires its parts as
+``build(spec)`` reads the checkpoint's config first (``AutoConfig``: an unsupported
+``model_type`` is refused before any weight is downloaded), loads
+``AutoModelForCausalLM.from_pretrained`` and rewires its parts as
 ``stem → layer.0 … layer.{L-1} → head`` (``base.ResidualModel``), so the residual stream
-after every decoder layer is an insertion point (docs/science.md §1, E9):
+after every decoder layer is an insertion point (docs/science.md §1, E9). One generic
+wrapping serves every supported family; ``DECODER_LAYOUTS`` names each family's parts:
 
-- stem  = token embedding (GPT-NeoX ``embed_in`` + embedding dropout; LLaMA ``embed_tokens``),
-- block = one decoder layer as a map of the hidden states alone: it builds the rotary
-  position embeddings and the causal mask from the stream's shape exactly as the HF
-  model's own ``forward`` does (no KV cache, no padding),
-- head  = final norm + ``lm_head`` (the checkpoints' ``embed_out`` for GPT-NeoX).
+- stem  = token embedding (+ learned absolute positions, GPT-2's ``wpe``) + embedding dropout,
+- block = one decoder layer as a map of the hidden states alone: it builds the causal mask
+  (full, or sliding-window for the layers whose ``config.layer_types`` / ``sliding_window`` say
+  so) and, for rotary models, the position embeddings from the stream's shape exactly as the
+  HF model's own ``forward`` does (no KV cache, no padding),
+- head  = final norm + ``lm_head`` (GPT-NeoX's ``embed_out``, GPT-2's tied ``wte``).
 
-The parts are the HF modules themselves, so ``model(ids)`` equals the HF logits.
-``examples`` draws windows of ``block_size`` tokens of a prepared text split in the
-checkpoint's own tokens (``data.tokenized``). With ``frozen`` (the default) no parameter
-takes a gradient and the stem marks its output as requiring one, so a backward pass
-computes gradients w.r.t. the residual stream only.
-References: Biderman et al. 2023 (Pythia), Touvron et al. 2023 (LLaMA), the
-``modeling_gpt_neox.py`` / ``modeling_llama.py`` forwards of ``transformers`` v5.
+Supported ``model_type``: gpt2, gpt_neox (Pythia), llama, mistral, qwen2, qwen3. The parts
+are the HF modules themselves, so ``model(ids)`` equals the HF logits. ``examples`` draws
+windows of ``block_size`` tokens of a prepared text split in the checkpoint's own tokens
+(``data.tokenized``), or of token ids given directly (``data.tokenized.TokenIdTask``). With
+``frozen`` (the default) no parameter takes a gradient and the stem marks its output as
+requiring one, so a backward pass computes gradients w.r.t. the residual stream only.
+References: Radford et al. 2019 (GPT-2), Biderman et al. 2023 (Pythia), Touvron et al. 2023
+(LLaMA), Jiang et al. 2023 (Mistral), Yang et al. 2024 (Qwen2); the ``modeling_*.py``
+forwards of ``transformers`` v5.
 """
 
 from __future__ import annotations
@@ -30,11 +36,12 @@ import torch
 from huggingface_hub import constants, is_offline_mode, try_to_load_from_cache
 from huggingface_hub.errors import HFValidationError
 from torch import Tensor, nn
-from transformers import AutoModelForCausalLM, PreTrainedConfig, PreTrainedModel
-from transformers.masking_utils import create_causal_mask
+from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedConfig, PreTrainedModel
+from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
+from transformers.pytorch_utils import Conv1D
 
 from ..data.prepared import SPLITS, Prepared, text_windows
-from ..data.tokenized import text_from_bytes, token_starts, tokenize_text
+from ..data.tokenized import TokenIdTask, TokenIds, text_from_bytes, token_starts, tokenize_text
 from ..tasks import windows_overlap
 from .base import Chain, LanguageModel
 
@@ -42,35 +49,68 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
 @dataclass(frozen=True)
-class DecoderParts:
-    """Attribute names of one ``model_type``'s parts (on the base model, or on a decoder layer)."""
+class DecoderLayout:
+    """Attribute names of one ``model_type``'s parts, on its base model (``hf_model.base_model``)
+    or, for ``output_projections``, on one decoder layer."""
 
+    layers: str                          # the list of decoder layers
     embedding: str                       # token embedding (B, T) -> (B, T, d)
+    position_embedding: str | None       # learned absolute position embedding, added to it (GPT-2)
     embedding_dropout: str | None        # dropout after the embedding, None if the model has none
     final_norm: str                      # norm before lm_head
     output_projections: tuple[str, ...]  # linears that write a layer's branches into the stream
+    rotary: str | None                   # the shared rotary embedding module, None without rotary positions
 
 
-DECODER_PARTS = {
-    "gpt_neox": DecoderParts("embed_in", "emb_dropout", "final_layer_norm", ("attention.dense", "mlp.dense_4h_to_h")),
-    "llama": DecoderParts("embed_tokens", None, "norm", ("self_attn.o_proj", "mlp.down_proj")),
+LLAMA_LAYOUT = DecoderLayout("layers", "embed_tokens", None, None, "norm", ("self_attn.o_proj", "mlp.down_proj"),
+                             "rotary_emb")
+DECODER_LAYOUTS = {
+    "gpt2": DecoderLayout("h", "wte", "wpe", "drop", "ln_f", ("attn.c_proj", "mlp.c_proj"), None),
+    "gpt_neox": DecoderLayout("layers", "embed_in", None, "emb_dropout", "final_layer_norm",
+                              ("attention.dense", "mlp.dense_4h_to_h"), "rotary_emb"),
+    "llama": LLAMA_LAYOUT,
+    "mistral": LLAMA_LAYOUT,
+    "qwen2": LLAMA_LAYOUT,
+    "qwen3": LLAMA_LAYOUT,
 }
+"""The supported decoder families; each is tested on a tiny random checkpoint (tests/test_hf.py)."""
+SUPPORTED = ", ".join(sorted(DECODER_LAYOUTS))
+MASKS = {"full_attention": create_causal_mask, "sliding_attention": create_sliding_window_causal_mask}
+"""The mask builder of each attention kind, as the HF model's forward picks it per layer."""
+
+
+def attention_kind(config: PreTrainedConfig, index: int) -> str:
+    """The attention of decoder layer ``index``: ``config.layer_types[index]`` where the config lists
+    them (Qwen2/3), else sliding-window when ``config.sliding_window`` is set (Mistral), else full."""
+    layer_types = getattr(config, "layer_types", None)
+    kind = layer_types[index] if layer_types else (
+        "sliding_attention" if getattr(config, "sliding_window", None) is not None else "full_attention")
+    if kind not in MASKS:
+        raise ValueError(f"layer {index} of model_type {config.model_type!r} has attention {kind!r}; "
+                         f"supported: {sorted(MASKS)}")
+    return kind
 
 
 class StreamStem(nn.Module):
-    """Token embedding (+ dropout) whose output requires grad whenever grad mode is on.
+    """Token embedding (+ learned positions ``0..T-1``) (+ dropout), whose output requires grad
+    whenever grad mode is on.
 
     With frozen weights nothing upstream of the stream requires grad, so without this the
     residual stream would carry no graph and ``∇_z ℓ`` could not be taken.
     """
 
-    def __init__(self, embedding: nn.Module, dropout: nn.Module | None):
+    def __init__(self, embedding: nn.Module, dropout: nn.Module | None, positions: nn.Module | None = None):
         super().__init__()
         self.embedding = embedding
+        self.positions = positions
         self.dropout = dropout if dropout is not None else nn.Identity()
 
     def forward(self, ids: Tensor) -> Tensor:
-        z = self.dropout(self.embedding(ids))  # (B, T, d)
+        z = self.embedding(ids)  # (B, T, d)
+        if self.positions is not None:
+            position_ids = torch.arange(ids.shape[1], device=ids.device).unsqueeze(0)  # (1, T)
+            z = z + self.positions(position_ids).to(z.device)
+        z = self.dropout(z)
         if torch.is_grad_enabled() and not z.requires_grad:
             z.requires_grad_()
         return z
@@ -79,23 +119,32 @@ class StreamStem(nn.Module):
 class DecoderBlock(nn.Module):
     """One HF decoder layer as ``z ↦ layer(z; mask, rotary(positions))``, ``(B, T, d) → (B, T, d)``.
 
-    Positions are ``0..T-1`` and the mask is ``create_causal_mask`` without padding, as in
-    the HF model's forward without a cache; ``rotary`` is the model's one shared rotary
-    embedding module (buffers only).
+    Positions are ``0..T-1`` and the mask is ``MASKS[attention]`` without padding, as in the HF
+    model's forward without a cache; ``rotary`` is the model's one shared rotary embedding module
+    (buffers only), None for a model with learned positions. ``index`` is the layer's position in
+    the model (its ``layer_idx``).
     """
 
-    def __init__(self, layer: nn.Module, rotary: nn.Module, config: PreTrainedConfig):
+    def __init__(self, layer: nn.Module, rotary: nn.Module | None, config: PreTrainedConfig,
+                 attention: str = "full_attention", index: int = 0):
         super().__init__()
         self.layer = layer
         self.rotary = rotary
         self.config = config
+        self.attention = attention
+        self.index = index
 
     def forward(self, z: Tensor) -> Tensor:
         position_ids = torch.arange(z.shape[1], device=z.device).unsqueeze(0)  # (1, T)
-        mask = create_causal_mask(config=self.config, inputs_embeds=z, attention_mask=None,
-                                  past_key_values=None, position_ids=position_ids)
-        cos_sin = self.rotary(z, position_ids=position_ids)  # 2 × (1, T, rotary_dim)
-        return self.layer(z, attention_mask=mask, position_ids=position_ids, position_embeddings=cos_sin)
+        mask = MASKS[self.attention](config=self.config, inputs_embeds=z, attention_mask=None,
+                                     past_key_values=None, position_ids=position_ids)
+        extra = {} if self.rotary is None else {"position_embeddings": self.rotary(z, position_ids=position_ids)}
+        return self.layer(z, attention_mask=mask, position_ids=position_ids, **extra)
+
+
+def unsupported(model_type: str, checkpoint: Any) -> ValueError:
+    return ValueError(f"model_type {model_type!r} of checkpoint {checkpoint!r} is not supported; "
+                      f"supported decoder LMs: {SUPPORTED}")
 
 
 class HFCausalLM(LanguageModel):
@@ -105,19 +154,23 @@ class HFCausalLM(LanguageModel):
 
     def __init__(self, hf_model: PreTrainedModel, spec: dict[str, Any]):
         config = hf_model.config
-        if config.model_type not in DECODER_PARTS:
-            raise ValueError(f"model_type {config.model_type!r} of checkpoint {spec.get('checkpoint')!r} "
-                             f"is not supported; supported: {sorted(DECODER_PARTS)}")
-        parts = DECODER_PARTS[config.model_type]
+        if config.model_type not in DECODER_LAYOUTS:
+            raise unsupported(config.model_type, spec.get("checkpoint"))
+        layout = DECODER_LAYOUTS[config.model_type]
         decoder = hf_model.base_model
-        dropout = getattr(decoder, parts.embedding_dropout) if parts.embedding_dropout else None
-        stem = StreamStem(getattr(decoder, parts.embedding), dropout)
-        blocks = [DecoderBlock(layer, decoder.rotary_emb, config) for layer in decoder.layers]
-        head = Chain([getattr(decoder, parts.final_norm), hf_model.get_output_embeddings()])
+
+        def part(name: str | None) -> nn.Module | None:
+            return getattr(decoder, name) if name else None
+
+        stem = StreamStem(part(layout.embedding), part(layout.embedding_dropout), part(layout.position_embedding))
+        rotary = part(layout.rotary)
+        layers = list(getattr(decoder, layout.layers))[:config.num_hidden_layers]
+        blocks = [DecoderBlock(layer, rotary, config, attention_kind(config, i), i) for i, layer in enumerate(layers)]
+        head = Chain([part(layout.final_norm), hf_model.get_output_embeddings()])
         super().__init__(stem, blocks, [f"layer.{i}" for i in range(len(blocks))], head)
         self.spec = dict(spec)
         self.config = config
-        self.parts = parts
+        self.layout = layout
         self.depth: int = config.num_hidden_layers
         self.width: int = config.hidden_size
         self.tokenizer_name: str = spec["checkpoint"]
@@ -126,33 +179,38 @@ class HFCausalLM(LanguageModel):
             raise ValueError(f"block_size {self.block_size} is outside [1, {config.max_position_embeddings}] "
                              f"(max_position_embeddings of {spec['checkpoint']!r})")
 
-    def task(self, data: Prepared) -> TokenTask:
-        """Next-token prediction on ``data``'s text in the checkpoint's own tokens."""
+    def task(self, data: Prepared | TokenIds) -> TokenTask | TokenIdTask:
+        """Next-token prediction on ``data``: a prepared text split in the checkpoint's own tokens
+        (``TokenTask``), or token ids given directly (``TokenIds``: ``TokenIdTask``, no tokenizer)."""
+        if getattr(data, "kind", None) == "tokens":
+            return TokenIdTask(data, self.block_size, self.config.vocab_size)
         return TokenTask(data, self.tokenizer_name, self.spec.get("revision"),
                          bool(self.spec.get("local_files_only", False)), self.block_size)
-
 
     def new_block(self, point: str) -> DecoderBlock:
         """A fresh decoder layer of this model's type and config for the stream at ``point``.
 
-        Linear weights ~ N(0, initializer_range²) and zero biases (HF's init), norms at
-        their identity init, and every output projection zeroed, so ``h_0(z) = z``.
+        Built as the layer at ``point`` (same ``layer_idx``, hence the same attention kind), with
+        linear weights (``nn.Linear``, GPT-2's ``Conv1D``) ~ N(0, initializer_range²) and zero
+        biases (HF's init), norms at their identity init, and every output projection zeroed, so
+        ``h_0(z) = z``.
         """
         i = self.index(point)
         reference = self.blocks[i]
         weight = next(reference.layer.parameters())
-        layer = type(reference.layer)(self.config, i + 1).to(device=weight.device, dtype=weight.dtype)
+        layer = type(reference.layer)(self.config, reference.index).to(device=weight.device, dtype=weight.dtype)
         std = getattr(self.config, "initializer_range", 0.02)
         with torch.no_grad():
             for module in layer.modules():
-                if isinstance(module, nn.Linear):
+                if isinstance(module, (nn.Linear, Conv1D)):
                     module.weight.normal_(0.0, std)
                     if module.bias is not None:
                         module.bias.zero_()
-            for name in self.parts.output_projections:
+            for name in self.layout.output_projections:
                 for param in layer.get_submodule(name).parameters():
                     param.zero_()
-        return DecoderBlock(layer.train(self.training), copy.deepcopy(reference.rotary), self.config)
+        rotary = copy.deepcopy(reference.rotary) if reference.rotary is not None else None
+        return DecoderBlock(layer.train(self.training), rotary, self.config, reference.attention, reference.index)
 
 
 def _check_available(checkpoint: str, revision: str, local_files_only: bool) -> None:
@@ -175,6 +233,9 @@ def _check_available(checkpoint: str, revision: str, local_files_only: bool) -> 
 def build(spec: dict[str, Any]) -> HFCausalLM:
     """Load ``spec['checkpoint']`` (hub name or local directory) as an ``HFCausalLM`` in eval mode.
 
+    The config is read first; a ``model_type`` outside ``DECODER_LAYOUTS`` raises ``ValueError``
+    naming the supported ones before the weights are fetched.
+
     Keys: ``checkpoint``; ``revision`` (a pin, None for local directories);
     ``local_files_only`` (default False); ``dtype`` ("float32" default | "bfloat16");
     ``frozen`` (default True: no parameter requires grad); ``block_size`` (tokens per example,
@@ -187,7 +248,10 @@ def build(spec: dict[str, Any]) -> HFCausalLM:
         raise ValueError(f"dtype {dtype_name!r} is not supported for 'hf' models; allowed: {sorted(DTYPES)}")
     revision, local_files_only = spec.get("revision") or "main", bool(spec.get("local_files_only", False))
     _check_available(spec["checkpoint"], revision, local_files_only)
-    hf_model = AutoModelForCausalLM.from_pretrained(spec["checkpoint"], revision=revision,
+    config = AutoConfig.from_pretrained(spec["checkpoint"], revision=revision, local_files_only=local_files_only)
+    if config.model_type not in DECODER_LAYOUTS:  # before any weight is downloaded
+        raise unsupported(config.model_type, spec["checkpoint"])
+    hf_model = AutoModelForCausalLM.from_pretrained(spec["checkpoint"], config=config, revision=revision,
                                                     local_files_only=local_files_only, dtype=DTYPES[dtype_name])
     if spec.get("frozen", True):
         hf_model.requires_grad_(False)

@@ -1,0 +1,68 @@
+"""Alignment statistics along training (E10): where the mechanism lives.
+
+The mean activation gradient ``μ`` is among the first things an optimizer removes, so a model
+measured only at its final checkpoint may show ``d_align`` near 0 at every width. ``trajectory``
+measures, at every weight snapshot kept by training (``checkpoints.snapshot_schedule``: 0, 1,
+2, 4, … steps) and at the configured points, ``‖μ‖²``, ``d_∥``, ``d_2`` and ``d_align`` with
+jackknife intervals on a train and a test pool, in both views, beside the snapshot's mean loss
+on each pool, so widths can be compared at equal step and at equal fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from .. import stats
+from ..checkpoints import snapshot_paths
+from ..data import Prepared
+from ..grads import VIEWS, iter_activation_grads, mean_loss, to_device
+from ..models.base import ResidualModel
+from ..seeding import model_identity
+from ..tables import columns
+from .measure import draw_pools, select_points
+
+SPLITS = ("train", "test")
+
+
+def gradient_rows(model: ResidualModel, x: torch.Tensor, y: torch.Tensor, points: Sequence[str], batch_size: int,
+                  device: torch.device | str) -> dict[tuple[str, str], torch.Tensor]:
+    """``{(point, view): Q}``: the per-example activation gradients of the pool, float64 (n, D), in memory."""
+    batches = list(iter_activation_grads(model, x, y, points, batch_size, to_device(device)))
+    return {(p, v): torch.cat([b[p][v] for b in batches]).double() for p in points for v in VIEWS}
+
+
+def trajectory(model: ResidualModel, data: Prepared, snapshot_dir: str | Path, keys: dict[str, Any], *,
+               points: str | int | Sequence[str], pool: int, batch_size: int, interval_level: float, seed: int,
+               device: torch.device | str) -> pd.DataFrame:
+    """The ``trajectory`` table of ``model``: one row per snapshot × point × split × view.
+
+    Pools of ``pool`` examples per split are drawn once for the model (``draw_pools``, seeded
+    from ``seed`` and the model) and used at every snapshot.
+    """
+    snapshots = snapshot_paths(Path(snapshot_dir))
+    if not snapshots:
+        raise FileNotFoundError(f"no weight snapshots in {snapshot_dir}; set train.snapshots and train again")
+    model = model.to(device).eval()
+    points = select_points(model, points)
+    pools = draw_pools(model, data, {split: pool for split in SPLITS}, seed, model_identity(keys))
+    rows = []
+    for step, path in tqdm(snapshots.items(), desc="snapshots"):
+        model.load_state_dict(torch.load(path, map_location=device, weights_only=True))
+        losses = {split: mean_loss(model, pools[split].x, pools[split].y, batch_size, to_device(device))
+                  for split in SPLITS}
+        for split in SPLITS:
+            grads = gradient_rows(model, pools[split].x, pools[split].y, points, batch_size, device)
+            for (point, view), Q in grads.items():
+                G = Q @ Q.T
+                estimate = stats.stats_from_gram(G, Q.shape[1])
+                bounds = stats.alignment_intervals(G, Q.shape[1], interval_level)
+                rows.append({**keys, "step": step, "train_loss": losses["train"], "test_loss": losses["test"],
+                             "point": point, "point_index": model.index(point), "split": split, "view": view,
+                             **stats.table_row(estimate, bounds)})
+    return pd.DataFrame(rows)[columns("trajectory")]

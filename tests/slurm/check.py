@@ -1,0 +1,140 @@
+"""The checks of tests/slurm/run.sh after the tiny run through the SLURM profile.
+
+    check.py SNAKEMAKE_LOG WORKDIR CONFIG SLURMCTLD_LOG NODE_CPUS
+
+What is checked, and how (there is no slurmdbd, so no sacct):
+- the plan: the "Job stats" table snakemake prints before it starts;
+- the SLURM jobs: every "Job N has been submitted with SLURM jobid M" line of snakemake's log;
+  each job id is looked up with `scontrol show job -o` (slurmctld keeps finished jobs for
+  MinJobAge = 1800 s): its rule (from the plugin's --comment rule_<rule>_wildcards_...), state
+  COMPLETED, exit code 0:0, partition, CPUs, memory and whether it had a GPU;
+- independently, slurmctld's own log must show each job id submitted and completed with exit
+  status 0;
+- every rule of the plan that is not a localrule ran as exactly as many SLURM jobs as planned,
+  and no localrule ran as a SLURM job (snakemake's log shows them as "localrule <name>:");
+- every figure (pdf and png) and the report exist and are not empty.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import yaml
+
+import scalemech.plots
+from scalemech.config import cluster_requests, validate_config
+
+LOCAL = {"figure", "claims_report", "collect_table", "training_table"}  # the Snakefile's localrules
+TARGETS = {"all"}  # rules without a script: nothing runs
+GPU_RULES = {"train_model", "measure_model", "intervene_model", "expand_model", "trajectory_model"}
+
+
+def planned(log: str) -> dict[str, int]:
+    counts, table = {}, False
+    for line in log.splitlines():
+        parts = line.split()
+        if parts[:2] == ["job", "count"]:
+            table = True
+        elif table and len(parts) == 2 and parts[1].isdigit():
+            counts[parts[0]] = int(parts[1])
+        elif table and parts and parts[0] == "total":
+            break
+    return counts
+
+
+def show_job(slurm_id: str) -> dict[str, str]:
+    line = subprocess.run(["scontrol", "show", "job", "-o", slurm_id], capture_output=True, text=True,
+                          check=True).stdout
+    return dict(re.findall(r"(\w+)=(\S*)", line))
+
+
+def main(log_path: str, workdir: str, config_path: str, ctld_log_path: str, node_cpus: str) -> int:
+    log = Path(log_path).read_text()
+    ctld_log = Path(ctld_log_path).read_text()
+    config = validate_config(yaml.safe_load(Path(config_path).read_text()))
+    run, cluster, problems = config["run"], config["cluster"], []
+    plan = planned(log)
+    if not plan:
+        print("no job stats table in snakemake's log")
+        return 1
+
+    submitted = re.findall(r"Job (\d+) has been submitted with SLURM jobid (\d+)", log)
+    jobs = {}
+    for _, slurm_id in submitted:
+        info = show_job(slurm_id)
+        comment = info.get("Comment", "")
+        rule = comment[len("rule_"):].split("_wildcards_")[0] if comment.startswith("rule_") else "?"
+        wildcards = comment.split("_wildcards_")[1] if "_wildcards_" in comment else ""
+        jobs[slurm_id] = (rule, wildcards, info)
+
+    requests = cluster_requests(config)
+    grid_resources = next(iter(config["grids"].values()))["resources"]
+    print(f"{'slurm id':>8}  {'rule':16} {'state':10} {'exit':5} {'partition':9} {'cpus':>4} {'mem':>7}  gpu  wildcards")
+    for slurm_id, (rule, wildcards, info) in sorted(jobs.items(), key=lambda item: int(item[0])):
+        tres = info.get("TRES", "")
+        gpu = "gres/gpu" in tres
+        print(f"{slurm_id:>8}  {rule:16} {info.get('JobState', '?'):10} {info.get('ExitCode', '?'):5} "
+              f"{info.get('Partition', '?'):9} {info.get('NumCPUs', '?'):>4} {info.get('MinMemoryNode', '?'):>7}  "
+              f"{'yes' if gpu else 'no':3}  {wildcards}")
+        if rule == "prepare_data":
+            cpus, mem = requests[f"prepare_data:{wildcards.split('=')[-1]}"]["cpus"], \
+                requests[f"prepare_data:{wildcards.split('=')[-1]}"]["mem_mb"]
+        elif rule == "cost_table":
+            cpus, mem = requests["cost_table"]["cpus"], requests["cost_table"]["mem_mb"]
+        else:
+            cpus, mem = config["threads"], grid_resources["mem_mb"]
+        expected = {"JobState": "COMPLETED", "ExitCode": "0:0", "Partition": cluster["cpu_partition"],
+                    "NumCPUs": str(cpus), "MinMemoryNode": f"{mem}M"}
+        for key, value in expected.items():
+            if info.get(key) != value:
+                problems.append(f"SLURM job {slurm_id} ({rule} {wildcards}): {key}={info.get(key)}, expected {value}")
+        if gpu:
+            problems.append(f"SLURM job {slurm_id} ({rule}) asked for a GPU (TRES {tres}); the grid's gpu is 0")
+        if not re.search(rf"JobId={slurm_id} .*\n(?:.*\n)*?.*_job_complete: JobId={slurm_id} WEXITSTATUS 0", ctld_log) \
+                or not re.search(rf"_job_complete: JobId={slurm_id} done", ctld_log):
+            problems.append(f"slurmctld's log does not show SLURM job {slurm_id} ({rule}) submitted and completed "
+                            "with exit status 0")
+    if len(jobs) != len(submitted):
+        problems.append(f"{len(submitted)} submissions in snakemake's log but {len(jobs)} distinct SLURM job ids")
+
+    ran = Counter(rule for rule, _, _ in jobs.values())
+    print(f"\n{'rule':16} {'planned':>7} {'SLURM jobs':>10}  where")
+    for rule, count in sorted(plan.items()):
+        if rule in LOCAL or rule in TARGETS:
+            where = "localrule (this host)" if rule in LOCAL else "target (no job)"
+            if ran[rule]:
+                problems.append(f"{rule}: {ran[rule]} SLURM jobs, expected none ({where})")
+            if rule in LOCAL and log.count(f"localrule {rule}:") != count:
+                problems.append(f"{rule}: {log.count(f'localrule {rule}:')} local runs in snakemake's log, planned {count}")
+        else:
+            where = "SLURM"
+            if ran[rule] != count:
+                problems.append(f"{rule}: {ran[rule]} SLURM jobs, planned {count}")
+        print(f"{rule:16} {count:>7} {ran[rule]:>10}  {where}")
+    for rule in sorted(set(ran) - set(plan)):
+        problems.append(f"{rule}: {ran[rule]} SLURM jobs, not in the plan")
+    for rule in ("train_model", "measure_model", "misalign_model", "intervene_model", "expand_model", "prepare_data"):
+        if not ran[rule]:
+            problems.append(f"{rule}: no SLURM job")
+
+    root = Path(workdir)
+    outputs = [root / "figures" / run / f"{stem}.{suffix}" for stem in scalemech.plots.FIGURES for suffix in ("pdf", "png")]
+    outputs.append(root / "results" / run / "report.md")
+    missing = [str(path.relative_to(root)) for path in outputs if not path.is_file() or path.stat().st_size == 0]
+    if missing:
+        problems.append(f"missing or empty: {missing}")
+    print(f"\n{len(jobs)} SLURM jobs COMPLETED with exit code 0:0 in partition {cluster['cpu_partition']!r} "
+          f"(the cluster's default is 'debug') on a {node_cpus}-CPU node; "
+          f"{sum(plan.get(rule, 0) for rule in LOCAL)} localrule jobs on the host; "
+          f"{len(outputs) - len(missing)}/{len(outputs)} figures and report present")
+    for problem in problems:
+        print(f"PROBLEM: {problem}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:]))
