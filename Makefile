@@ -4,7 +4,7 @@ VENV   := .venv
 STAMP  := $(VENV)/.installed
 CORES  ?= all
 
-.PHONY: reproduce test test-all lint bench clean-venv
+.PHONY: reproduce docs test test-all test-slurm lint bench clean-venv
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -12,14 +12,27 @@ $(STAMP): pyproject.toml
 	$(VENV)/bin/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+# The default run; its wall and CPU time and the machine go to results/quick/reproduce.json.
 reproduce: $(STAMP)
-	$(VENV)/bin/snakemake --cores $(CORES) --configfile config/config.yaml
+	$(VENV)/bin/python -m scalemech.runrecord results/quick/reproduce.json -- \
+		$(VENV)/bin/snakemake --cores $(CORES) --configfile config/config.yaml
+
+# The README's results block and docs/quick/ from the last `make reproduce`; config/README.md
+# from the config schema.
+docs: $(STAMP)
+	$(VENV)/bin/python -m scalemech.readme --run quick
+	$(VENV)/bin/python -m scalemech.configdoc
 
 test: $(STAMP)
 	$(VENV)/bin/pytest -q
 
 test-all: $(STAMP)
 	$(VENV)/bin/pytest -q -m ''
+
+# The tiny run through workflow/profiles/slurm on a one-node SLURM cluster set up on this machine
+# (needs root; installs slurm-wlm, munge and the executor plugin; several minutes). Not in `make test`.
+test-slurm: $(STAMP)
+	VENV=$(abspath $(VENV)) bash tests/slurm/run.sh
 
 lint: $(STAMP)
 	$(VENV)/bin/snakemake --lint

@@ -5,6 +5,9 @@
 # Named targets: data train tables covariance signal rebound dalign misalignment interventions
 # expansion trajectory figures report (and all).
 
+import sys
+from pathlib import Path
+
 from snakemake.utils import min_version
 
 from scalemech.config import ConfigError, read_yaml
@@ -35,22 +38,33 @@ include: "workflow/rules/figures.smk"
 
 report: "workflow/report/workflow.rst"
 
+
 # On a cluster (--profile workflow/profiles/slurm) these run on the submit host, not as SLURM
 # jobs: they read tables and draw figures in seconds. Rules without a script (all and the named
 # targets data, train, tables, figures, report, covariance, ...) are never submitted either.
-# Everything else is a SLURM job: prepare_data, pin_pretrained, misalign_model and cost_table on
-# CPUs, the model jobs that can use a GPU when their grid's gpu > 0 (workflow/rules/common.smk).
+# Every other rule is a SLURM job and sets its own slurm_partition (workflow/rules/common.smk):
+# prepare_data, pin_pretrained, misalign_model and cost_table on CPUs, the model jobs that can
+# use a GPU on one when their grid's gpu > 0. A new rule belongs in one of the two groups
+# (make test-slurm fails on a SLURM job outside the partition the config names).
 localrules:
     figure,
     claims_report,
     collect_table,
     training_table,
+    runtime_table,
 
 
 rule all:
+    default_target: True
     input:
         rules.claims_report.output,
         rules.figures.input,
         rules.train.input,
         rules.trajectory.input,
-    default_target: True
+
+
+onsuccess:
+    from scalemech.report import verdict_summary
+
+    if Path(LAYOUT.report).exists():
+        print(verdict_summary(LAYOUT.report, LAYOUT.figures), file=sys.stderr)

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from test_hf import VOCAB, tiny_tokenizer
 from transformers import AutoModelForCausalLM, GPTNeoXConfig
 
 from scalemech import stats
@@ -31,7 +32,6 @@ from scalemech.cli import main
 from scalemech.data import prepare_dataset
 from scalemech.grads import GradientPool, pool_path
 from scalemech.models import build_model, save_model
-from test_hf import VOCAB, tiny_tokenizer
 
 SHAKESPEARE = Path(__file__).resolve().parents[2] / "shared" / "data" / "tinyshakespeare.txt"
 TINY = ["--pool", "12", "--block-size", "8", "--M", "4", "--K", "4", "--batch-size", "12", "--device", "cpu"]
@@ -164,7 +164,8 @@ def test_point_rows_use_the_test_pool(tmp_path: Path, view: str) -> None:
     interval come from the train pool (from measure's signal table in the full view, else recomputed)."""
     generator = torch.Generator().manual_seed(0)
     mu = torch.full((6,), 0.5)
-    Q = {"train": mu + torch.randn(20, 6, generator=generator), "test": 0.5 * mu + torch.randn(15, 6, generator=generator)}
+    Q = {"train": mu + torch.randn(20, 6, generator=generator),
+         "test": 0.5 * mu + torch.randn(15, 6, generator=generator)}
     for split, rows in Q.items():
         _pool(pool_path(tmp_path, split, "p", view), rows, split, "p", view)
     Q = {split: rows.float().double() for split, rows in Q.items()}

@@ -15,8 +15,8 @@ from huggingface_hub import constants as hub_constants
 from scalemech import __version__
 from scalemech.cli import ERROR_STATUS, main, parser
 from scalemech.data import prepare_dataset
-from scalemech.models import build_model, save_model
 from scalemech.jobs import job_context
+from scalemech.models import build_model, save_model
 
 SPEC = {"family": "resnet", "depth": 8, "width": 0.25, "in_channels": 1, "num_classes": 10}
 
@@ -74,7 +74,8 @@ def test_debug_shows_the_traceback(tmp_path) -> None:
     ("data.pt", "torch", "is a binary file, not UTF-8 text, a .npy of token ids or nanoGPT's train.bin/val.bin"),
     ("weights.bin", b"\x00\xff" * 64, "is a binary file, not UTF-8 text"),
     ("floats.npy", np.linspace(0, 1, 100), "a .npy of token ids must hold a 1-D integer array; this one holds float64"),
-    ("matrix.npy", np.zeros((10, 10), dtype=np.int64), "must hold a 1-D integer array; this one holds int64 of shape (10, 10)"),
+    ("matrix.npy", np.zeros((10, 10), dtype=np.int64),
+     "must hold a 1-D integer array; this one holds int64 of shape (10, 10)"),
     ("train.bin", np.arange(100, dtype=np.uint16).tobytes(), "need both train.bin and val.bin"),
     ("ids.npy", np.arange(100), "holds token ids, which only a Hugging Face causal LM takes"),
 ])
@@ -129,8 +130,9 @@ def test_help_imports_nothing_heavy() -> None:
     code = ("import sys\nfrom scalemech.cli import main\n"
             "for argv in (['--help'], ['certify', '--help'], ['--version']):\n"
             "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
-            "print(sorted(m for m in ('torch', 'pandas', 'numpy', 'transformers', 'scalemech.jobs') if m in sys.modules))")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+            "heavy = ('torch', 'pandas', 'numpy', 'transformers', 'scalemech.jobs'); "
+            "print(sorted(m for m in heavy if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "[]"
 
@@ -172,10 +174,9 @@ def test_invalid_config_is_one_line(capsys, tmp_path) -> None:
 
 def test_job_log_holds_the_exception(tmp_path) -> None:
     log = tmp_path / "job.log"
-    with pytest.raises(ValueError):
-        with job_context(str(log), threads=1):
-            print("progress", file=sys.stderr)
-            raise ValueError("pool of 300 images, the split holds 200")
+    with pytest.raises(ValueError), job_context(str(log), threads=1):
+        print("progress", file=sys.stderr)
+        raise ValueError("pool of 300 images, the split holds 200")
     text = log.read_text()
     assert text.startswith("progress\n")
     assert "job failed: ValueError: pool of 300 images, the split holds 200\n" in text

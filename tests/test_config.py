@@ -73,7 +73,8 @@ MALFORMED = {
     "pool too small": (_set("measure.train_pool", 2), ["measure.train_pool", "minimum"]),
     "misalign size zero": (_set("misalign.sizes.0", 0), ["misalign.sizes[0]", "minimum"]),
     "bad run name": (_set("run", "my run/1"), ["run", "does not match"]),
-    "grid on unprepared data": (_set("grids.resnet_mnist.dataset", "cifar10"), ["grids.resnet_mnist.dataset", "cifar10"]),
+    "grid on unprepared data": (_set("grids.resnet_mnist.dataset", "cifar10"),
+                                ["grids.resnet_mnist.dataset", "cifar10"]),
     "missing datasets": (_set("datasets", KeyError), ["datasets", "required"]),
     "threads zero": (_set("threads", 0), ["threads", "minimum"]),
 }
@@ -341,7 +342,8 @@ def test_malformed_cluster_section_is_rejected(cluster: dict, expected: list[str
     # a GPU grid on a cluster without GPUs: the GPU rules only, with the way out
     ({"max_gpus": 0}, _set("grids.llama_stdlib.resources", {"gpu": 1}),
      ["grids.llama_stdlib.resources.gpu: 1", "cluster.max_gpus 0", "pystdlib/llama-d2-w64-s0", "gpu: 0"]),
-    ({"max_runtime": 30}, None, ["grids.resnet_mnist.resources.runtime: 60", "cluster.max_runtime 30", "at most 30 minutes"]),
+    ({"max_runtime": 30}, None,
+     ["grids.resnet_mnist.resources.runtime: 60", "cluster.max_runtime 30", "at most 30 minutes"]),
     # what the config chose for prepare_data and cost_table
     ({"max_mem_mb": 4000}, None, ["cost.max_covariance_mb: 1024", "cost_table", "4072 MB", "at most 1000"]),
 ])
@@ -364,7 +366,8 @@ def test_jobs_that_fit_the_nodes_pass_and_fixed_requests_are_capped() -> None:
     requests = cluster_requests(config)
     assert requests["prepare_data:mnist5k"] == {"cpus": 1, "mem_mb": 4096, "runtime": 60}
     assert requests["cost_table"] == {"cpus": 2, "mem_mb": 4072, "runtime": 60}
-    assert cluster_requests(validate_config(quick()))["prepare_data:mnist5k"] == {"cpus": 1, "mem_mb": 8000, "runtime": 120}
+    requests = cluster_requests(validate_config(quick()))
+    assert requests["prepare_data:mnist5k"] == {"cpus": 1, "mem_mb": 8000, "runtime": 120}
 
 
 def test_paper_config_fits_the_example_limits_it_documents() -> None:

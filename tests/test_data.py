@@ -17,12 +17,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from scalemech.data import (DATASETS, DataError, load_prepared, normalize_images, prepare_dataset,
-                            text_windows)
-from scalemech.data import cifar, text
+from scalemech.data import (
+    DATASETS,
+    DataError,
+    cifar,
+    load_prepared,
+    normalize_images,
+    prepare_dataset,
+    text,
+    text_windows,
+)
 from scalemech.data.images import stratified_indices
 
-SHAKESPEARE = Path(__file__).resolve().parents[2] / "shared" / "data" / "tinyshakespeare.txt"  # ../shared beside the repo
+SHAKESPEARE = Path(__file__).resolve().parents[2] / "shared" / "data" / "tinyshakespeare.txt"  # ../shared, beside
 
 
 # ---------------------------------------------------------------- fixtures ----------------

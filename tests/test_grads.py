@@ -8,8 +8,16 @@ import torch
 from torch import nn
 
 from scalemech.data import DataError
-from scalemech.grads import (GradientPool, PoolError, activation_grads, block_grad, block_grad_norm,
-                             broadcast_shift, capture_pools, to_device)
+from scalemech.grads import (
+    GradientPool,
+    PoolError,
+    activation_grads,
+    block_grad,
+    block_grad_norm,
+    broadcast_shift,
+    capture_pools,
+    to_device,
+)
 from scalemech.models import build_model
 from scalemech.models.base import ResidualModel
 from scalemech.tasks import Examples

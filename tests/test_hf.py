@@ -255,6 +255,7 @@ def test_examples_are_checkpoint_tokens_of_the_split(checkpoint):
         examples = draw_examples(model.task(data), split, n=2, seed=0)
         x, y = examples.x, examples.y
         assert x.shape == y.shape == (2, 4)
+        assert model.task(data).count(split) == len(tokenize_text(text, checkpoint, None, True)) // 5
         torch.testing.assert_close(x[:, 1:], y[:, :-1])
         for row_x, row_y in zip(x, y):
             assert tokenizer.decode(torch.cat([row_x, row_y[-1:]]).tolist()) in text
@@ -308,6 +309,9 @@ def test_token_ids_are_cut_without_a_tokenizer(checkpoint, tmp_path):
         assert model(task.to_input(first.x)).shape == (5, 6, VOCAB)
     with pytest.raises(ValueError, match="n=200"):
         task.draw("test", 200, seed=0)
+    assert task.count("test") == 100 // 7
+    starts = task.sample("train", 50, torch.Generator().manual_seed(0))
+    assert starts.min() >= 0 and starts.max() <= 900 - 7 and task.examples("train", starts)[0].shape == (50, 6)
 
 
 def test_token_id_files(tmp_path):

@@ -7,10 +7,10 @@ from torch import nn
 
 from scalemech.experiments.intervene import intervene_at
 from scalemech.grads import capture_pools, to_device
-from scalemech.tasks import Examples
 from scalemech.models import build_model
 from scalemech.models.base import ResidualModel
 from scalemech.tables import check_columns
+from scalemech.tasks import Examples
 
 KEYS = {"run": "t", "dataset": "d", "family": "f", "depth": 1, "width": 1.0, "seed": 0, "model": "m"}
 

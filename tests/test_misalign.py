@@ -7,12 +7,16 @@ import pytest
 import torch
 
 import scalemech.experiments.misalign as misalign_module
-from scalemech.experiments.misalign import (block_means, misalignment, misalignment_draws, ordered_subsets,
-                                            wilson_interval)
+from scalemech.experiments.misalign import (
+    block_means,
+    misalignment,
+    misalignment_draws,
+    ordered_subsets,
+    wilson_interval,
+)
 from scalemech.grads import GradientPool, pool_path
 from scalemech.seeding import derive_seed
-from scalemech.stats import (AlignmentStats, TwoSampleStats, alignment_stats, certificates,
-                             two_sample_certificate)
+from scalemech.stats import AlignmentStats, TwoSampleStats, alignment_stats, certificates, two_sample_certificate
 from scalemech.tables import check_columns
 
 

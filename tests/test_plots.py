@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.image import imread
+from test_report import make_tables, write_contract_table
 
 from scalemech import plots
 from scalemech.plots import FIGURES, choose, default_mk, make_figure
-from test_report import make_tables, write_contract_table
 
 DPI = 40
 NEEDED = {  # one column each figure cannot do without, besides the model keys

@@ -18,8 +18,17 @@ import pytest
 
 from scalemech import report
 from scalemech.plots import FIGURES, make_figure, table_path
-from scalemech.report import (CONFIRMED, NOT_CONFIRMED, NOT_DETECTABLE, NOT_MEASURED, REFUTED, NotMeasured, claims,
-                              spearman, write_report)
+from scalemech.report import (
+    CONFIRMED,
+    NOT_CONFIRMED,
+    NOT_DETECTABLE,
+    NOT_MEASURED,
+    REFUTED,
+    NotMeasured,
+    claims,
+    spearman,
+    write_report,
+)
 from scalemech.tables import columns, model_keys, write_table
 
 DEPTHS, WIDTHS, POINTS = [8, 14, 20, 26], [1, 2, 4], [0, 1, 2]
@@ -446,3 +455,14 @@ def test_write_report_lists_all_claims_figures_and_captions(tmp_path):
     assert text.count("(figure not produced in this run)") == len(FIGURES) - 1
     for stem in [*FIGURES, "claims"]:
         assert (CAPTIONS / f"{stem}.rst").read_text().strip() in text
+
+
+def test_verdict_summary_lists_every_claim_of_the_report(tmp_path):
+    tables_dir = tmp_path / "tables"
+    for name, frame in make_tables(1).items():
+        write_contract_table(frame, tables_dir, name)
+    out = write_report(tables_dir, tmp_path / "figures", tmp_path / "report.md", captions_dir=CAPTIONS)
+    summary = report.verdict_summary(out, tmp_path / "figures")
+    assert str(out) in summary
+    for claim in CLAIM_IDS:
+        assert f"  {claim:<18} {CONFIRMED}" in summary, summary

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from scalemech import stats, tables
 
 
-def gaussian_rows(n: int | tuple[int, ...], mu: torch.Tensor, chol: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+def gaussian_rows(n: int | tuple[int, ...], mu: torch.Tensor, chol: torch.Tensor,
+                  generator: torch.Generator) -> torch.Tensor:
     """``n`` rows of ``N(mu, chol cholᵀ)``, float64 (leading batch axes of ``n`` allowed)."""
     shape = (n,) if isinstance(n, int) else n
     noise = torch.randn(*shape, len(mu), generator=generator, dtype=torch.float64)
@@ -45,7 +46,7 @@ def brute_force_u(G: torch.Tensor) -> list[float]:
     g = G.tolist()
     averages = []
     for order, term in [(2, lambda i, j: g[i][j]), (2, lambda i, j: g[i][j] ** 2),
-                        (3, lambda i, j, k: g[i][j] * g[i][k]), (4, lambda i, j, k, l: g[i][j] * g[k][l])]:
+                        (3, lambda i, j, k: g[i][j] * g[i][k]), (4, lambda i, j, k, m: g[i][j] * g[k][m])]:
         tuples = list(itertools.permutations(range(n), order))
         averages.append(sum(term(*t) for t in tuples) / len(tuples))
     return averages
@@ -356,13 +357,13 @@ def test_two_sample_u_statistics_equal_brute_force():
     c = (Q_tr @ Q_te.T).tolist()
     sums = dict.fromkeys(stats.TWO_SAMPLE_FIELDS, 0.0)
     tuples = 0
-    for (i, k), (j, l) in itertools.product(itertools.permutations(range(7), 2), itertools.permutations(range(6), 2)):
+    for (i, k), (j, m) in itertools.product(itertools.permutations(range(7), 2), itertools.permutations(range(6), 2)):
         sums["mu_cross"] += c[i][j]
-        sums["mu_cross_sq"] += c[i][j] * c[k][l]
+        sums["mu_cross_sq"] += c[i][j] * c[k][m]
         # ½ (q_i-q_k)ᵀr_j (q_i-q_k)ᵀr_l and its mirror; ¼((q_i-q_k)ᵀ(r_j-r_l))²
-        sums["mu_te_sigma_tr_mu_te"] += (c[i][j] - c[k][j]) * (c[i][l] - c[k][l]) / 2
-        sums["mu_tr_sigma_te_mu_tr"] += (c[i][j] - c[i][l]) * (c[k][j] - c[k][l]) / 2
-        sums["tr_sigma_tr_sigma_te"] += (c[i][j] - c[i][l] - c[k][j] + c[k][l]) ** 2 / 4
+        sums["mu_te_sigma_tr_mu_te"] += (c[i][j] - c[k][j]) * (c[i][m] - c[k][m]) / 2
+        sums["mu_tr_sigma_te_mu_tr"] += (c[i][j] - c[i][m]) * (c[k][j] - c[k][m]) / 2
+        sums["tr_sigma_tr_sigma_te"] += (c[i][j] - c[i][m] - c[k][j] + c[k][m]) ** 2 / 4
         tuples += 1
     estimate = stats.TwoSampleStats.from_grams(Q_tr @ Q_tr.T, Q_te @ Q_te.T, Q_tr @ Q_te.T)
     assert (estimate.n_train, estimate.n_test) == (7, 6)
@@ -509,10 +510,10 @@ def test_offdiag_energy_equals_brute_force():
                                                                                  dtype=torch.float64) + 0.5
     total = offdiag = 0.0
     tuples = list(itertools.permutations(range(7), 4))
-    for i, j, k, l in tuples:
-        a, b = Q[i] - Q[k], Q[j] - Q[l]
+    for i, j, k, m in tuples:
+        a, b = Q[i] - Q[k], Q[j] - Q[m]
         total += (a @ b).item() ** 2 / 4  # ¼((q_i-q_k)ᵀ(q_j-q_l))², E = tr Σ²
-        offdiag += ((torch.outer(a, a) * torch.outer(b, b)).sum() - ((a * b) ** 2).sum()).item() / 4  # k≠l terms
+        offdiag += ((torch.outer(a, a) * torch.outer(b, b)).sum() - ((a * b) ** 2).sum()).item() / 4  # k≠m terms
     got_offdiag, got_total = stats.offdiag_energy(Q)
     assert got_total == pytest.approx(total / len(tuples), rel=1e-10)
     assert got_offdiag == pytest.approx(offdiag / len(tuples), rel=1e-10)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-import torch
 
 from scalemech.checkpoints import snapshot_schedule
 from scalemech.data import load_prepared, prepare_dataset

@@ -44,7 +44,8 @@ def planned(output: str) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("config, expected", [
-    ("config/config.yaml", {"prepare_data": 2, "train_model": 12, "measure_model": 12, "figure": 7}),
+    ("config/config.yaml", {"prepare_data": 2, "train_model": 12, "measure_model": 12, "trajectory_model": 12,
+                            "figure": 8}),
     ("config/quick-cifar10.yaml", {"prepare_data": 2, "train_model": 12}),
     ("config/paper.yaml", {"prepare_data": 5, "train_model": 85, "pin_pretrained": 5, "measure_model": 90}),
 ])

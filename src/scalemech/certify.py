@@ -129,7 +129,8 @@ def _point_rows(frames: dict[str, pd.DataFrame], pool_dir: Path, view: str, M: i
         if view == "full":
             mu_sq_lo, mu_sq_hi = signal.loc[point, "mu_sq_lo"], signal.loc[point, "mu_sq_hi"]
         else:
-            mu_sq_lo, mu_sq_hi = stats.alignment_intervals(train.gram(device=device), train.dim, INTERVAL_LEVEL)["mu_sq"]
+            intervals = stats.alignment_intervals(train.gram(device=device), train.dim, INTERVAL_LEVEL)
+            mu_sq_lo, mu_sq_hi = intervals["mu_sq"]
         two_sample = stats.TwoSampleStats.from_cross(train.gram(test, device=device))
         moments = stats.AlignmentStats.from_moments(row["n"], row["dim"], row["mu_sq"], row["mu_four"],
                                                     row["mu_sigma_mu"], row["tr_sigma_sq"])
@@ -245,20 +246,19 @@ def legend(frame: pd.DataFrame, wide: bool = False) -> list[str]:
     """What the verdicts, the columns, ``inf`` and ``nan`` mean (short lines)."""
     first = frame.iloc[0] if len(frame) else {"n": 0, "n_test": 0, "view": "full", "M": 0, "K": 0}
     clipped = "raw" if wide else "clipped at 0; raw values in --wide/--out"
-    return [
-        f"verdict: {GROW} = mu_sq interval above 0 and b_exact < {B_GROW} (and block_grad_norm > 0); "
-        f"{WEAK} = only one of the two; {NO_SIGNAL} = neither",
-        f"legend:  {first['view']} view, train pool of {int(first['n'])}, test pool of {int(first['n_test'])}; "
-        f"mu_sq = ||mu||^2; [lo, hi] = {INTERVAL_LEVEL:.0%} jackknife interval ({clipped})",
-        f"         b_exact = two-sample bound on P(misalign) for M = {int(first['M'])} train, K = {int(first['K'])} "
-        "test examples; b_align = one-sample bound from d_align",
-        "         block_grad_norm = first-order gain of a zero-initialized block inserted after the point",
-        "         inf = a spread estimated <= 0 (d_par = inf: mu'Sigma mu estimated <= 0; d_2 = inf: tr Sigma^2 "
-        "estimated <= 0)",
-        "         nan = the data do not bound it (no mean detected above noise, or a leave-one-out estimate is "
-        "inf/nan)",
-        "         b_exact = nan: no certificate (mu_tr'mu_te or its square estimated <= 0, or the variance)",
+    lines = [
+        (f"verdict: {GROW} = mu_sq interval above 0 and b_exact < {B_GROW} (and block_grad_norm > 0); "
+         f"{WEAK} = only one of the two; {NO_SIGNAL} = neither"),
+        (f"legend:  {first['view']} view, train pool of {int(first['n'])}, test pool of {int(first['n_test'])}; "
+         f"mu_sq = ||mu||^2; [lo, hi] = {INTERVAL_LEVEL:.0%} jackknife interval ({clipped})"),
+        (f"b_exact = two-sample bound on P(misalign) for M = {int(first['M'])} train, K = {int(first['K'])} "
+         "test examples; b_align = one-sample bound from d_align"),
+        "block_grad_norm = first-order gain of a zero-initialized block inserted after the point",
+        "inf = a spread estimated <= 0 (d_par = inf: mu'Sigma mu estimated <= 0; d_2 = inf: tr Sigma^2 estimated <= 0)",
+        "nan = the data do not bound it (no mean detected above noise, or a leave-one-out estimate is inf/nan)",
+        "b_exact = nan: no certificate (mu_tr'mu_te, its square or the variance estimated <= 0)",
     ]
+    return lines[:2] + [" " * len("legend:  ") + line for line in lines[2:]]
 
 
 def format_certificate(frame: pd.DataFrame, wide: bool = False) -> str:

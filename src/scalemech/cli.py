@@ -130,7 +130,8 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="scalemech", description=__doc__.split("\n")[0], epilog=__doc__.split("\n", 1)[1],
+    top = argparse.ArgumentParser(prog="scalemech", description=__doc__.split("\n")[0],
+                                  epilog=__doc__.split("\n", 1)[1],
                                   formatter_class=HelpFormatter)
     top.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     top.add_argument("--debug", action="store_true", help="show the traceback of an error")

@@ -18,12 +18,12 @@ from __future__ import annotations
 import copy
 import dataclasses
 import importlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import jsonschema
 import yaml

@@ -209,7 +209,7 @@ class GradientPool:
         self.scale = np.array(_checked_array(scale_file, meta_file, files.get(scale_file.name), verify))  # (n,)
 
     @staticmethod
-    def create(path: str | Path, n: int, dim: int, dtype: str, **labels) -> "PoolWriter":
+    def create(path: str | Path, n: int, dim: int, dtype: str, **labels) -> PoolWriter:
         """A ``PoolWriter`` for ``n`` rows of length ``dim`` stored in ``dtype`` (float16 | float32)."""
         return PoolWriter(Path(path), n, dim, dtype, labels)
 
@@ -232,7 +232,7 @@ class GradientPool:
         total = sum(self.rows(s, s + chunk_rows, device).sum(0) for s in range(0, self.n, chunk_rows))
         return total / self.n
 
-    def gram(self, other: "GradientPool | None" = None, device: torch.device | str = "cpu",
+    def gram(self, other: GradientPool | None = None, device: torch.device | str = "cpu",
              chunk_cols: int = 8192) -> Tensor:
         """``Q_a Q_bᵀ`` (n_a × n_b, float64; ``b = a`` when ``other`` is None), summed over column chunks.
 

@@ -93,8 +93,6 @@ def run(smk: Any) -> None:
 
 
 # -- the named inputs, outputs and params of the per-model rules ---------------------------------
-MODEL_RULES = ("train_model", "pin_pretrained", "measure_model", "misalign_model", "intervene_model",
-               "expand_model", "trajectory_model")
 DIRECTORIES = {"pools"}  # outputs that are directories
 
 
@@ -267,6 +265,20 @@ def cost_table(*, dalign: str, table: str, cost: dict[str, Any]) -> None:
 
 
 @job
+def runtime_table(*, records: Sequence[str], table: str) -> None:
+    """The ``runtime`` table: one row per benchmark record ``benchmarks/<run>/<step>/<job>.tsv``
+    (Snakemake's ``benchmark:`` files: wall seconds ``s``, ``cpu_time``, ``max_rss`` in MB)."""
+    rows = []
+    for path in map(Path, records):
+        record = pd.read_csv(path, sep="\t").iloc[-1]
+        step, *name = path.with_suffix("").parts[2:]
+        rows.append({"step": step, "job": "/".join(name), "wall_seconds": float(record["s"]),
+                     "cpu_seconds": float(record["cpu_time"]), "max_rss_mb": float(pd.to_numeric(
+                         record["max_rss"], errors="coerce"))})
+    tables.write_table(pd.DataFrame(rows), table, "runtime")
+
+
+@job
 def collect_table(*, parts: Sequence[str], table: str, name: str) -> None:
     """The table ``name`` from its per-model files."""
     tables.write_table(pd.concat([tables.read_table(p, name) for p in parts], ignore_index=True), table, name)
@@ -283,9 +295,10 @@ def figure(*, tables: Sequence[str], code: Sequence[str], pdf: str, png: str, st
 
 
 @job
-def claims_report(*, tables: Sequence[str], figures: Sequence[str], cost: str, code: Sequence[str], report: str,
-                  captions_dir: str) -> None:
-    """``report.md``: the claims table with verdicts, then every figure with its caption."""
+def claims_report(*, tables: Sequence[str], figures: Sequence[str], cost: str, runtime: str, code: Sequence[str],
+                  report: str, captions_dir: str) -> None:
+    """``report.md``: the claims table with verdicts, every figure with its caption, and the runtime
+    of the run's jobs (``cost`` and ``runtime`` are read from the tables directory)."""
     from .report import write_report
 
     write_report(Path(tables[0]).parent, Path(figures[0]).parent, report, captions_dir=captions_dir)

@@ -1,4 +1,4 @@
-"""Figures F1–F7 of PAPERS.md §5, one function per claim, drawn from tidy tables only.
+"""Figures F1–F7 of docs/science.md §5, one function per claim, drawn from tidy tables only.
 
 Each ``fig_<name>(tables..., out)`` checks the columns it needs
 (``scalemech.tables.check_columns``), drops rows with NaN (an estimate that is undefined:

@@ -1,8 +1,8 @@
-"""The claims report: each claim of Papers D and W (PAPERS.md §2–3) beside this run's statistic and verdict.
+"""The claims report: each claim of Papers D and W (docs/science.md §2–3) beside this run's statistic and verdict.
 
 A verdict comes from a rule fixed in code before any data are seen: one small function per
 claim, its thresholds named constants, its one-line description printed in the report
-(PAPERS.md §6: nothing is tuned to make a verdict pass). Verdicts (PAPERS.md §6–7):
+(docs/science.md §6: nothing is tuned to make a verdict pass). Verdicts (docs/science.md §6–7):
 
 - ``confirmed``: the statistic meets the rule, beyond its own uncertainty;
 - ``not confirmed``: a part of the claim fails although its statistic is measured;
@@ -32,8 +32,10 @@ and p < ``TREND_ALPHA``.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -716,6 +718,30 @@ def _caption(captions_dir: Path, stem: str) -> str:
     return path.read_text().strip() if path.exists() else f"(no caption: {path} is missing)"
 
 
+def verdict_summary(report_md: str | Path, figures_dir: str | Path) -> str:
+    """A few lines for the end of a run: where the report and figures are, and each claim's verdict
+    (read back from the report's claims table)."""
+    lines = Path(report_md).read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| claim |")) + 2   # past the rule line
+    table = itertools.takewhile(lambda line: line.startswith("| "), lines[start:])
+    cells = [re.split(r"(?<!\\)\|", line) for line in table]
+    rows = [f"  {c[1].strip():<18} {c[-2].strip()}" for c in cells]
+    return "\n".join([f"report:  {report_md}", f"figures: {figures_dir}/", "verdicts:", *rows,
+                      "HTML report: snakemake --report report.zip"])
+
+
+def runtime_section(runtime: pd.DataFrame, top: int = 5) -> list[str]:
+    """Markdown lines: the run's total wall and CPU time over its jobs and the ``top`` longest jobs."""
+    longest = runtime.sort_values("wall_seconds", ascending=False).head(top)
+    rows = "\n".join(f"| {r.step} | {r.job} | {r.wall_seconds:.1f} | {r.cpu_seconds:.1f} | {r.max_rss_mb:.0f} |"
+                     for r in longest.itertuples())
+    return ["## Runtime", "",
+            f"{len(runtime)} jobs: {runtime['wall_seconds'].sum():.0f} s of job wall time, "
+            f"{runtime['cpu_seconds'].sum():.0f} s of CPU time (Snakemake's benchmark records; "
+            f"`tables/runtime.csv`). The longest jobs:", "",
+            "| step | job | wall s | CPU s | max RSS MB |", "|---|---|---|---|---|", rows, ""]
+
+
 def write_report(tables_dir: str | Path, figures_dir: str | Path, out_md: str | Path, *,
                  captions_dir: str | Path = "workflow/report",
                  benchmarks: pd.DataFrame | Mapping[str, float] | None = None) -> Path:
@@ -735,6 +761,8 @@ def write_report(tables_dir: str | Path, figures_dir: str | Path, out_md: str | 
         lines.append(f"![{stem}]({Path(os.path.relpath(png, out_md.parent)).as_posix()})" if png.exists()
                      else "(figure not produced in this run)")
         lines += ["", _caption(captions_dir, stem), ""]
+    if (runtime := table_path(tables_dir, "runtime")).exists():
+        lines += runtime_section(read_table(runtime, "runtime"))
     out_md.parent.mkdir(parents=True, exist_ok=True)
     out_md.write_text("\n".join(lines))
     return out_md

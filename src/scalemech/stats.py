@@ -1,6 +1,6 @@
 """Alignment statistics of activation gradients from their Gram matrix.
 
-Defines the estimators of PAPERS.md §3-§4 (Paper W, Zhang et al. 2026, "the effective
+Defines the estimators of docs/science.md §3-§4 (Paper W, Zhang et al. 2026, "the effective
 alignment dimension"): given ``n`` i.i.d. rows ``q_i`` (per-example activation gradients,
 flattened to ``R^D``) with mean ``mu`` and covariance ``Sigma``,
 
@@ -13,7 +13,7 @@ flattened to ``R^D``) with mean ``mu`` and covariance ``Sigma``,
   with itself and bias the U-statistics);
 - ``certificates``: Theorem 1's Cantelli bounds ``B_exact <= B_align`` for ``(M, K)`` draws;
 - ``TwoSampleStats`` / ``two_sample_variance`` / ``two_sample_certificate``: Theorem 1 for train
-  and test rows from different distributions (PAPERS.md §7), unbiased from ``C = Q_tr Q_teᵀ``;
+  and test rows from different distributions (docs/science.md §7), unbiased from ``C = Q_tr Q_teᵀ``;
 - ``offdiag_ratio`` / ``offdiag_null`` / ``correlation``: the covariance-structure check of
   Paper D (claim D1) on a small pooled view; ``offdiag_energy`` / ``offdiag_ratio_unbiased`` /
   ``offdiag_null_unbiased``: the same with unbiased U-statistics in place of the plug-in ``Σ̂``
@@ -46,12 +46,6 @@ Rows = Tensor | np.ndarray | Iterable[Tensor | np.ndarray]
 
 
 # ----------------------------------------------------------------------------- Gram matrix
-
-def _float64(x: Tensor | np.ndarray, device: torch.device | str | None) -> Tensor:
-    """``x`` as a float64 tensor on ``device`` (a numpy/memmap slice is read here)."""
-    x = torch.from_numpy(np.array(x, dtype=np.float64)) if isinstance(x, np.ndarray) else x  # one read, owned
-    return x.to(device=device, dtype=torch.float64)
-
 
 _CHUNK_BYTES = 4 * 2**20
 """Float64 bytes of the column chunk buffer(s) of ``cross_gram`` (``a``'s and ``b``'s rows together)."""

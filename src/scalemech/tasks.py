@@ -31,6 +31,9 @@ if TYPE_CHECKING:
     from .train import Recipe
 
 
+Pair = tuple[Tensor, Tensor]  # (inputs, targets)
+
+
 class Task(Protocol):
     data: Prepared
     block_size: int | None  # tokens per example of a language model; None for images
@@ -45,7 +48,7 @@ class Task(Protocol):
     def sample(self, split: str, n: int, generator: torch.Generator) -> Tensor: ...
     def batches(self, recipe: Recipe, generator: torch.Generator,
                 device: torch.device) -> tuple[ImageBatches | TextBatches, bool]: ...
-    def evaluation_sets(self, recipe: Recipe, seed: int) -> tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor], str]: ...
+    def evaluation_sets(self, recipe: Recipe, seed: int) -> tuple[Pair, Pair, str]: ...
     def eval_every(self, recipe: Recipe, steps_per_epoch: int) -> int: ...
 
 

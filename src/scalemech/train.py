@@ -28,9 +28,10 @@ import math
 import platform
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 import torch
@@ -38,8 +39,15 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from .checkpoints import (identity_hash, mark_complete, resume_state, run_identity, save_checkpoint, save_snapshot,
-                          snapshot_schedule)
+from .checkpoints import (
+    identity_hash,
+    mark_complete,
+    resume_state,
+    run_identity,
+    save_checkpoint,
+    save_snapshot,
+    snapshot_schedule,
+)
 from .data import Prepared
 from .device import resolve_device
 from .models import build_model, save_model
@@ -102,7 +110,7 @@ class Recipe:
             raise ValueError(f"recipe augment must be 'auto', true or false, got {self.augment!r}")
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Recipe":
+    def from_dict(cls, d: dict[str, Any]) -> Recipe:
         """A ``Recipe`` from a config mapping; unknown keys raise ``ValueError`` listing the allowed ones."""
         allowed = [f.name for f in fields(cls)]
         unknown = sorted(set(d) - set(allowed))

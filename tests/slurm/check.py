@@ -8,11 +8,12 @@ What is checked, and how (there is no slurmdbd, so no sacct):
   each job id is looked up with `scontrol show job -o` (slurmctld keeps finished jobs for
   MinJobAge = 1800 s): its rule (from the plugin's --comment rule_<rule>_wildcards_...), state
   COMPLETED, exit code 0:0, partition, CPUs, memory and whether it had a GPU;
-- independently, slurmctld's own log must show each job id submitted and completed with exit
-  status 0;
+- independently, slurmctld's own log must show each job id submitted, allocated in that
+  partition, and completed with exit status 0;
 - every rule of the plan that is not a localrule ran as exactly as many SLURM jobs as planned,
   and no localrule ran as a SLURM job (snakemake's log shows them as "localrule <name>:");
-- every figure (pdf and png) and the report exist and are not empty.
+- every figure the figure jobs were to make (their "output:" lines in snakemake's log; one job per
+  stem of scalemech.plots.FIGURES that the workflow plans) and the report exist, not empty.
 """
 
 from __future__ import annotations
@@ -25,12 +26,13 @@ from pathlib import Path
 
 import yaml
 
-import scalemech.plots
 from scalemech.config import cluster_requests, validate_config
 
-LOCAL = {"figure", "claims_report", "collect_table", "training_table"}  # the Snakefile's localrules
+ROOT = Path(__file__).resolve().parents[2]
+# The Snakefile's localrules: they must run on the host, every other rule as a SLURM job.
+LOCAL = set(re.findall(r"\w+", re.search(r"^localrules:\n((?:[ \t]+\w+,?\n)+)", (ROOT / "Snakefile").read_text(),
+                                           re.M).group(1)))
 TARGETS = {"all"}  # rules without a script: nothing runs
-GPU_RULES = {"train_model", "measure_model", "intervene_model", "expand_model", "trajectory_model"}
 
 
 def planned(log: str) -> dict[str, int]:
@@ -39,10 +41,10 @@ def planned(log: str) -> dict[str, int]:
         parts = line.split()
         if parts[:2] == ["job", "count"]:
             table = True
-        elif table and len(parts) == 2 and parts[1].isdigit():
-            counts[parts[0]] = int(parts[1])
         elif table and parts and parts[0] == "total":
             break
+        elif table and len(parts) == 2 and parts[1].isdigit():
+            counts[parts[0]] = int(parts[1])
     return counts
 
 
@@ -80,11 +82,9 @@ def main(log_path: str, workdir: str, config_path: str, ctld_log_path: str, node
         print(f"{slurm_id:>8}  {rule:16} {info.get('JobState', '?'):10} {info.get('ExitCode', '?'):5} "
               f"{info.get('Partition', '?'):9} {info.get('NumCPUs', '?'):>4} {info.get('MinMemoryNode', '?'):>7}  "
               f"{'yes' if gpu else 'no':3}  {wildcards}")
-        if rule == "prepare_data":
-            cpus, mem = requests[f"prepare_data:{wildcards.split('=')[-1]}"]["cpus"], \
-                requests[f"prepare_data:{wildcards.split('=')[-1]}"]["mem_mb"]
-        elif rule == "cost_table":
-            cpus, mem = requests["cost_table"]["cpus"], requests["cost_table"]["mem_mb"]
+        if rule in ("prepare_data", "cost_table"):  # prepare_data's wildcards: its dataset
+            request = requests[f"prepare_data:{wildcards}" if rule == "prepare_data" else rule]
+            cpus, mem = request["cpus"], request["mem_mb"]
         else:
             cpus, mem = config["threads"], grid_resources["mem_mb"]
         expected = {"JobState": "COMPLETED", "ExitCode": "0:0", "Partition": cluster["cpu_partition"],
@@ -94,10 +94,11 @@ def main(log_path: str, workdir: str, config_path: str, ctld_log_path: str, node
                 problems.append(f"SLURM job {slurm_id} ({rule} {wildcards}): {key}={info.get(key)}, expected {value}")
         if gpu:
             problems.append(f"SLURM job {slurm_id} ({rule}) asked for a GPU (TRES {tres}); the grid's gpu is 0")
-        if not re.search(rf"JobId={slurm_id} .*\n(?:.*\n)*?.*_job_complete: JobId={slurm_id} WEXITSTATUS 0", ctld_log) \
-                or not re.search(rf"_job_complete: JobId={slurm_id} done", ctld_log):
-            problems.append(f"slurmctld's log does not show SLURM job {slurm_id} ({rule}) submitted and completed "
-                            "with exit status 0")
+        for event in (rf"_slurm_rpc_submit_batch_job: JobId={slurm_id} ",
+                      rf"sched: Allocate JobId={slurm_id} NodeList=\S+ #CPUs=\d+ Partition={cluster['cpu_partition']}\b",
+                      rf"_job_complete: JobId={slurm_id} WEXITSTATUS 0\b", rf"_job_complete: JobId={slurm_id} done"):
+            if not re.search(event, ctld_log):
+                problems.append(f"slurmctld's log lacks /{event}/ for SLURM job {slurm_id} ({rule})")
     if len(jobs) != len(submitted):
         problems.append(f"{len(submitted)} submissions in snakemake's log but {len(jobs)} distinct SLURM job ids")
 
@@ -122,7 +123,10 @@ def main(log_path: str, workdir: str, config_path: str, ctld_log_path: str, node
             problems.append(f"{rule}: no SLURM job")
 
     root = Path(workdir)
-    outputs = [root / "figures" / run / f"{stem}.{suffix}" for stem in scalemech.plots.FIGURES for suffix in ("pdf", "png")]
+    made = re.findall(r"localrule figure:\n\s+input: .*\n\s+output: (.*)\n", log)
+    if len(made) != plan.get("figure") or not made:
+        problems.append(f"{len(made)} figure jobs in snakemake's log, planned {plan.get('figure')}")
+    outputs = [root / name for line in made for name in line.split(", ")]
     outputs.append(root / "results" / run / "report.md")
     missing = [str(path.relative_to(root)) for path in outputs if not path.is_file() or path.stat().st_size == 0]
     if missing:
@@ -130,7 +134,7 @@ def main(log_path: str, workdir: str, config_path: str, ctld_log_path: str, node
     print(f"\n{len(jobs)} SLURM jobs COMPLETED with exit code 0:0 in partition {cluster['cpu_partition']!r} "
           f"(the cluster's default is 'debug') on a {node_cpus}-CPU node; "
           f"{sum(plan.get(rule, 0) for rule in LOCAL)} localrule jobs on the host; "
-          f"{len(outputs) - len(missing)}/{len(outputs)} figures and report present")
+          f"{len(outputs) - len(missing)}/{len(outputs)} figure files and the report present")
     for problem in problems:
         print(f"PROBLEM: {problem}")
     return 1 if problems else 0

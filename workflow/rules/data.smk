@@ -4,22 +4,22 @@
 rule prepare_data:
     output:
         data=directory(LAYOUT.data("{dataset}")),
-    params:
-        dataset=lambda wc: wc.dataset,
-        settings=lambda wc: config["datasets"][wc.dataset],
-        offline=config["offline"],
     log:
         LAYOUT.log("data", "{dataset}"),
     benchmark:
         LAYOUT.benchmark("data", "{dataset}")
+    conda:
+        "../../environment.yml"
     threads: cluster_request("prepare_data", "cpus")
     resources:
         mem_mb=cluster_request("prepare_data", "mem_mb"),
         runtime=cluster_request("prepare_data", "runtime"),
         slurm_partition=cpu_partition,
         slurm_account=slurm_account,
-    conda:
-        "../../environment.yml"
+    params:
+        dataset=lambda wc: wc.dataset,
+        settings=lambda wc: config["datasets"][wc.dataset],
+        offline=config["offline"],
     script:
         JOB_SCRIPT
 

@@ -9,20 +9,20 @@ rule misalign_model:
         **model_inputs("misalign_model"),
     output:
         **model_outputs("misalign_model"),
-    params:
-        **model_params("misalign_model"),
-    threads: config["threads"]
-    resources:
-        mem_mb=lambda wc: model_resources(wc)["mem_mb"],
-        runtime=lambda wc: model_resources(wc)["runtime"],
-        slurm_partition=cpu_partition,
-        slurm_account=slurm_account,
     log:
         log_of("misalign"),
     benchmark:
         benchmark_of("misalign")
     conda:
         "../../environment.yml"
+    threads: config["threads"]
+    resources:
+        mem_mb=lambda wc: model_resources(wc)["mem_mb"],
+        runtime=lambda wc: model_resources(wc)["runtime"],
+        slurm_partition=cpu_partition,
+        slurm_account=slurm_account,
+    params:
+        **model_params("misalign_model"),
     script:
         JOB_SCRIPT
 
@@ -32,8 +32,12 @@ rule intervene_model:
         **model_inputs("intervene_model"),
     output:
         **model_outputs("intervene_model"),
-    params:
-        **model_params("intervene_model"),
+    log:
+        log_of("intervene"),
+    benchmark:
+        benchmark_of("intervene")
+    conda:
+        "../../environment.yml"
     threads: config["threads"]
     resources:
         gpu=lambda wc: model_resources(wc)["gpu"],
@@ -41,12 +45,8 @@ rule intervene_model:
         runtime=lambda wc: model_resources(wc)["runtime"],
         slurm_partition=model_partition,
         slurm_account=slurm_account,
-    log:
-        log_of("intervene"),
-    benchmark:
-        benchmark_of("intervene")
-    conda:
-        "../../environment.yml"
+    params:
+        **model_params("intervene_model"),
     script:
         JOB_SCRIPT
 
@@ -56,8 +56,12 @@ rule expand_model:
         **model_inputs("expand_model"),
     output:
         **model_outputs("expand_model"),
-    params:
-        **model_params("expand_model"),
+    log:
+        log_of("expand"),
+    benchmark:
+        benchmark_of("expand")
+    conda:
+        "../../environment.yml"
     threads: config["threads"]
     resources:
         gpu=lambda wc: model_resources(wc)["gpu"],
@@ -65,12 +69,8 @@ rule expand_model:
         runtime=lambda wc: model_resources(wc)["runtime"],
         slurm_partition=model_partition,
         slurm_account=slurm_account,
-    log:
-        log_of("expand"),
-    benchmark:
-        benchmark_of("expand")
-    conda:
-        "../../environment.yml"
+    params:
+        **model_params("expand_model"),
     script:
         JOB_SCRIPT
 
@@ -80,10 +80,14 @@ rule trajectory_model:
         **model_inputs("trajectory_model"),
     output:
         **model_outputs("trajectory_model"),
+    log:
+        log_of("trajectory"),
+    benchmark:
+        benchmark_of("trajectory")
     wildcard_constraints:
         model=regex(TRAINED),
-    params:
-        **model_params("trajectory_model"),
+    conda:
+        "../../environment.yml"
     threads: config["threads"]
     resources:
         gpu=lambda wc: model_resources(wc)["gpu"],
@@ -91,11 +95,7 @@ rule trajectory_model:
         runtime=lambda wc: model_resources(wc)["runtime"],
         slurm_partition=model_partition,
         slurm_account=slurm_account,
-    log:
-        log_of("trajectory"),
-    benchmark:
-        benchmark_of("trajectory")
-    conda:
-        "../../environment.yml"
+    params:
+        **model_params("trajectory_model"),
     script:
         JOB_SCRIPT

@@ -18,15 +18,45 @@ rule figure:
     output:
         pdf=LAYOUT.figure("{stem}", "pdf"),
         png=report(LAYOUT.figure("{stem}", "png"), caption="../report/figure.rst", category="Figures"),
-    wildcard_constraints:
-        stem="|".join(FIGURE_TABLES),
-    params:
-        stem=lambda wc: wc.stem,
-        caption=lambda wc: Path(workflow.basedir, "workflow", "report", f"{wc.stem}.rst").read_text(),
     log:
         LAYOUT.log("figures", "{stem}"),
     benchmark:
         LAYOUT.benchmark("figures", "{stem}")
+    wildcard_constraints:
+        stem="|".join(FIGURE_TABLES),
+    conda:
+        "../../environment.yml"
+    params:
+        stem=lambda wc: wc.stem,
+        caption=lambda wc: Path(workflow.basedir, "workflow", "report", f"{wc.stem}.rst").read_text(),
+    script:
+        JOB_SCRIPT
+
+
+def computing_records():
+    """Snakemake's benchmark records of every job that computes (data, models, measurements)."""
+    per_step = {
+        "train": TRAINED,
+        "pretrained": PRETRAINED,
+        "measure": JOBS,
+        "misalign": JOBS,
+        "intervene": JOBS,
+        "expand": EXPANDED,
+        "trajectory": TRAINED,
+    }
+    records = [LAYOUT.benchmark("data", dataset) for dataset in sorted(config["datasets"])]
+    for step, keys in per_step.items():
+        records += per_model(LAYOUT.benchmark(step, "{dataset}/{model}"), keys)
+    return records
+
+
+rule runtime_table:
+    input:
+        records=computing_records(),
+    output:
+        table=LAYOUT.table("runtime"),
+    log:
+        LAYOUT.log("tables", "runtime"),
     conda:
         "../../environment.yml"
     script:
@@ -38,17 +68,18 @@ rule claims_report:
         tables=[LAYOUT.table(name) for name in CLAIM_TABLES],
         figures=[LAYOUT.figure(stem, "png") for stem in FIGURE_TABLES],
         cost=LAYOUT.table("benchmarks"),
+        runtime=LAYOUT.table("runtime"),
         code=PLOTTING_CODE,
     output:
         report=report(LAYOUT.report, caption="../report/claims.rst", category="Claims"),
-    params:
-        captions_dir=f"{workflow.basedir}/workflow/report",
     log:
         LAYOUT.log("report", "report"),
     benchmark:
         LAYOUT.benchmark("report", "report")
     conda:
         "../../environment.yml"
+    params:
+        captions_dir=f"{workflow.basedir}/workflow/report",
     script:
         JOB_SCRIPT
 
@@ -106,6 +137,7 @@ rule tables:
     input:
         rules.claims_report.input.tables,
         rules.claims_report.input.cost,
+        rules.claims_report.input.runtime,
 
 
 rule figures:

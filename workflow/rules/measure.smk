@@ -8,8 +8,12 @@ rule measure_model:
         **model_inputs("measure_model"),
     output:
         **model_outputs("measure_model"),
-    params:
-        **model_params("measure_model"),
+    log:
+        log_of("measure"),
+    benchmark:
+        benchmark_of("measure")
+    conda:
+        "../../environment.yml"
     threads: config["threads"]
     resources:
         gpu=lambda wc: model_resources(wc)["gpu"],
@@ -17,12 +21,8 @@ rule measure_model:
         runtime=lambda wc: model_resources(wc)["runtime"],
         slurm_partition=model_partition,
         slurm_account=slurm_account,
-    log:
-        log_of("measure"),
-    benchmark:
-        benchmark_of("measure")
-    conda:
-        "../../environment.yml"
+    params:
+        **model_params("measure_model"),
     script:
         JOB_SCRIPT
 
@@ -35,17 +35,17 @@ rule collect_table:
         ),
     output:
         table=LAYOUT.results + "/tables/{name}{suffix}",
-    wildcard_constraints:
-        name="|".join(PER_MODEL_TABLES),
-        suffix=r"\.csv|\.parquet",
-    params:
-        name=lambda wc: wc.name,
     log:
         LAYOUT.log("tables", "{name}{suffix}"),
     benchmark:
         LAYOUT.benchmark("tables", "{name}{suffix}")
+    wildcard_constraints:
+        name="|".join(PER_MODEL_TABLES),
+        suffix=r"\.csv|\.parquet",
     conda:
         "../../environment.yml"
+    params:
+        name=lambda wc: wc.name,
     script:
         JOB_SCRIPT
 
@@ -55,19 +55,19 @@ rule cost_table:
         dalign=LAYOUT.table("dalign"),
     output:
         table=LAYOUT.table("benchmarks"),
-    params:
-        cost=config["cost"],
-    threads: config["threads"]
-    resources:
-        mem_mb=cluster_request("cost_table", "mem_mb"),
-        runtime=cluster_request("cost_table", "runtime"),
-        slurm_partition=cpu_partition,
-        slurm_account=slurm_account,
     log:
         LAYOUT.log("tables", "benchmarks"),
     benchmark:
         LAYOUT.benchmark("tables", "benchmarks")
     conda:
         "../../environment.yml"
+    threads: config["threads"]
+    resources:
+        mem_mb=cluster_request("cost_table", "mem_mb"),
+        runtime=cluster_request("cost_table", "runtime"),
+        slurm_partition=cpu_partition,
+        slurm_account=slurm_account,
+    params:
+        cost=config["cost"],
     script:
         JOB_SCRIPT

@@ -11,10 +11,14 @@ rule train_model:
         **model_inputs("train_model"),
     output:
         **model_outputs("train_model"),
+    log:
+        log_of("train"),
+    benchmark:
+        benchmark_of("train")
     wildcard_constraints:
         model=regex(TRAINED),
-    params:
-        **model_params("train_model"),
+    conda:
+        "../../environment.yml"
     threads: config["threads"]
     resources:
         gpu=lambda wc: model_resources(wc)["gpu"],
@@ -22,12 +26,8 @@ rule train_model:
         runtime=lambda wc: model_resources(wc)["runtime"],
         slurm_partition=model_partition,
         slurm_account=slurm_account,
-    log:
-        log_of("train"),
-    benchmark:
-        benchmark_of("train")
-    conda:
-        "../../environment.yml"
+    params:
+        **model_params("train_model"),
     script:
         JOB_SCRIPT
 
@@ -35,21 +35,21 @@ rule train_model:
 rule pin_pretrained:
     output:
         **model_outputs("pin_pretrained"),
+    log:
+        log_of("pretrained"),
+    benchmark:
+        benchmark_of("pretrained")
     wildcard_constraints:
         model=regex(PRETRAINED),
-    params:
-        **model_params("pin_pretrained"),
+    conda:
+        "../../environment.yml"
     resources:
         mem_mb=lambda wc: model_resources(wc)["mem_mb"],
         runtime=lambda wc: model_resources(wc)["runtime"],
         slurm_partition=cpu_partition,
         slurm_account=slurm_account,
-    log:
-        log_of("pretrained"),
-    benchmark:
-        benchmark_of("pretrained")
-    conda:
-        "../../environment.yml"
+    params:
+        **model_params("pin_pretrained"),
     script:
         JOB_SCRIPT
 

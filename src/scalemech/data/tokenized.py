@@ -1,7 +1,7 @@
 """Text tokenized with a pretrained checkpoint's own tokenizer, cut into next-token windows.
 
-Used for the Pythia suite (docs/science.md §5, E9): a split's text (the data layer splits the
-text 90/10, contiguously, before this) comes from a prepared byte stream, a local text
+Used for the Pythia suite (docs/science.md §5, E9): a split's text (the data layer has split
+the corpus into train and test, ``data.text``) comes from a prepared byte stream, a local text
 file or a Hugging Face dataset, is encoded with ``AutoTokenizer`` of the checkpoint
 into one token stream, and ``token_pool`` draws ``n`` non-overlapping windows from it:
 ``x = w[:, :-1]``, ``y = w[:, 1:]`` (the batching of nanoGPT's ``get_batch``, without
@@ -212,6 +212,14 @@ class TokenIdTask:
         from ..tasks import windows_overlap
 
         return windows_overlap(index, others, self.block_size)
+
+    def count(self, split: str) -> int:
+        """Non-overlapping windows of ``split``'s stream."""
+        return len(self.stream(split)) // (self.block_size + 1)
+
+    def sample(self, split: str, n: int, generator: torch.Generator) -> Tensor:
+        """``n`` windows at uniform random starts (nanoGPT's ``get_batch``), for training batches."""
+        return torch.randint(len(self.stream(split)) - self.block_size, (n,), generator=generator)
 
     def to_input(self, x: Tensor) -> Tensor:
         return x.long()

@@ -34,8 +34,8 @@ from torch import Tensor
 from ..data import Prepared
 from ..grads import GradientPool, PrepareBatch, broadcast_shift, iter_batches, measured_points, pool_path, to_device
 from ..models.base import ResidualModel
-from ..tables import columns
 from ..seeding import derive_seed
+from ..tables import columns
 from ..tasks import draw_disjoint, fetch
 
 

@@ -11,8 +11,9 @@ over a sub-block. ``block_means`` does ``R`` draws for a whole ``(M, K)`` grid a
 - a draw is a uniformly random *ordered* subset of ``M_max`` rows and one of ``K_max`` columns;
   its first ``M`` rows (``K`` columns) are then a uniform ``M``-subset, so one draw serves every
   grid cell (common random numbers: cells are correlated, each cell's draws are independent);
-- ``U = S_I C`` (row sums over the draw's rows, nested prefixes via ``embedding_bag``),
-  then a gather of the draw's columns and a cumulative sum give every ``(M, K)`` corner.
+- ``U = S_I C`` (row sums over the draw's rows, nested prefixes): a sparse 0/1 indicator of each
+  draw's rows times ``C``, one cache-sized column slab at a time (long prefixes as one dense
+  product), then a gather of the draw's columns and a cumulative sum give every ``(M, K)`` corner.
 
 Cost ``R·M_max·n_te`` additions (rows and columns are swapped when that is cheaper). The
 misalignment probability ``P(μ_Mᵀ g_K <= 0)`` gets a Wilson score interval (Wilson 1927) and sits
@@ -25,7 +26,8 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from statistics import NormalDist
 from typing import Any
@@ -46,6 +48,7 @@ DRAW_CHUNK = 2048  # draws per chunk (fixed: the random stream, hence the result
 SLAB_BYTES = 2**19
 """``block_means`` adds rows of ``C`` column slab by column slab (n × w float64, about this many bytes),
 so the slab stays in a core's L2 cache while every draw of the chunk adds its rows of it."""
+MAX_SLABS = 64  # wider slabs beyond this count: each slab costs one sparse product call per prefix segment
 DENSE_SHARE = 0.25
 """A prefix segment of at least this share of ``C``'s rows is summed as a dense 0/1 indicator matrix times
 ``C`` (one BLAS product, ``n`` multiply-adds a column); a shorter one as a sparse (CSR) indicator times
@@ -74,10 +77,10 @@ def ordered_subsets(draws: int, n: int, size: int, generator: torch.Generator) -
     """
     if not 0 <= size <= n:
         raise ValueError(f"need 0 <= size <= n; got size {size}, n = {n}")
-    step = torch.arange(size, dtype=torch.float64)[:, None]  # (size, 1)
-    uniform = torch.rand(size, draws, dtype=torch.float64, generator=generator)  # (size, draws)
-    targets = uniform.mul_(n - step).floor_().add_(step).long().clamp_(max=n - 1)  # (size, draws): row i in [i, n)
-    targets = targets.mul_(draws).add_(torch.arange(draws)).numpy()  # flat indices into perm
+    step = np.arange(size)[:, None]  # (size, 1)
+    uniform = torch.rand(size, draws, dtype=torch.float64, generator=generator).numpy()  # (size, draws)
+    targets = np.minimum(np.floor(uniform * (n - step)).astype(np.int64) + step, n - 1)  # row i in [i, n)
+    targets = targets * draws + np.arange(draws)  # flat indices into perm
     perm = np.repeat(np.arange(n, dtype=np.int32), draws)  # (n, draws) flat: position × draw
     out = np.empty((size, draws), dtype=np.int32)
     for i in range(size):  # numpy: ~10x less overhead per step than torch for these small gathers
@@ -101,11 +104,11 @@ def _sorted_rows(segment: Tensor) -> Tensor:
 
 class _Slabs:
     """``C`` (n × m, float64) for ``block_means``'s row sums: column slabs ``(S, n, w)`` (``SLAB_BYTES``,
-    the last one zero-padded) for the sparse path, ``C`` itself for the dense one."""
+    at most ``MAX_SLABS``, the last one zero-padded) for the sparse path, ``C`` itself for the dense one."""
 
     def __init__(self, C: Tensor):
         n, m = C.shape
-        width = min(max(8, SLAB_BYTES // (8 * n) // 8 * 8), m)
+        width = min(max(8, SLAB_BYTES // (8 * n) // 8 * 8, -(-m // MAX_SLABS)), m)
         count = -(-m // width)
         self.C, self.n, self.m, self.width, self.count = C, n, m, width, count
         self.slabs = F.pad(C, (0, count * width - m)).reshape(n, count, width).transpose(0, 1).contiguous()
@@ -124,16 +127,41 @@ class _Slabs:
                 torch.arange(0, draws * size + 1, size, dtype=torch.int32, device=sums.device),
                 _sorted_rows(segment).reshape(-1), torch.ones(draws * size, dtype=sums.dtype, device=sums.device),
                 (draws, self.n))
-        for q in range(self.count):
-            sums[q].addmm_(indicator, self.slabs[q])
+        _for_each_slab(self.count, lambda q: sums[q].addmm_(indicator, self.slabs[q]), sums.device)
 
 
-def _block_means(C: _Slabs, rows: Tensor, cols: Tensor, Ms: Sequence[int], Ks: Sequence[int]) -> Tensor:
-    """``block_means`` of the slabbed ``C``, summing over its rows first."""
+def _for_each_slab(count: int, work: Callable[[int], object], device: torch.device) -> None:
+    """``work(q)`` for ``q`` in ``range(count)``; on CPU split across ``torch.get_num_threads()`` Python threads
+    that each run their (BLAS) calls single-threaded: one join per call instead of a parallel region per
+    slab, whose barriers cost a scheduler time slice each whenever the cores are shared."""
+    threads = min(torch.get_num_threads(), count) if device.type == "cpu" else 1
+    if threads <= 1:
+        for q in range(count):
+            work(q)
+        return
+
+    def run(first: int) -> None:
+        torch.set_num_threads(1)
+        for q in range(first, count, threads):
+            work(q)
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(run, range(threads)))
+    finally:
+        torch.set_num_threads(before)
+
+
+def _block_means(C: _Slabs, rows: Tensor, cols: Tensor, Ms: Sequence[int], Ks: Sequence[int],
+                 sums: Tensor | None = None) -> Tensor:
+    """``block_means`` of the slabbed ``C``, summing over its rows first (into ``sums``, zeroed here, if given)."""
     draws = rows.shape[0]
     device, dtype = C.slabs.device, C.slabs.dtype
     out = torch.empty(draws, len(Ms), len(Ks), dtype=dtype, device=device)
-    sums = torch.zeros(C.count, draws, C.width, dtype=dtype, device=device)  # 1_Iᵀ C, slab by slab
+    shape = (C.count, draws, C.width)  # 1_Iᵀ C, slab by slab
+    sums = sums.zero_() if sums is not None and sums.shape == shape else torch.zeros(shape, dtype=dtype, device=device)
     picked = cols[:, :Ks[-1]]
     at = ((picked // C.width) * (draws * C.width) + picked % C.width
           + torch.arange(0, draws * C.width, C.width, device=device)[:, None])  # (R, K_max): picked[r, k] in sums
@@ -178,14 +206,15 @@ def misalignment_draws(C: Tensor, grid: Sequence[tuple[int, int]], draws: int,
     Ms, Ks = sorted({M for M, _ in grid}), sorted({K for _, K in grid})
     transpose = _row_sum_cost(n_train, n_test, Ms) > _row_sum_cost(n_test, n_train, Ks)
     slabs = _Slabs(C.T if transpose else C)
+    sums = torch.empty(slabs.count, min(DRAW_CHUNK, draws), slabs.width, dtype=C.dtype, device=C.device)  # reused
     generator = torch.Generator().manual_seed(seed)
     chunks = []
     for start in range(0, draws, DRAW_CHUNK):
         size = min(DRAW_CHUNK, draws - start)
         rows = ordered_subsets(size, n_train, Ms[-1], generator).to(C.device)
         cols = ordered_subsets(size, n_test, Ks[-1], generator).to(C.device)
-        chunks.append(_block_means(slabs, cols, rows, Ks, Ms).transpose(1, 2) if transpose
-                      else _block_means(slabs, rows, cols, Ms, Ks))
+        chunks.append(_block_means(slabs, cols, rows, Ks, Ms, sums).transpose(1, 2) if transpose
+                      else _block_means(slabs, rows, cols, Ms, Ks, sums))
     values = torch.cat(chunks)  # (draws, len(Ms), len(Ks))
     return {(M, K): values[:, Ms.index(M), Ks.index(K)] for M, K in grid}
 

@@ -15,7 +15,8 @@ Gradient capture, interventions and expansion use nothing else.
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -93,7 +94,7 @@ class ResidualModel(nn.Module):
         """A fresh residual block of this family for the stream at ``point``, ``h(z) = z`` at init."""
         raise NotImplementedError
 
-    def insert_block(self, point: str) -> tuple["ResidualModel", nn.Module]:
+    def insert_block(self, point: str) -> tuple[ResidualModel, nn.Module]:
         """A deep copy with ``new_block(point)`` placed right after ``point``.
 
         Returns ``(f_new, block)``; ``f_new`` equals this model at initialization.

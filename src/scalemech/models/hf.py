@@ -36,12 +36,26 @@ import torch
 from huggingface_hub import constants, is_offline_mode, try_to_load_from_cache
 from huggingface_hub.errors import HFValidationError
 from torch import Tensor, nn
-from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedConfig, PreTrainedModel
-from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    PreTrainedConfig,
+    PreTrainedModel,
+)
+from transformers.masking_utils import (
+    create_causal_mask,
+    create_sliding_window_causal_mask,
+)
 from transformers.pytorch_utils import Conv1D
 
 from ..data.prepared import SPLITS, Prepared, text_windows
-from ..data.tokenized import TokenIdTask, TokenIds, text_from_bytes, token_starts, tokenize_text
+from ..data.tokenized import (
+    TokenIds,
+    TokenIdTask,
+    text_from_bytes,
+    token_starts,
+    tokenize_text,
+)
 from ..tasks import windows_overlap
 from .base import Chain, LanguageModel
 
@@ -292,6 +306,14 @@ class TokenTask:
 
     def overlaps(self, index: Tensor, others: Tensor) -> Tensor:
         return windows_overlap(index, others, self.block_size)
+
+    def count(self, split: str) -> int:
+        """Non-overlapping windows of ``split``'s token stream."""
+        return self.tokens(split).numel() // (self.block_size + 1)
+
+    def sample(self, split: str, n: int, generator: torch.Generator) -> Tensor:
+        """``n`` windows at uniform random starts (nanoGPT's ``get_batch``), for training batches."""
+        return torch.randint(self.tokens(split).numel() - self.block_size, (n,), generator=generator)
 
     def to_input(self, x: Tensor) -> Tensor:
         return x.long()
