@@ -380,6 +380,7 @@ def fig_rebound(training: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -> N
         _lines(axes[0, c], grid, "depth", "test_loss", "width", "width")
         _finish(axes[0, c], "depth (layers)", "test loss (nats)", name)
         table = grid.pivot_table(index="depth", columns="width", values="test_loss")  # (depths, widths)
+        table.index, table.columns = [f"{v:g}" for v in table.index], [f"{v:g}" for v in table.columns]
         ax = axes[1, c]
         sns.heatmap(table, ax=ax, annot=True, fmt=".3g", cmap="mako_r", annot_kws={"fontsize": 7},
                     cbar_kws={"label": "test loss (nats)"})

@@ -75,7 +75,8 @@ def main(log_path: str, workdir: str, config_path: str, ctld_log_path: str, node
 
     requests = cluster_requests(config)
     grid_resources = next(iter(config["grids"].values()))["resources"]
-    print(f"{'slurm id':>8}  {'rule':16} {'state':10} {'exit':5} {'partition':9} {'cpus':>4} {'mem':>7}  gpu  wildcards")
+    print(f"{'slurm id':>8}  {'rule':16} {'state':10} {'exit':5} {'partition':9} {'cpus':>4} {'mem':>7}  gpu  "
+          "wildcards")
     for slurm_id, (rule, wildcards, info) in sorted(jobs.items(), key=lambda item: int(item[0])):
         tres = info.get("TRES", "")
         gpu = "gres/gpu" in tres
@@ -94,8 +95,9 @@ def main(log_path: str, workdir: str, config_path: str, ctld_log_path: str, node
                 problems.append(f"SLURM job {slurm_id} ({rule} {wildcards}): {key}={info.get(key)}, expected {value}")
         if gpu:
             problems.append(f"SLURM job {slurm_id} ({rule}) asked for a GPU (TRES {tres}); the grid's gpu is 0")
+        partition = re.escape(cluster["cpu_partition"])
         for event in (rf"_slurm_rpc_submit_batch_job: JobId={slurm_id} ",
-                      rf"sched: Allocate JobId={slurm_id} NodeList=\S+ #CPUs=\d+ Partition={cluster['cpu_partition']}\b",
+                      rf"sched: Allocate JobId={slurm_id} NodeList=\S+ #CPUs=\d+ Partition={partition}\b",
                       rf"_job_complete: JobId={slurm_id} WEXITSTATUS 0\b", rf"_job_complete: JobId={slurm_id} done"):
             if not re.search(event, ctld_log):
                 problems.append(f"slurmctld's log lacks /{event}/ for SLURM job {slurm_id} ({rule})")
@@ -109,8 +111,9 @@ def main(log_path: str, workdir: str, config_path: str, ctld_log_path: str, node
             where = "localrule (this host)" if rule in LOCAL else "target (no job)"
             if ran[rule]:
                 problems.append(f"{rule}: {ran[rule]} SLURM jobs, expected none ({where})")
-            if rule in LOCAL and log.count(f"localrule {rule}:") != count:
-                problems.append(f"{rule}: {log.count(f'localrule {rule}:')} local runs in snakemake's log, planned {count}")
+            local_runs = log.count(f"localrule {rule}:")
+            if rule in LOCAL and local_runs != count:
+                problems.append(f"{rule}: {local_runs} local runs in snakemake's log, planned {count}")
         else:
             where = "SLURM"
             if ran[rule] != count:

@@ -106,3 +106,20 @@ def cluster_request(rule, key):
         return cluster_requests(config)[f"prepare_data:{wc.dataset}" if rule == "prepare_data" else rule][key]
 
     return request
+
+
+def computing_records():
+    """Snakemake's benchmark records of every job that computes (data, models, measurements)."""
+    per_step = {
+        "train": TRAINED,
+        "pretrained": PRETRAINED,
+        "measure": JOBS,
+        "misalign": JOBS,
+        "intervene": JOBS,
+        "expand": EXPANDED,
+        "trajectory": TRAINED,
+    }
+    records = [LAYOUT.benchmark("data", dataset) for dataset in sorted(config["datasets"])]
+    for step, keys in per_step.items():
+        records += per_model(LAYOUT.benchmark(step, "{dataset}/{model}"), keys)
+    return records

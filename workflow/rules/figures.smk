@@ -33,23 +33,6 @@ rule figure:
         JOB_SCRIPT
 
 
-def computing_records():
-    """Snakemake's benchmark records of every job that computes (data, models, measurements)."""
-    per_step = {
-        "train": TRAINED,
-        "pretrained": PRETRAINED,
-        "measure": JOBS,
-        "misalign": JOBS,
-        "intervene": JOBS,
-        "expand": EXPANDED,
-        "trajectory": TRAINED,
-    }
-    records = [LAYOUT.benchmark("data", dataset) for dataset in sorted(config["datasets"])]
-    for step, keys in per_step.items():
-        records += per_model(LAYOUT.benchmark(step, "{dataset}/{model}"), keys)
-    return records
-
-
 rule runtime_table:
     input:
         records=computing_records(),

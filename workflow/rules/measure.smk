@@ -34,7 +34,7 @@ rule collect_table:
             {"expansion": EXPANDED, "trajectory": TRAINED}.get(wc.name, JOBS),
         ),
     output:
-        table=LAYOUT.results + "/tables/{name}{suffix}",
+        table=f"{LAYOUT.tables_dir}/{{name}}{{suffix}}",
     log:
         LAYOUT.log("tables", "{name}{suffix}"),
     benchmark:
