@@ -6,7 +6,7 @@ For an example ``(x, y)`` and an insertion point with stream ``z = f_bot(x)`` (d
 
 In eval mode (norm layers use running statistics) examples do not interact, so row ``b`` of
 ``∇_Z Σ_b ℓ_b`` for a batched stream ``Z`` is ``q_b``: one forward and one backward per batch
-give ``q`` at every requested point at once (DESIGN.md, "Measurement"); parameters may be frozen.
+give ``q`` at every requested point at once (docs/science.md §4.3); parameters may be frozen.
 
 Two views of ``q`` per point:
 

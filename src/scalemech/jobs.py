@@ -5,7 +5,7 @@ Every job function takes keyword-only arguments named exactly like its rule's ``
 
     jobs.run(snakemake)  ==  JOBS[rule](**input, **output, **params, **execution settings)
 
-Execution settings (``EXECUTION``: the device, how often training checkpoints) say how a job
+Execution settings (``execution``: the device, how often training checkpoints) say how a job
 runs, not what it computes; they come from the config at run time, not as params, so changing
 them reruns nothing. Per-model rules take their paths and params from ``inputs``, ``outputs``
 and ``params`` below, which the rules (``workflow/rules/common.smk``) and the CLI both use.
@@ -38,7 +38,6 @@ from .models import build_model, load_model
 log = logging.getLogger("scalemech")
 
 JOBS: dict[str, Callable[..., None]] = {}
-EXECUTION = ("device", "checkpoint_every")
 
 
 def job(function: Callable[..., None]) -> Callable[..., None]:
@@ -74,7 +73,7 @@ def job_context(log_path: str | None, threads: int) -> Iterator[None]:
 
 
 def execution(config: dict[str, Any]) -> dict[str, Any]:
-    """The ``EXECUTION`` settings of a validated config."""
+    """How jobs run (not what they compute), from a validated config: passed to the jobs that take them."""
     return {"device": config["device"], "checkpoint_every": config["train"]["checkpoint_every"]}
 
 
@@ -186,10 +185,11 @@ def training_table(*, metrics: Sequence[str], table: str) -> None:
 
 # -- measurement and experiments ---------------------------------------------------------------
 def _loaded(model: str, data: str, keys: dict[str, Any], device: str):
-    """``(model, data, keys, device)`` for a model job: the model in eval mode on its device."""
+    """``(model, data, keys, device, payload)`` for a model job: the model in eval mode on its device,
+    and what ``model.pt`` holds beside the weights."""
     torch_device = resolve_device(device)
     loaded, payload = load_model(model, map_location=torch_device)
-    return loaded, load_prepared(data), keys_of(keys, payload["spec"]), torch_device
+    return loaded, load_prepared(data), keys_of(keys, payload["spec"]), torch_device, payload
 
 
 @job
@@ -198,7 +198,7 @@ def measure_model(*, data: str, model: str, covariance: str, covmats: str, signa
     """E2/E3/E5 of one model: one file per table, and the gradient pools under ``pools``."""
     from .experiments import measure as measure_tables
 
-    loaded, prepared, keys, torch_device = _loaded(model, data, model_keys, device)
+    loaded, prepared, keys, torch_device, _ = _loaded(model, data, model_keys, device)
     frames = measure_tables(loaded, prepared, keys, pools, device=torch_device, **measure)
     for name, path in (("covariance", covariance), ("covmats", covmats), ("signal", signal), ("dalign", dalign)):
         tables.write_table(frames[name], path, name)
@@ -207,7 +207,7 @@ def measure_model(*, data: str, model: str, covariance: str, covmats: str, signa
 def _model_experiment(experiment: Callable[..., pd.DataFrame], table: str, out: str, data: str, model: str, pools: str,
                       keys: dict[str, Any], settings: dict[str, Any], device: str) -> None:
     """Write ``table`` of ``experiment(model, data, pools, keys, device, **settings)`` to ``out``."""
-    loaded, prepared, model_keys, torch_device = _loaded(model, data, keys, device)
+    loaded, prepared, model_keys, torch_device, _ = _loaded(model, data, keys, device)
     tables.write_table(experiment(loaded, prepared, pools, model_keys, device=torch_device, **settings), out, table)
 
 
@@ -247,10 +247,9 @@ def trajectory_model(*, data: str, model: str, trajectory: str, model_keys: dict
     """E10: the alignment statistics at every weight snapshot of this model's training run."""
     from .experiments import trajectory as trajectory_table
 
-    loaded, prepared, keys, torch_device = _loaded(model, data, model_keys, device)
-    identity = torch.load(model, map_location="cpu", weights_only=False)["identity"]
+    loaded, prepared, keys, torch_device, payload = _loaded(model, data, model_keys, device)
     settings = {k: measure[k] for k in ("points", "batch_size", "interval_level", "seed")}
-    frame = trajectory_table(loaded, prepared, Path(snapshot_dir) / identity, keys, pool=pool, device=torch_device,
+    frame = trajectory_table(loaded, prepared, Path(snapshot_dir) / payload["identity"], keys, pool=pool, device=torch_device,
                              **settings)
     tables.write_table(frame, trajectory, "trajectory")
 
