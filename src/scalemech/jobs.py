@@ -249,8 +249,8 @@ def trajectory_model(*, data: str, model: str, trajectory: str, model_keys: dict
 
     loaded, prepared, keys, torch_device, payload = _loaded(model, data, model_keys, device)
     settings = {k: measure[k] for k in ("points", "batch_size", "interval_level", "seed")}
-    frame = trajectory_table(loaded, prepared, Path(snapshot_dir) / payload["identity"], keys, pool=pool, device=torch_device,
-                             **settings)
+    frame = trajectory_table(loaded, prepared, Path(snapshot_dir) / payload["identity"], keys, pool=pool,
+                             device=torch_device, **settings)
     tables.write_table(frame, trajectory, "trajectory")
 
 

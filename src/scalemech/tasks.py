@@ -18,6 +18,7 @@ per-example loss stays with the model (its output decides the reduction).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -26,6 +27,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .data import Prepared, normalize_images, text_windows
+from .data.prepared import token_starts
 
 if TYPE_CHECKING:
     from .train import Recipe
@@ -105,10 +107,41 @@ class ImageTask:
         return steps_per_epoch * recipe.eval_every_epoch
 
 
-class TextTask:
-    """Next-byte prediction on windows of ``block_size`` bytes of ``data``'s streams."""
+class WindowTask:
+    """What the tasks whose examples are windows of ``block_size + 1`` tokens of one 1-D stream per
+    split have in common: subclasses give ``stream(split)`` and ``examples``; windows are drawn
+    without overlap (``token_starts``), counted, sampled for training and kept apart here."""
 
     overlaps_per_example = 2  # a window overlaps at most two of a draw's non-overlapping windows
+    block_size: int
+
+    def stream(self, split: str) -> Sequence[int]:
+        raise NotImplementedError
+
+    def spec_keys(self) -> dict[str, Any]:
+        return {}
+
+    def draw(self, split: str, n: int, seed: int) -> Tensor:
+        """``n`` non-overlapping window starts in ``split``'s stream (``token_starts``)."""
+        return token_starts(len(self.stream(split)), n, self.block_size, seed)
+
+    def overlaps(self, index: Tensor, others: Tensor) -> Tensor:
+        return windows_overlap(index, others, self.block_size)
+
+    def count(self, split: str) -> int:
+        """Non-overlapping windows of ``split``'s stream."""
+        return len(self.stream(split)) // (self.block_size + 1)
+
+    def sample(self, split: str, n: int, generator: torch.Generator) -> Tensor:
+        """``n`` windows at uniform random starts (nanoGPT's ``get_batch``), for training batches."""
+        return torch.randint(len(self.stream(split)) - self.block_size, (n,), generator=generator)
+
+    def to_input(self, x: Tensor) -> Tensor:
+        return x.long()
+
+
+class TextTask(WindowTask):
+    """Next-byte prediction on windows of ``block_size`` bytes of ``data``'s streams."""
 
     def __init__(self, data: Prepared, block_size: int):
         if data.kind != "text":
@@ -118,27 +151,15 @@ class TextTask:
     def spec_keys(self) -> dict[str, Any]:
         return {"vocab_size": self.data.vocab_size}
 
+    def stream(self, split: str) -> Tensor:
+        return getattr(self.data, f"{split}_x")
+
     def draw(self, split: str, n: int, seed: int) -> Tensor:
         """``n`` non-overlapping window starts in ``split``'s stream (``Prepared.draw``)."""
         return self.data.draw(split, n, seed, self.block_size)
 
     def examples(self, split: str, index: Tensor) -> tuple[Tensor, Tensor]:
         return self.data.take(split, index, self.block_size)
-
-    def overlaps(self, index: Tensor, others: Tensor) -> Tensor:
-        return windows_overlap(index, others, self.block_size)
-
-    def count(self, split: str) -> int:
-        """Non-overlapping windows of ``split``'s stream."""
-        return len(getattr(self.data, f"{split}_x")) // (self.block_size + 1)
-
-    def sample(self, split: str, n: int, generator: torch.Generator) -> Tensor:
-        """``n`` windows at uniform random starts (nanoGPT's ``get_batch``), for training batches."""
-        stream = getattr(self.data, f"{split}_x")
-        return torch.randint(len(stream) - self.block_size, (n,), generator=generator)
-
-    def to_input(self, x: Tensor) -> Tensor:
-        return x.long()
 
     def batches(self, recipe: Recipe, generator: torch.Generator, device: torch.device) -> tuple[TextBatches, bool]:
         """Random windows of the train stream on ``device`` (no augmentation)."""

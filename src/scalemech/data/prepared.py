@@ -92,6 +92,24 @@ def text_windows(stream: torch.Tensor, starts: torch.Tensor, block_size: int) ->
     return windows[:, :-1], windows[:, 1:]  # (B, T), (B, T)
 
 
+def token_starts(n_tokens: int, n: int, block_size: int, seed: int) -> torch.Tensor:
+    """Starts of ``n`` windows of ``block_size + 1`` tokens at random non-overlapping offsets.
+
+    Offsets ``s_k = k·(block_size + 1) + u_(k)`` with ``u`` sorted uniform draws from
+    ``[0, N − n·(block_size + 1)]``, so consecutive windows never overlap; returned in a seeded
+    random order, shape ``(n,)``.
+    """
+    window = block_size + 1
+    slack = n_tokens - n * window
+    if n < 1 or block_size < 1 or slack < 0:
+        raise ValueError(f"cannot cut n={n} windows of block_size+1={window} tokens from a stream of "
+                         f"{n_tokens} tokens; need n >= 1, block_size >= 1 and n*(block_size+1) <= N")
+    generator = torch.Generator().manual_seed(seed)
+    shifts = torch.randint(0, slack + 1, (n,), generator=generator).sort().values  # (n,)
+    starts = torch.arange(n) * window + shifts
+    return starts[torch.randperm(n, generator=generator)]
+
+
 def normalize_images(x_uint8: torch.Tensor, manifest_or_stats: dict) -> torch.Tensor:
     """``(x / 255 - mean_c) / std_c`` as float32 for uint8 images (..., C, H, W), with the
     per-channel train statistics of a manifest (its ``stats``) or a ``{"mean", "std"}`` dict."""

@@ -17,13 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from .prepared import SPLITS, text_windows
+from ..tasks import WindowTask
+from .prepared import SPLITS, text_windows, token_starts
 
 
 def text_from_bytes(stream: Tensor) -> str:
@@ -64,24 +64,6 @@ def tokenize_text(text: str, checkpoint: str, revision: str | None = None, local
     tokenizer = load_tokenizer(checkpoint, revision, local_files_only)
     ids = tokenizer(text, add_special_tokens=False, return_attention_mask=False, verbose=False)["input_ids"]
     return torch.tensor(ids, dtype=torch.int64)
-
-
-def token_starts(n_tokens: int, n: int, block_size: int, seed: int) -> Tensor:
-    """Starts of ``n`` windows of ``block_size + 1`` tokens at random non-overlapping offsets.
-
-    Offsets ``s_k = k·(block_size + 1) + u_(k)`` with ``u`` sorted uniform draws from
-    ``[0, N − n·(block_size + 1)]``, so consecutive windows never overlap; returned in a seeded
-    random order, shape ``(n,)``.
-    """
-    window = block_size + 1
-    slack = n_tokens - n * window
-    if n < 1 or block_size < 1 or slack < 0:
-        raise ValueError(f"cannot cut n={n} windows of block_size+1={window} tokens from a stream of "
-                         f"{n_tokens} tokens; need n >= 1, block_size >= 1 and n*(block_size+1) <= N")
-    generator = torch.Generator().manual_seed(seed)
-    shifts = torch.randint(0, slack + 1, (n,), generator=generator).sort().values  # (n,)
-    starts = torch.arange(n) * window + shifts
-    return starts[torch.randperm(n, generator=generator)]
 
 
 def token_pool(tokens: Tensor, n: int, block_size: int, seed: int) -> tuple[Tensor, Tensor]:
@@ -165,13 +147,11 @@ def load_token_ids(path: str | Path) -> TokenIds:
     raise ValueError(f"{path}: neither a .npy of token ids nor nanoGPT's train.bin/val.bin")
 
 
-class TokenIdTask:
+class TokenIdTask(WindowTask):
     """Next-token prediction on token ids given directly (``TokenIds``): an example is a window of
     ``block_size`` tokens at a start drawn by ``token_starts``, no tokenizer involved (the
     ``tasks.Task`` interface, as ``models.hf.TokenTask``). With ``vocab_size``, a drawn window
     holding an id outside ``[0, vocab_size)`` raises ``ValueError``."""
-
-    overlaps_per_example = 2  # a window overlaps at most two of a draw's non-overlapping windows
 
     def __init__(self, data: TokenIds, block_size: int, vocab_size: int | None = None):
         if getattr(data, "kind", None) != "tokens":
@@ -184,13 +164,6 @@ class TokenIdTask:
         if split not in SPLITS:
             raise ValueError(f"split {split!r}; allowed {SPLITS}")
         return getattr(self.data, f"{split}_x")
-
-    def spec_keys(self) -> dict[str, Any]:
-        return {}
-
-    def draw(self, split: str, n: int, seed: int) -> Tensor:
-        """``n`` non-overlapping window starts in ``split``'s stream (``token_starts``)."""
-        return token_starts(len(self.stream(split)), n, self.block_size, seed)
 
     def examples(self, split: str, index: Tensor) -> tuple[Tensor, Tensor]:
         """``(x, y)``, each ``(n, block_size)`` int64: the windows of ``block_size + 1`` ids at the starts
@@ -207,19 +180,3 @@ class TokenIdTask:
                              f"[0, {self.vocab_size}); were these ids made with this model's tokenizer?")
         windows_t = torch.from_numpy(windows)  # (n, T+1)
         return windows_t[:, :-1], windows_t[:, 1:]
-
-    def overlaps(self, index: Tensor, others: Tensor) -> Tensor:
-        from ..tasks import windows_overlap
-
-        return windows_overlap(index, others, self.block_size)
-
-    def count(self, split: str) -> int:
-        """Non-overlapping windows of ``split``'s stream."""
-        return len(self.stream(split)) // (self.block_size + 1)
-
-    def sample(self, split: str, n: int, generator: torch.Generator) -> Tensor:
-        """``n`` windows at uniform random starts (nanoGPT's ``get_batch``), for training batches."""
-        return torch.randint(len(self.stream(split)) - self.block_size, (n,), generator=generator)
-
-    def to_input(self, x: Tensor) -> Tensor:
-        return x.long()

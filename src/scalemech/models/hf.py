@@ -53,10 +53,9 @@ from ..data.tokenized import (
     TokenIds,
     TokenIdTask,
     text_from_bytes,
-    token_starts,
     tokenize_text,
 )
-from ..tasks import windows_overlap
+from ..tasks import WindowTask
 from .base import Chain, LanguageModel
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -272,12 +271,10 @@ def build(spec: dict[str, Any]) -> HFCausalLM:
     return HFCausalLM(hf_model, spec).eval()
 
 
-class TokenTask:
+class TokenTask(WindowTask):
     """A text dataset in a checkpoint's tokens: a split's byte stream is decoded (utf-8, errors
-    replaced) and tokenized (``tokenize_text``); an example is a window of ``block_size`` tokens
-    at a start drawn by ``token_starts`` (the ``tasks.Task`` interface)."""
-
-    overlaps_per_example = 2
+    replaced) and tokenized (``tokenize_text``) once; an example is a window of ``block_size``
+    tokens of that stream (``tasks.WindowTask``)."""
 
     def __init__(self, data: Prepared, tokenizer: str, revision: str | None, local_files_only: bool,
                  block_size: int):
@@ -287,7 +284,7 @@ class TokenTask:
         self.tokenizer = (tokenizer, revision, local_files_only)   # tokenize_text's arguments after the text
         self._streams: dict[str, Tensor] = {}
 
-    def tokens(self, split: str) -> Tensor:
+    def stream(self, split: str) -> Tensor:
         """The token stream of ``split`` (tokenized once)."""
         if split not in SPLITS:
             raise ValueError(f"split {split!r}; allowed {SPLITS}")
@@ -295,25 +292,5 @@ class TokenTask:
             self._streams[split] = tokenize_text(text_from_bytes(getattr(self.data, f"{split}_x")), *self.tokenizer)
         return self._streams[split]
 
-    def spec_keys(self) -> dict[str, Any]:
-        return {}
-
-    def draw(self, split: str, n: int, seed: int) -> Tensor:
-        return token_starts(self.tokens(split).numel(), n, self.block_size, seed)
-
     def examples(self, split: str, index: Tensor) -> tuple[Tensor, Tensor]:
-        return text_windows(self.tokens(split), index, self.block_size)
-
-    def overlaps(self, index: Tensor, others: Tensor) -> Tensor:
-        return windows_overlap(index, others, self.block_size)
-
-    def count(self, split: str) -> int:
-        """Non-overlapping windows of ``split``'s token stream."""
-        return self.tokens(split).numel() // (self.block_size + 1)
-
-    def sample(self, split: str, n: int, generator: torch.Generator) -> Tensor:
-        """``n`` windows at uniform random starts (nanoGPT's ``get_batch``), for training batches."""
-        return torch.randint(self.tokens(split).numel() - self.block_size, (n,), generator=generator)
-
-    def to_input(self, x: Tensor) -> Tensor:
-        return x.long()
+        return text_windows(self.stream(split), index, self.block_size)
