@@ -117,9 +117,11 @@ def _point_rows(frames: dict[str, pd.DataFrame], pool_dir: Path, view: str, M: i
     row; the ``‖μ‖²`` interval from ``signal`` for the full view, from the pooled Gram otherwise),
     the certificates at ``(M, K)`` and the verdict."""
     from . import stats
+    from .experiments.misalign import alignment_moments
     from .grads import GradientPool, pool_path
 
     dalign = frames["dalign"].query("split == 'train' and view == @view")
+    moments = alignment_moments(dalign)
     signal = frames["signal"].query("split == 'train'").set_index("point")
     rows = []
     for row in dalign.sort_values("point_index").to_dict("records"):
@@ -132,9 +134,7 @@ def _point_rows(frames: dict[str, pd.DataFrame], pool_dir: Path, view: str, M: i
             intervals = stats.alignment_intervals(train.gram(device=device), train.dim, INTERVAL_LEVEL)
             mu_sq_lo, mu_sq_hi = intervals["mu_sq"]
         two_sample = stats.TwoSampleStats.from_cross(train.gram(test, device=device))
-        moments = stats.AlignmentStats.from_moments(row["n"], row["dim"], row["mu_sq"], row["mu_four"],
-                                                    row["mu_sigma_mu"], row["tr_sigma_sq"])
-        common = stats.certificates(moments, M, K)
+        common = stats.certificates(moments[point, view, "train"], M, K)
         b_exact = stats.two_sample_certificate(two_sample, M, K)
         grad_norm = float(signal.loc[point, "block_grad_norm"])
         rows.append({**row, "n_test": test.n, "mu_sq_lo": float(mu_sq_lo), "mu_sq_hi": float(mu_sq_hi),
