@@ -620,20 +620,7 @@ def fig_trajectory(trajectory: pd.DataFrame, out: str | Path, *, view: str = "fu
     for c, (name, part) in enumerate(columns):
         for r, (x, label) in enumerate((("step", "training step"), ("train_loss", "train loss (pool)"))):
             ax = axes[r, c]
-            for i, width in enumerate(sorted(part["width"].unique())):
-                rows = part[part["width"] == width].sort_values(x)
-                style = _style(i, part["width"].nunique())
-                found = detected(rows, "d_align_lo", "d_align_hi")
-                for filled in (True, False):
-                    chosen = rows[found == filled]
-                    ax.errorbar(chosen[x], chosen["d_align"], yerr=_bars(chosen["d_align"], chosen["d_align_lo"],
-                                                                         chosen["d_align_hi"]),
-                                linestyle="none", marker=style["marker"], markersize=3,
-                                markeredgecolor=style["color"], markerfacecolor=style["color"] if filled else "none",
-                                ecolor=style["color"] if filled else GREY, elinewidth=0.7, capsize=1)
-                median = rows.groupby(x)["d_align"].median()
-                ax.plot(median.index, median.to_numpy(), color=style["color"], linestyle=style["linestyle"],
-                        linewidth=1.2, label=f"width {width:g}")
+            _estimates(ax, part, x, "d_align", "width", "width", lo="d_align_lo", hi="d_align_hi")
             if x == "step":
                 ax.set_xscale("symlog", linthresh=1)
             else:
