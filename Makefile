@@ -34,11 +34,13 @@ test-all: $(STAMP)
 test-slurm: $(STAMP)
 	VENV=$(abspath $(VENV)) bash tests/slurm/run.sh
 
-# Snakemake's own lints, snakefmt on the rules, ruff on the Python (pyproject.toml configures both).
+# Snakemake's own lints, snakefmt on the rules, ruff's lints and formatter on the Python (pyproject.toml
+# configures both).
 lint: $(STAMP)
 	$(VENV)/bin/snakemake --lint
 	$(VENV)/bin/snakefmt --check Snakefile workflow/rules/
 	$(VENV)/bin/ruff check src tests workflow/scripts benchmarks
+	$(VENV)/bin/ruff format --check src tests workflow/scripts benchmarks
 
 bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do $(VENV)/bin/python $$b || exit 1; done

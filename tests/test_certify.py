@@ -42,8 +42,14 @@ COMPACT_HEADER = ["point", "mu_sq [lo, hi]", "d_align [lo, hi]", "b_exact", "b_a
 def neox_checkpoint(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("neox")
     torch.manual_seed(0)
-    config = GPTNeoXConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
-                           intermediate_size=64, max_position_embeddings=64)
+    config = GPTNeoXConfig(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
     AutoModelForCausalLM.from_config(config).save_pretrained(path)
     tiny_tokenizer().save_pretrained(path)
     return path
@@ -69,8 +75,7 @@ def _run(argv: list[str]) -> str:
 def cli_run(neox_checkpoint: Path, text_file: Path, tmp_path_factory) -> tuple[str, pd.DataFrame]:
     """One ``scalemech certify`` of the tiny GPT-NeoX on the text file: its stdout and its --out CSV."""
     out = tmp_path_factory.mktemp("out") / "certificate.csv"
-    stdout = _run(["certify", "--checkpoint", str(neox_checkpoint), "--data", str(text_file), *TINY,
-                   "--out", str(out)])
+    stdout = _run(["certify", "--checkpoint", str(neox_checkpoint), "--data", str(text_file), *TINY, "--out", str(out)])
     return stdout, pd.read_csv(out)
 
 
@@ -128,9 +133,13 @@ def _frame(rows: list[dict]) -> pd.DataFrame:
 
 
 def test_recommendation_ranks_by_block_gradient() -> None:
-    frame = _frame([{"point": "a", "verdict": GROW, "b_exact": 0.3, "block_grad_norm": 1.0},
-                    {"point": "b", "verdict": WEAK, "b_exact": 0.7, "block_grad_norm": 9.0},
-                    {"point": "c", "verdict": GROW, "b_exact": 0.2, "block_grad_norm": 2.0}])
+    frame = _frame(
+        [
+            {"point": "a", "verdict": GROW, "b_exact": 0.3, "block_grad_norm": 1.0},
+            {"point": "b", "verdict": WEAK, "b_exact": 0.7, "block_grad_norm": 9.0},
+            {"point": "c", "verdict": GROW, "b_exact": 0.2, "block_grad_norm": 2.0},
+        ]
+    )
     advice = recommendation(frame)
     assert advice.startswith("recommendation: grow at c (then a)") and "B_exact = 0.2 < 0.5" in advice
     weak = recommendation(frame.assign(verdict=[WEAK, WEAK, NO_SIGNAL]))
@@ -140,9 +149,23 @@ def test_recommendation_ranks_by_block_gradient() -> None:
 
 
 def test_compact_table_clips_and_names_inf_and_nan() -> None:
-    frame = _frame([{"point": "layer.0", "verdict": NO_SIGNAL, "mu_sq": -2e-4, "mu_sq_lo": -5e-4, "mu_sq_hi": 1e-4,
-                     "d_align": -0.5, "d_align_lo": math.nan, "d_align_hi": math.nan, "b_exact": math.nan,
-                     "b_align": math.nan, "d_par": math.inf}])
+    frame = _frame(
+        [
+            {
+                "point": "layer.0",
+                "verdict": NO_SIGNAL,
+                "mu_sq": -2e-4,
+                "mu_sq_lo": -5e-4,
+                "mu_sq_hi": 1e-4,
+                "d_align": -0.5,
+                "d_align_lo": math.nan,
+                "d_align_hi": math.nan,
+                "b_exact": math.nan,
+                "b_align": math.nan,
+                "d_par": math.inf,
+            }
+        ]
+    )
     text = format_certificate(frame)
     row = text.splitlines()[1]
     assert "0 [0, 0.0001]" in row and "0 [nan, nan]" in row and "-" not in row.replace("layer.0", "")
@@ -152,8 +175,9 @@ def test_compact_table_clips_and_names_inf_and_nan() -> None:
 
 
 def _pool(path: Path, rows: torch.Tensor, split: str, point: str, view: str) -> None:
-    writer = GradientPool.create(path, rows.shape[0], rows.shape[1], "float32", split=split, point=point,
-                                 point_index=0, view=view)
+    writer = GradientPool.create(
+        path, rows.shape[0], rows.shape[1], "float32", split=split, point=point, point_index=0, view=view
+    )
     writer.write(rows)
     writer.finish()
 
@@ -164,15 +188,18 @@ def test_point_rows_use_the_test_pool(tmp_path: Path, view: str) -> None:
     interval come from the train pool (from measure's signal table in the full view, else recomputed)."""
     generator = torch.Generator().manual_seed(0)
     mu = torch.full((6,), 0.5)
-    Q = {"train": mu + torch.randn(20, 6, generator=generator),
-         "test": 0.5 * mu + torch.randn(15, 6, generator=generator)}
+    Q = {
+        "train": mu + torch.randn(20, 6, generator=generator),
+        "test": 0.5 * mu + torch.randn(15, 6, generator=generator),
+    }
     for split, rows in Q.items():
         _pool(pool_path(tmp_path, split, "p", view), rows, split, "p", view)
     Q = {split: rows.float().double() for split, rows in Q.items()}
     G = Q["train"] @ Q["train"].T
     estimate, bounds = stats.stats_from_gram(G, 6), stats.alignment_intervals(G, 6, 0.9)
-    dalign = pd.DataFrame([{"point": "p", "point_index": 0, "split": "train", "view": view,
-                            **stats.table_row(estimate, bounds)}])
+    dalign = pd.DataFrame(
+        [{"point": "p", "point_index": 0, "split": "train", "view": view, **stats.table_row(estimate, bounds)}]
+    )
     signal = pd.DataFrame([{"point": "p", "split": "train", "mu_sq_lo": -1.0, "mu_sq_hi": 2.0, "block_grad_norm": 0.5}])
     [row] = _point_rows({"dalign": dalign, "signal": signal}, tmp_path, view, 3, 5, torch.device("cpu"))
     two_sample = stats.TwoSampleStats.from_cross(Q["train"] @ Q["test"].T)
@@ -196,8 +223,17 @@ def test_certificate_matches_the_statistics(tmp_path: Path) -> None:
     classifier = [m for m in model.head.modules() if isinstance(m, torch.nn.Linear)][-1]
     classifier.bias.data[0] = 5.0  # a confident wrong prior: a strong, shared gradient signal μ
     save_model(tmp_path / "model.pt", model, spec)
-    table = certify(str(tmp_path / "model.pt"), str(data_dir), points="2", pool=32, M=4, K=8, batch_size=32,
-                    device="cpu", view="pooled")
+    table = certify(
+        str(tmp_path / "model.pt"),
+        str(data_dir),
+        points="2",
+        pool=32,
+        M=4,
+        K=8,
+        batch_size=32,
+        device="cpu",
+        view="pooled",
+    )
     assert list(table["point"]) == ["stage2.block1", "stage3.block1"]
     for row in table.to_dict("records"):
         n_eff = 4 * 8 / (4 + 8 + 1)
@@ -235,8 +271,9 @@ def test_token_ids_need_no_tokenizer(tmp_path: Path, neox_checkpoint: Path, form
 def test_token_ids_outside_the_vocabulary_are_named(tmp_path: Path, neox_checkpoint: Path) -> None:
     np.save(tmp_path / "ids.npy", np.full(2000, VOCAB + 5, dtype=np.int32))
     with pytest.raises(ValueError, match=f"token id {VOCAB + 5} is outside the model's vocabulary"):
-        certify(str(neox_checkpoint), str(tmp_path / "ids.npy"), points="1", pool=6, M=2, K=2, block_size=4,
-                device="cpu")
+        certify(
+            str(neox_checkpoint), str(tmp_path / "ids.npy"), points="1", pool=6, M=2, K=2, block_size=4, device="cpu"
+        )
 
 
 def test_bad_data_path_is_named(tmp_path: Path) -> None:

@@ -51,14 +51,17 @@ def test_version(capsys) -> None:
     assert exit_.value.code == 0 and capsys.readouterr().out.strip() == f"scalemech {__version__}"
 
 
-@pytest.mark.parametrize("options,message", [
-    (["--M", "0"], "M = 0 must be at least 1"),
-    (["--K", "300"], "K = 300 must be at most pool = 256"),
-    (["--pool", "4", "--M", "4", "--K", "4"], "pool = 4 must be at least 5"),
-    (["--pool", "8"], "M = 16 must be at most pool = 8; K = 16 must be at most pool = 8"),
-    (["--batch-size", "0"], "batch_size = 0 must be at least 1"),
-    (["--block-size", "1"], "block_size = 1 must be at least 2"),
-])
+@pytest.mark.parametrize(
+    "options,message",
+    [
+        (["--M", "0"], "M = 0 must be at least 1"),
+        (["--K", "300"], "K = 300 must be at most pool = 256"),
+        (["--pool", "4", "--M", "4", "--K", "4"], "pool = 4 must be at least 5"),
+        (["--pool", "8"], "M = 16 must be at most pool = 8; K = 16 must be at most pool = 8"),
+        (["--batch-size", "0"], "batch_size = 0 must be at least 1"),
+        (["--block-size", "1"], "block_size = 1 must be at least 2"),
+    ],
+)
 def test_certify_sizes_are_checked_before_anything_loads(capsys, tmp_path, options, message) -> None:
     # neither the checkpoint nor the data exist: the sizes are judged first
     argv = ["certify", "--checkpoint", str(tmp_path / "absent.pt"), "--data", str(tmp_path / "absent"), *options]
@@ -70,15 +73,25 @@ def test_debug_shows_the_traceback(tmp_path) -> None:
         main(["--debug", "certify", "--checkpoint", "x.pt", "--data", str(tmp_path), "--M", "0"])
 
 
-@pytest.mark.parametrize("name,content,message", [
-    ("data.pt", "torch", "is a binary file, not UTF-8 text, a .npy of token ids or nanoGPT's train.bin/val.bin"),
-    ("weights.bin", b"\x00\xff" * 64, "is a binary file, not UTF-8 text"),
-    ("floats.npy", np.linspace(0, 1, 100), "a .npy of token ids must hold a 1-D integer array; this one holds float64"),
-    ("matrix.npy", np.zeros((10, 10), dtype=np.int64),
-     "must hold a 1-D integer array; this one holds int64 of shape (10, 10)"),
-    ("train.bin", np.arange(100, dtype=np.uint16).tobytes(), "need both train.bin and val.bin"),
-    ("ids.npy", np.arange(100), "holds token ids, which only a Hugging Face causal LM takes"),
-])
+@pytest.mark.parametrize(
+    "name,content,message",
+    [
+        ("data.pt", "torch", "is a binary file, not UTF-8 text, a .npy of token ids or nanoGPT's train.bin/val.bin"),
+        ("weights.bin", b"\x00\xff" * 64, "is a binary file, not UTF-8 text"),
+        (
+            "floats.npy",
+            np.linspace(0, 1, 100),
+            "a .npy of token ids must hold a 1-D integer array; this one holds float64",
+        ),
+        (
+            "matrix.npy",
+            np.zeros((10, 10), dtype=np.int64),
+            "must hold a 1-D integer array; this one holds int64 of shape (10, 10)",
+        ),
+        ("train.bin", np.arange(100, dtype=np.uint16).tobytes(), "need both train.bin and val.bin"),
+        ("ids.npy", np.arange(100), "holds token ids, which only a Hugging Face causal LM takes"),
+    ],
+)
 def test_unusable_data_file_is_refused(capsys, tmp_path, model_pt, name, content, message) -> None:
     data = tmp_path / name
     if isinstance(content, np.ndarray):
@@ -87,8 +100,24 @@ def test_unusable_data_file_is_refused(capsys, tmp_path, model_pt, name, content
         torch.save({"x": torch.arange(100)}, data)
     else:
         data.write_bytes(content)
-    error = _error(capsys, ["certify", "--checkpoint", str(model_pt), "--data", str(data), "--pool", "8",
-                            "--M", "4", "--K", "4", "--device", "cpu"])
+    error = _error(
+        capsys,
+        [
+            "certify",
+            "--checkpoint",
+            str(model_pt),
+            "--data",
+            str(data),
+            "--pool",
+            "8",
+            "--M",
+            "4",
+            "--K",
+            "4",
+            "--device",
+            "cpu",
+        ],
+    )
     assert name in error and message in error
     if "binary file" in message:
         assert "prepared dataset directory" in error and ".npy of token ids (1-D integer array)" in error
@@ -127,11 +156,13 @@ def test_misalign_takes_no_device(capsys) -> None:
 
 def test_help_imports_nothing_heavy() -> None:
     """``scalemech --help`` must not wait for torch (seconds): the CLI imports its commands' modules lazily."""
-    code = ("import sys\nfrom scalemech.cli import main\n"
-            "for argv in (['--help'], ['certify', '--help'], ['--version']):\n"
-            "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
-            "heavy = ('torch', 'pandas', 'numpy', 'transformers', 'scalemech.jobs'); "
-            "print(sorted(m for m in heavy if m in sys.modules))")
+    code = (
+        "import sys\nfrom scalemech.cli import main\n"
+        "for argv in (['--help'], ['certify', '--help'], ['--version']):\n"
+        "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
+        "heavy = ('torch', 'pandas', 'numpy', 'transformers', 'scalemech.jobs'); "
+        "print(sorted(m for m in heavy if m in sys.modules))"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "[]"
@@ -146,8 +177,9 @@ def test_unknown_hub_name_offline(capsys, monkeypatch, tmp_path) -> None:
     monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", True)
     text = tmp_path / "corpus.txt"
     text.write_text("To be, or not to be. " * 200)
-    message = _error(capsys, ["certify", "--checkpoint", "nobody/no-such-model", "--data", str(text),
-                              "--device", "cpu"])
+    message = _error(
+        capsys, ["certify", "--checkpoint", "nobody/no-such-model", "--data", str(text), "--device", "cpu"]
+    )
     assert "'nobody/no-such-model'" in message
     assert "neither a local directory nor in the local Hugging Face cache" in message
     assert "offline mode (HF_HUB_OFFLINE=1) forbids downloading it" in message
@@ -156,12 +188,31 @@ def test_unknown_hub_name_offline(capsys, monkeypatch, tmp_path) -> None:
 @pytest.mark.parametrize("damage", ["truncated", "zeroed", "empty"])
 def test_corrupt_model_file_is_named(capsys, tmp_path, mnist, model_pt, damage) -> None:
     intact = model_pt.read_bytes()
-    broken = {"truncated": intact[:len(intact) // 2], "empty": b"",
-              "zeroed": intact[:1000] + bytes(4096) + intact[5096:]}[damage]
+    broken = {
+        "truncated": intact[: len(intact) // 2],
+        "empty": b"",
+        "zeroed": intact[:1000] + bytes(4096) + intact[5096:],
+    }[damage]
     path = tmp_path / "model.pt"
     path.write_bytes(broken)
-    message = _error(capsys, ["certify", "--checkpoint", str(path), "--data", str(mnist), "--pool", "8",
-                              "--M", "4", "--K", "4", "--device", "cpu"])
+    message = _error(
+        capsys,
+        [
+            "certify",
+            "--checkpoint",
+            str(path),
+            "--data",
+            str(mnist),
+            "--pool",
+            "8",
+            "--M",
+            "4",
+            "--K",
+            "4",
+            "--device",
+            "cpu",
+        ],
+    )
     assert message.startswith(f"{path}: cannot read this model file, it is truncated or corrupt")
 
 

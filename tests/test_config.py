@@ -51,6 +51,7 @@ def _set(path: str, value):
             node[int(last)] = value
         else:
             node[last] = value
+
     return edit
 
 
@@ -73,8 +74,10 @@ MALFORMED = {
     "pool too small": (_set("measure.train_pool", 2), ["measure.train_pool", "minimum"]),
     "misalign size zero": (_set("misalign.sizes.0", 0), ["misalign.sizes[0]", "minimum"]),
     "bad run name": (_set("run", "my run/1"), ["run", "does not match"]),
-    "grid on unprepared data": (_set("grids.resnet_mnist.dataset", "cifar10"),
-                                ["grids.resnet_mnist.dataset", "cifar10"]),
+    "grid on unprepared data": (
+        _set("grids.resnet_mnist.dataset", "cifar10"),
+        ["grids.resnet_mnist.dataset", "cifar10"],
+    ),
     "missing datasets": (_set("datasets", KeyError), ["datasets", "required"]),
     "threads zero": (_set("threads", 0), ["threads", "minimum"]),
 }
@@ -117,18 +120,23 @@ def test_dataset_keys_are_checked_per_dataset() -> None:
 # -- planning-time cross-checks: every case below used to pass validation and fail (or be
 #    silently changed) only when a job ran ----------------------------------------------
 
+
 def _grid(name: str, grid: dict):
     def edit(config: dict) -> None:
         config["grids"][name] = grid
+
     return edit
 
 
 def _only(*names: str):
     """Keep only the grids ``names`` (and their datasets)."""
+
     def edit(config: dict) -> None:
         config["grids"] = {n: g for n, g in config["grids"].items() if n in names}
-        config["datasets"] = {d: s for d, s in config["datasets"].items()
-                              if d in {g["dataset"] for g in config["grids"].values()}}
+        config["datasets"] = {
+            d: s for d, s in config["datasets"].items() if d in {g["dataset"] for g in config["grids"].values()}
+        }
+
     return edit
 
 
@@ -136,58 +144,103 @@ def _both(*edits):
     def edit(config: dict) -> None:
         for one in edits:
             one(config)
+
     return edit
 
 
-TV_GRID = {"dataset": "mnist5k", "family": "tvresnet", "depths": [18, 20], "widths": [0.5],
-           "recipe": {"optimizer": "sgd", "lr": 0.1, "batch_size": 64, "epochs": 1}}
+TV_GRID = {
+    "dataset": "mnist5k",
+    "family": "tvresnet",
+    "depths": [18, 20],
+    "widths": [0.5],
+    "recipe": {"optimizer": "sgd", "lr": 0.1, "batch_size": 64, "epochs": 1},
+}
 
 CROSS_CHECKED = {
     # edit -> text the one-line message must contain (the offending key and what is allowed)
-    "resnet depth not 6n+2": (_set("grids.resnet_mnist.depths.1", 10),
-                              ["grids.resnet_mnist.depths[1]", "6n+2", "8, 14, 20"]),
+    "resnet depth not 6n+2": (
+        _set("grids.resnet_mnist.depths.1", 10),
+        ["grids.resnet_mnist.depths[1]", "6n+2", "8, 14, 20"],
+    ),
     "tvresnet depth": (_grid("tv", TV_GRID), ["grids.tv.depths[1]", "[18, 34, 50, 101, 152]"]),
-    "llama width not a multiple of head_dim": (_set("grids.llama_stdlib.widths.1", 96),
-                                               ["grids.llama_stdlib.widths[1]", "multiples of 64"]),
-    "llama odd head_dim": (_both(_set("grids.llama_stdlib.model.head_dim", 33),
-                                 _set("grids.llama_stdlib.widths", [66])),
-                           ["grids.llama_stdlib.model", "head_dim", "even"]),
-    "llama on images": (_set("grids.llama_stdlib.dataset", "mnist5k"),
-                        ["grids.llama_stdlib.dataset", "mnist5k", "image", "pystdlib"]),
-    "resnet on text": (_set("grids.resnet_mnist.dataset", "pystdlib"),
-                       ["grids.resnet_mnist.dataset", "pystdlib", "text", "mnist5k"]),
-    "llama key on a resnet": (_set("grids.resnet_mnist.model.head_dim", 64),
-                              ["grids.resnet_mnist.model", "head_dim", "['norm', 'placement']"]),
-    "resnet key on a llama": (_set("grids.llama_stdlib.model.norm", "rms"),
-                              ["grids.llama_stdlib.model", "norm", "block_size", "head_dim"]),
-    "norm on a tvresnet": (_grid("tv", {**TV_GRID, "depths": [18], "model": {"norm": "layer"}}),
-                           ["grids.tv.model", "norm", "tvresnet", "none"]),
-    "resnet width under 2 channels": (_set("grids.resnet_mnist.widths.0", 0.05),
-                                      ["grids.resnet_mnist.widths[0]", "1 channel", "at least 2"]),
+    "llama width not a multiple of head_dim": (
+        _set("grids.llama_stdlib.widths.1", 96),
+        ["grids.llama_stdlib.widths[1]", "multiples of 64"],
+    ),
+    "llama odd head_dim": (
+        _both(_set("grids.llama_stdlib.model.head_dim", 33), _set("grids.llama_stdlib.widths", [66])),
+        ["grids.llama_stdlib.model", "head_dim", "even"],
+    ),
+    "llama on images": (
+        _set("grids.llama_stdlib.dataset", "mnist5k"),
+        ["grids.llama_stdlib.dataset", "mnist5k", "image", "pystdlib"],
+    ),
+    "resnet on text": (
+        _set("grids.resnet_mnist.dataset", "pystdlib"),
+        ["grids.resnet_mnist.dataset", "pystdlib", "text", "mnist5k"],
+    ),
+    "llama key on a resnet": (
+        _set("grids.resnet_mnist.model.head_dim", 64),
+        ["grids.resnet_mnist.model", "head_dim", "['norm', 'placement']"],
+    ),
+    "resnet key on a llama": (
+        _set("grids.llama_stdlib.model.norm", "rms"),
+        ["grids.llama_stdlib.model", "norm", "block_size", "head_dim"],
+    ),
+    "norm on a tvresnet": (
+        _grid("tv", {**TV_GRID, "depths": [18], "model": {"norm": "layer"}}),
+        ["grids.tv.model", "norm", "tvresnet", "none"],
+    ),
+    "resnet width under 2 channels": (
+        _set("grids.resnet_mnist.widths.0", 0.05),
+        ["grids.resnet_mnist.widths[0]", "1 channel", "at least 2"],
+    ),
     "no grids": (_set("grids", {}), ["grids", "pretrained"]),
-    "unknown expand grid": (_set("expand.grids", ["resnet_mnist", "resnet_cifar"]),
-                            ["expand.grids[1]", "resnet_cifar", "['llama_stdlib', 'resnet_mnist']"]),
-    "unknown point name": (_both(_only("resnet_mnist"), _set("measure.points", ["stage1.block1", "stage3.block3"])),
-                           ["measure.points[1]", "stage3.block3", "resnet-d8", "stage3.block1"]),
-    "llama point on a resnet": (_both(_only("resnet_mnist"), _set("measure.points", ["layer.0"])),
-                                ["measure.points[0]", "layer.0", "stage1.block1"]),
-    "unknown expansion point": (_both(_only("llama_stdlib"), _set("expand.points", ["layer.1", "layer.2"])),
-                                ["expand.points[1]", "layer.2", "['layer.0', 'layer.1']"]),
-    "test pool over the split": (_set("measure.test_pool", 2000),
-                                 ["measure.test_pool", "2000", "1000", "mnist5k test split"]),
-    "no room for the held-out pool": (_set("measure.test_pool", 600),
-                                      ["measure.test_pool (x2", "held-out", "1200", "mnist5k test split"]),
-    "train pool over the split": (_set("measure.train_pool", 4500),
-                                  ["measure.train_pool", "4500", "4000", "mnist5k train split"]),
+    "unknown expand grid": (
+        _set("expand.grids", ["resnet_mnist", "resnet_cifar"]),
+        ["expand.grids[1]", "resnet_cifar", "['llama_stdlib', 'resnet_mnist']"],
+    ),
+    "unknown point name": (
+        _both(_only("resnet_mnist"), _set("measure.points", ["stage1.block1", "stage3.block3"])),
+        ["measure.points[1]", "stage3.block3", "resnet-d8", "stage3.block1"],
+    ),
+    "llama point on a resnet": (
+        _both(_only("resnet_mnist"), _set("measure.points", ["layer.0"])),
+        ["measure.points[0]", "layer.0", "stage1.block1"],
+    ),
+    "unknown expansion point": (
+        _both(_only("llama_stdlib"), _set("expand.points", ["layer.1", "layer.2"])),
+        ["expand.points[1]", "layer.2", "['layer.0', 'layer.1']"],
+    ),
+    "test pool over the split": (
+        _set("measure.test_pool", 2000),
+        ["measure.test_pool", "2000", "1000", "mnist5k test split"],
+    ),
+    "no room for the held-out pool": (
+        _set("measure.test_pool", 600),
+        ["measure.test_pool (x2", "held-out", "1200", "mnist5k test split"],
+    ),
+    "train pool over the split": (
+        _set("measure.train_pool", 4500),
+        ["measure.train_pool", "4500", "4000", "mnist5k train split"],
+    ),
     "expand pool over the split": (_set("expand.pool", 4500), ["expand.pool", "4500", "4000", "mnist5k train split"]),
-    "misalign size over the pool": (_set("measure.train_pool", 16),
-                                    ["misalign.sizes[5]", "32", "measure.train_pool", "16"]),
-    "empty test split": (_set("datasets.mnist5k.test_fraction", 0.0001),
-                         ["datasets.mnist5k.test_fraction", "empty", "0.0002"]),
-    "empty train split": (_set("datasets.mnist5k.test_fraction", 0.99995),
-                          ["datasets.mnist5k.test_fraction", "empty", "0.9998"]),
-    "batch over the train split": (_set("grids.resnet_mnist.recipe.batch_size", 8192),
-                                   ["grids.resnet_mnist.recipe.batch_size", "8192", "4000"]),
+    "misalign size over the pool": (
+        _set("measure.train_pool", 16),
+        ["misalign.sizes[5]", "32", "measure.train_pool", "16"],
+    ),
+    "empty test split": (
+        _set("datasets.mnist5k.test_fraction", 0.0001),
+        ["datasets.mnist5k.test_fraction", "empty", "0.0002"],
+    ),
+    "empty train split": (
+        _set("datasets.mnist5k.test_fraction", 0.99995),
+        ["datasets.mnist5k.test_fraction", "empty", "0.9998"],
+    ),
+    "batch over the train split": (
+        _set("grids.resnet_mnist.recipe.batch_size", 8192),
+        ["grids.resnet_mnist.recipe.batch_size", "8192", "4000"],
+    ),
 }
 
 
@@ -208,10 +261,13 @@ def cifar_subset() -> dict:
     return yaml.safe_load((ROOT / "config" / "quick-cifar10.yaml").read_text())
 
 
-@pytest.mark.parametrize("key, value, expected", [
-    ("measure.test_pool", 4000, ["measure.test_pool", "2000", "cifar10 test split"]),
-    ("expand.pool", 12000, ["expand.pool", "10000", "cifar10 train split"]),
-])
+@pytest.mark.parametrize(
+    "key, value, expected",
+    [
+        ("measure.test_pool", 4000, ["measure.test_pool", "2000", "cifar10 test split"]),
+        ("expand.pool", 12000, ["expand.pool", "10000", "cifar10 train split"]),
+    ],
+)
 def test_pools_are_checked_against_a_subset(key: str, value: int, expected: list[str]) -> None:
     config = cifar_subset()
     _set(key, value)(config)
@@ -229,7 +285,7 @@ def test_what_the_cross_checks_allow() -> None:
     text = cifar_subset()
     text["datasets"] = {"tinyshakespeare": text["datasets"]["tinyshakespeare"]}
     text["grids"] = {"llama_shakespeare": text["grids"]["llama_shakespeare"]}
-    text["measure"].update(train_pool=10 ** 9, test_pool=10 ** 9)  # text sizes are known only once prepared
+    text["measure"].update(train_pool=10**9, test_pool=10**9)  # text sizes are known only once prepared
     text["misalign"] = {"sizes": [64]}
     validate_config(text)
 
@@ -274,8 +330,10 @@ def test_duplicate_yaml_key_is_rejected_with_file_and_line(tmp_path: Path) -> No
 
 def test_yaml_merge_keys_may_be_overridden(tmp_path: Path) -> None:
     path = tmp_path / "merge.yaml"
-    path.write_text(DUPLICATED.replace("    depths: [20]\n", "").replace("  resnet_mnist:", "  resnet_mnist: &base")
-                    + "  again:\n    <<: *base\n    depths: [20]\n")
+    path.write_text(
+        DUPLICATED.replace("    depths: [20]\n", "").replace("  resnet_mnist:", "  resnet_mnist: &base")
+        + "  again:\n    <<: *base\n    depths: [20]\n"
+    )
     config = load_config(path)
     assert config["grids"]["again"]["depths"] == [20] and config["grids"]["resnet_mnist"]["depths"] == [8, 14]
 
@@ -295,9 +353,25 @@ def test_workflow_rejects_a_duplicated_key(tmp_path: Path) -> None:
 
     path = tmp_path / "dup.yaml"
     path.write_text(DUPLICATED)
-    result = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--snakefile", str(ROOT / "Snakefile"),
-                             "--cores", "1", "--configfile", str(path), "--directory", str(tmp_path)],
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-n",
+            "--snakefile",
+            str(ROOT / "Snakefile"),
+            "--cores",
+            "1",
+            "--configfile",
+            str(path),
+            "--directory",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     output = result.stdout + result.stderr
     assert result.returncode != 0, output[-3000:]
     assert f"{path}:10" in output and "'depths'" in output, output[-3000:]
@@ -322,31 +396,52 @@ def test_cluster_section_is_optional_and_filled_in() -> None:
     assert config["cluster"]["gpu_partition"] == "a100" and config["cluster"]["max_cpus"] == 2
 
 
-@pytest.mark.parametrize("cluster, expected", [
-    ({"max_cpu": 4}, ["cluster", "max_cpu", "max_cpus"]),
-    ({"max_gpus": -1}, ["cluster.max_gpus"]),
-    ({"max_mem_mb": "16G"}, ["cluster.max_mem_mb"]),
-    ({"gpu_partition": "gpu a100"}, ["cluster.gpu_partition"]),
-])
+@pytest.mark.parametrize(
+    "cluster, expected",
+    [
+        ({"max_cpu": 4}, ["cluster", "max_cpu", "max_cpus"]),
+        ({"max_gpus": -1}, ["cluster.max_gpus"]),
+        ({"max_mem_mb": "16G"}, ["cluster.max_mem_mb"]),
+        ({"gpu_partition": "gpu a100"}, ["cluster.gpu_partition"]),
+    ],
+)
 def test_malformed_cluster_section_is_rejected(cluster: dict, expected: list[str]) -> None:
     assert_rejected(with_cluster(cluster), expected)
 
 
-@pytest.mark.parametrize("cluster, edit, expected", [
-    # threads: every model job asks for them as CPUs
-    ({"max_cpus": 1}, None, ["threads: 2", "cluster.max_cpus 1", "train_model", "cost_table", "at most 1"]),
-    # a grid's memory, named with its rules and models
-    ({"max_mem_mb": 3000}, _set("cost", {"max_covariance_mb": 256}),
-     ["grids.resnet_mnist.resources.mem_mb: 4000", "cluster.max_mem_mb 3000", "train_model", "misalign_model",
-      "mnist5k/resnet-d8-w0.5-s0", "at most 3000 MB"]),
-    # a GPU grid on a cluster without GPUs: the GPU rules only, with the way out
-    ({"max_gpus": 0}, _set("grids.llama_stdlib.resources", {"gpu": 1}),
-     ["grids.llama_stdlib.resources.gpu: 1", "cluster.max_gpus 0", "pystdlib/llama-d2-w64-s0", "gpu: 0"]),
-    ({"max_runtime": 30}, None,
-     ["grids.resnet_mnist.resources.runtime: 60", "cluster.max_runtime 30", "at most 30 minutes"]),
-    # what the config chose for prepare_data and cost_table
-    ({"max_mem_mb": 4000}, None, ["cost.max_covariance_mb: 1024", "cost_table", "4072 MB", "at most 1000"]),
-])
+@pytest.mark.parametrize(
+    "cluster, edit, expected",
+    [
+        # threads: every model job asks for them as CPUs
+        ({"max_cpus": 1}, None, ["threads: 2", "cluster.max_cpus 1", "train_model", "cost_table", "at most 1"]),
+        # a grid's memory, named with its rules and models
+        (
+            {"max_mem_mb": 3000},
+            _set("cost", {"max_covariance_mb": 256}),
+            [
+                "grids.resnet_mnist.resources.mem_mb: 4000",
+                "cluster.max_mem_mb 3000",
+                "train_model",
+                "misalign_model",
+                "mnist5k/resnet-d8-w0.5-s0",
+                "at most 3000 MB",
+            ],
+        ),
+        # a GPU grid on a cluster without GPUs: the GPU rules only, with the way out
+        (
+            {"max_gpus": 0},
+            _set("grids.llama_stdlib.resources", {"gpu": 1}),
+            ["grids.llama_stdlib.resources.gpu: 1", "cluster.max_gpus 0", "pystdlib/llama-d2-w64-s0", "gpu: 0"],
+        ),
+        (
+            {"max_runtime": 30},
+            None,
+            ["grids.resnet_mnist.resources.runtime: 60", "cluster.max_runtime 30", "at most 30 minutes"],
+        ),
+        # what the config chose for prepare_data and cost_table
+        ({"max_mem_mb": 4000}, None, ["cost.max_covariance_mb: 1024", "cost_table", "4072 MB", "at most 1000"]),
+    ],
+)
 def test_job_that_cannot_fit_the_nodes_is_refused_at_planning(cluster: dict, edit, expected: list[str]) -> None:
     assert_rejected(with_cluster(cluster, edit), expected)
 

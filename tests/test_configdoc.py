@@ -40,15 +40,21 @@ def test_every_key_has_a_description():
 
 def test_no_key_lost_to_yaml_flow_style():
     """``{description: a, b}`` in YAML flow style is the description ``a`` and a stray key ``b: null``."""
-    stray = [f"{path}.{key}" for path, sub in [("", schema()), *properties(schema())] if isinstance(sub, dict)
-             for key, value in sub.items() if value is None and key != "default"]
+    stray = [
+        f"{path}.{key}"
+        for path, sub in [("", schema()), *properties(schema())]
+        if isinstance(sub, dict)
+        for key, value in sub.items()
+        if value is None and key != "default"
+    ]
     assert not stray, f"keys with no value (a comma in an unquoted flow-style description?): {stray}"
 
 
 def test_readme_is_rendered_from_the_schema():
     readme = ROOT / "config" / "README.md"
     assert readme.read_text(encoding="utf-8") == configdoc.render(schema()), (
-        "config/README.md is stale: run python -m scalemech.configdoc")
+        "config/README.md is stale: run python -m scalemech.configdoc"
+    )
 
 
 def test_render_lists_every_key():

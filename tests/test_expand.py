@@ -16,8 +16,11 @@ from scalemech.tables import check_columns
 
 KEYS = {"run": "t", "dataset": "d", "family": "resnet", "depth": 8, "width": 0.25, "seed": 0, "model": "m"}
 PREPARE = to_device("cpu")
-DEFAULTS = {key: spec["default"] for key, spec in schema()["properties"]["expand"]["properties"].items()
-            if key in {f.name for f in dataclasses.fields(ExpandConfig)}}
+DEFAULTS = {
+    key: spec["default"]
+    for key, spec in schema()["properties"]["expand"]["properties"].items()
+    if key in {f.name for f in dataclasses.fields(ExpandConfig)}
+}
 
 
 def settings(**overrides) -> ExpandConfig:
@@ -58,7 +61,7 @@ def test_expanded_model_equals_old_and_jumpboard_descends():
     torch.testing.assert_close(expanded.eval()(test[0]), model(test[0]), rtol=0, atol=1e-6)
     old_loss = mean_loss(model, *train, 40, PREPARE)
     step, jump_loss, interior = jumpboard(expanded, block, train, settings(eval_batch_size=40), PREPARE)
-    assert step > 0 and jump_loss < old_loss and interior                 # the line search brackets its optimum
+    assert step > 0 and jump_loss < old_loss and interior  # the line search brackets its optimum
     assert mean_loss(expanded, *train, 40, PREPARE) == pytest.approx(jump_loss)  # the block is left at θ_J
 
 
@@ -66,16 +69,14 @@ def test_broken_new_block_is_refused():
     model, train, test = _setup()
     model.new_block = lambda point: nn.Conv2d(8, 8, 3, padding=1)  # not zero at initialization
     with pytest.raises(RuntimeError, match="changed the model's output"):
-        expand_at(model, model.insertion_points()[1], TensorTask(*train), train, test, settings(steps=1), PREPARE,
-                  KEYS)
+        expand_at(model, model.insertion_points()[1], TensorTask(*train), train, test, settings(steps=1), PREPARE, KEYS)
 
 
 @pytest.mark.parametrize("train_mode", ["block", "all"])
 def test_expansion_row(train_mode):
     model, train, test = _setup()
     config = settings(steps=6, train_mode=train_mode, batch_size=16, lr=0.02, eval_batch_size=40)
-    row = expand_at(model, model.insertion_points()[0], TensorTask(*train), train, test, config, PREPARE,
-                    KEYS).iloc[0]
+    row = expand_at(model, model.insertion_points()[0], TensorTask(*train), train, test, config, PREPARE, KEYS).iloc[0]
     check_columns(row.to_frame().T, "expansion")
     assert row.train_loss_old == pytest.approx(mean_loss(model, *train, 40, PREPARE))
     assert row.test_loss_old == pytest.approx(mean_loss(model, *test, 40, PREPARE))
@@ -90,8 +91,7 @@ def test_expansion_row(train_mode):
 def test_sabotaged_training_falls_back_to_jumpboard():
     model, train, test = _setup()
     config = settings(steps=5, train_mode="all", batch_size=16, lr=1e4, momentum=0.0, eval_batch_size=40)
-    row = expand_at(model, model.insertion_points()[1], TensorTask(*train), train, test, config, PREPARE,
-                    KEYS).iloc[0]
+    row = expand_at(model, model.insertion_points()[1], TensorTask(*train), train, test, config, PREPARE, KEYS).iloc[0]
     assert row.fallback
     assert not row.train_loss_new <= row.train_loss_jump  # training diverged (or went nan)
     assert row.train_loss_selected == row.train_loss_jump and row.test_loss_selected == row.test_loss_jump
@@ -105,11 +105,22 @@ def test_expansion_ignores_the_global_rng_state():
     for global_seed in (1, 2):
         torch.manual_seed(global_seed)
         torch.rand(7)
-        rows.append(expand_at(model, model.insertion_points()[1], TensorTask(*train), train, test, settings(steps=2),
-                              PREPARE, KEYS))
+        rows.append(
+            expand_at(
+                model, model.insertion_points()[1], TensorTask(*train), train, test, settings(steps=2), PREPARE, KEYS
+            )
+        )
     pd.testing.assert_frame_equal(rows[0], rows[1])
-    other_model = expand_at(model, model.insertion_points()[1], TensorTask(*train), train, test, settings(steps=2),
-                            PREPARE, {**KEYS, "model": "m2"})
+    other_model = expand_at(
+        model,
+        model.insertion_points()[1],
+        TensorTask(*train),
+        train,
+        test,
+        settings(steps=2),
+        PREPARE,
+        {**KEYS, "model": "m2"},
+    )
     assert other_model.jump_step.iloc[0] != rows[0].jump_step.iloc[0]
 
 
@@ -117,12 +128,13 @@ def test_control_and_expanded_model_see_the_same_batches():
     model, train, test = _setup()
     task = TensorTask(*train)
     expand_at(model, model.insertion_points()[1], task, train, test, settings(steps=3, batch_size=8), PREPARE, KEYS)
-    assert len(task.drawn) == 6                                           # 3 steps for f_new, then 3 for the control
+    assert len(task.drawn) == 6  # 3 steps for f_new, then 3 for the control
     assert all(torch.equal(a, b) for a, b in zip(task.drawn[:3], task.drawn[3:]))
 
 
 def test_control_at_zero_steps_equals_the_old_model():
     model, train, test = _setup()
-    row = expand_at(model, model.insertion_points()[1], TensorTask(*train), train, test, settings(steps=0), PREPARE,
-                    KEYS).iloc[0]
+    row = expand_at(
+        model, model.insertion_points()[1], TensorTask(*train), train, test, settings(steps=0), PREPARE, KEYS
+    ).iloc[0]
     assert row.train_loss_control == row.train_loss_old and row.test_loss_control == row.test_loss_old

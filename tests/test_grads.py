@@ -75,9 +75,9 @@ def _single_example_grads(model, x, y, point):
     """q of each example from its own forward/backward (batch size 1): the brute-force reference."""
     rows = []
     for i in range(len(x)):
-        _, streams = model.forward_streams(x[i:i + 1], [point])
+        _, streams = model.forward_streams(x[i : i + 1], [point])
         z = streams[point]
-        loss = model.per_example_loss(model.split(point)[1](z), y[i:i + 1]).sum()
+        loss = model.per_example_loss(model.split(point)[1](z), y[i : i + 1]).sum()
         rows.append(torch.autograd.grad(loss, z)[0].reshape(1, -1))
     return torch.cat(rows)
 
@@ -113,8 +113,9 @@ def test_frozen_parameters_and_batch_size_independence(name, tmp_path):
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_pooled_view_is_sum_of_full_view(name, tmp_path):
     model, x, y = MODELS[name]
-    pools = capture_pools(model, labelled(x, y, "test"), model.insertion_points(), tmp_path, 4, to_device("cpu"),
-                          "float32")
+    pools = capture_pools(
+        model, labelled(x, y, "test"), model.insertion_points(), tmp_path, 4, to_device("cpu"), "float32"
+    )
     for point in model.insertion_points():
         full, pooled = pools[point, "full"], pools[point, "pooled"]
         shape = full.meta["stream_shape"]
@@ -175,7 +176,7 @@ def test_pool_files_are_checked_on_open(tmp_path):
     npy, scale = tmp_path / "p.npy", tmp_path / "p.scale.npy"
     intact = npy.read_bytes()
     middle = len(intact) // 2
-    npy.write_bytes(intact[:middle] + bytes(b ^ 0xFF for b in intact[middle:middle + 4096]) + intact[middle + 4096:])
+    npy.write_bytes(intact[:middle] + bytes(b ^ 0xFF for b in intact[middle : middle + 4096]) + intact[middle + 4096 :])
     with pytest.raises(PoolError, match=r"p\.npy: sha256 differs.*re-run the measurement"):
         GradientPool(tmp_path / "p")
     GradientPool(tmp_path / "p", verify=False)  # the size and header still match

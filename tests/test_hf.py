@@ -47,23 +47,67 @@ CORPUS = [
 ]
 VOCAB = 300
 CONFIGS = {
-    "gpt_neox": lambda: GPTNeoXConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
-                                      intermediate_size=64, max_position_embeddings=64, rotary_pct=0.25),
-    "gpt_neox_sequential": lambda: GPTNeoXConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
-                                                 num_attention_heads=4, intermediate_size=64,
-                                                 max_position_embeddings=64, use_parallel_residual=False),
-    "llama": lambda: LlamaConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
-                                 num_key_value_heads=2, intermediate_size=64, max_position_embeddings=64),
+    "gpt_neox": lambda: GPTNeoXConfig(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        rotary_pct=0.25,
+    ),
+    "gpt_neox_sequential": lambda: GPTNeoXConfig(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        use_parallel_residual=False,
+    ),
+    "llama": lambda: LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    ),
     "gpt2": lambda: GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=3, n_head=4, n_positions=64),
     # sliding window 4 < T = 12: a full causal mask would change the logits
-    "mistral": lambda: MistralConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                     num_key_value_heads=2, intermediate_size=64, max_position_embeddings=64,
-                                     sliding_window=4),
-    "qwen2": lambda: Qwen2Config(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
-                                 num_key_value_heads=2, intermediate_size=64, max_position_embeddings=64,
-                                 use_sliding_window=True, sliding_window=4, max_window_layers=1),
-    "qwen3": lambda: Qwen3Config(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                 num_key_value_heads=2, head_dim=8, intermediate_size=64, max_position_embeddings=64),
+    "mistral": lambda: MistralConfig(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        sliding_window=4,
+    ),
+    "qwen2": lambda: Qwen2Config(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        use_sliding_window=True,
+        sliding_window=4,
+        max_window_layers=1,
+    ),
+    "qwen3": lambda: Qwen3Config(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    ),
 }
 B, T = 5, 12
 
@@ -73,8 +117,9 @@ def tiny_tokenizer() -> PreTrainedTokenizerFast:
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=VOCAB, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=VOCAB, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
+    )
     bpe.train_from_iterator(CORPUS, trainer)
     return PreTrainedTokenizerFast(tokenizer_object=bpe)
 
@@ -122,8 +167,9 @@ def test_frozen_and_dtype(checkpoint):
     model, _ = load(checkpoint)
     assert not any(p.requires_grad for p in model.parameters())
     assert not model.training
-    trainable = build_model({"family": "hf", "checkpoint": checkpoint, "local_files_only": True,
-                             "frozen": False, "dtype": "bfloat16"})
+    trainable = build_model(
+        {"family": "hf", "checkpoint": checkpoint, "local_files_only": True, "frozen": False, "dtype": "bfloat16"}
+    )
     assert all(p.requires_grad and p.dtype == torch.bfloat16 for p in trainable.parameters())
     reference = AutoModelForCausalLM.from_pretrained(checkpoint, local_files_only=True, dtype=torch.bfloat16).eval()
     x = token_ids()[:, :-1]
@@ -174,10 +220,12 @@ def test_per_example_stream_grads_from_one_batch(checkpoint):
     output, streams = model.forward_streams(x, points)
     batched = torch.autograd.grad(model.per_example_loss(output, y).sum(), [streams[p] for p in points])
     for b in range(B):
-        output_b, streams_b = model.forward_streams(x[b:b + 1], points)
-        single = torch.autograd.grad(model.per_example_loss(output_b, y[b:b + 1]).sum(), [streams_b[p] for p in points])
+        output_b, streams_b = model.forward_streams(x[b : b + 1], points)
+        single = torch.autograd.grad(
+            model.per_example_loss(output_b, y[b : b + 1]).sum(), [streams_b[p] for p in points]
+        )
         for grad_batched, grad_single in zip(batched, single):
-            torch.testing.assert_close(grad_batched[b:b + 1], grad_single, rtol=1e-4, atol=1e-7)
+            torch.testing.assert_close(grad_batched[b : b + 1], grad_single, rtol=1e-4, atol=1e-7)
     assert all(g.abs().sum() > 0 for g in batched)
     assert all(p.grad is None for p in model.parameters())
     if importlib.util.find_spec("scalemech.stats") is not None:
@@ -211,8 +259,7 @@ def test_sliding_window_layers_get_their_mask(tmp_path):
     torch.manual_seed(0)
     AutoModelForCausalLM.from_config(CONFIGS["qwen2"]()).save_pretrained(tmp_path)
     model, _ = load(str(tmp_path))
-    assert [block.attention for block in model.blocks] == ["full_attention", "sliding_attention",
-                                                           "sliding_attention"]
+    assert [block.attention for block in model.blocks] == ["full_attention", "sliding_attention", "sliding_attention"]
     x = token_ids(4)[:, :-1]
     with torch.no_grad():
         z = model.stem(x)
@@ -246,10 +293,20 @@ def test_text_sources(tmp_path, monkeypatch):
 def test_examples_are_checkpoint_tokens_of_the_split(checkpoint):
     model = build_model({"family": "hf", "checkpoint": checkpoint, "local_files_only": True, "block_size": 4})
     train_text, test_text = "\n".join(CORPUS[:3]), CORPUS[3]
-    stream = {split: torch.tensor(list(text.encode()), dtype=torch.uint8)
-              for split, text in [("train", train_text), ("test", test_text)]}
-    data = Prepared(name="tiny", kind="text", train_x=stream["train"], train_y=None, test_x=stream["test"],
-                    test_y=None, manifest={}, vocab_size=256)
+    stream = {
+        split: torch.tensor(list(text.encode()), dtype=torch.uint8)
+        for split, text in [("train", train_text), ("test", test_text)]
+    }
+    data = Prepared(
+        name="tiny",
+        kind="text",
+        train_x=stream["train"],
+        train_y=None,
+        test_x=stream["test"],
+        test_y=None,
+        manifest={},
+        vocab_size=256,
+    )
     tokenizer = PreTrainedTokenizerFast.from_pretrained(checkpoint)
     for split, text in [("train", train_text), ("test", test_text)]:
         examples = draw_examples(model.task(data), split, n=2, seed=0)
@@ -271,7 +328,7 @@ def test_token_pool_windows_are_disjoint_and_seeded(n, block_size):
     torch.testing.assert_close(x[:, 1:], y[:, :-1])
     starts = ((x[:, 0] - 1) // 3).sort().values
     for start, row_x, row_y in zip(((x[:, 0] - 1) // 3), x, y):
-        torch.testing.assert_close(torch.cat([row_x, row_y[-1:]]), tokens[start:start + block_size + 1])
+        torch.testing.assert_close(torch.cat([row_x, row_y[-1:]]), tokens[start : start + block_size + 1])
     assert torch.all(starts.diff() >= block_size + 1)
     again = token_pool(tokens, n, block_size, seed=0)
     assert torch.equal(again[0], x) and torch.equal(again[1], y)
@@ -300,7 +357,10 @@ def test_token_ids_are_cut_without_a_tokenizer(checkpoint, tmp_path):
         examples = draw_examples(task, split, n=5, seed=1)
         assert examples.x.shape == examples.y.shape == (5, 6) and examples.x.dtype == torch.int64
         for start, x, y in zip(examples.index.tolist(), examples.x, examples.y):
-            assert x.tolist() == stream[start:start + 6].tolist() and y.tolist() == stream[start + 1:start + 7].tolist()
+            assert (
+                x.tolist() == stream[start : start + 6].tolist()
+                and y.tolist() == stream[start + 1 : start + 7].tolist()
+            )
         assert torch.equal(draw_examples(task, split, n=5, seed=1).x, examples.x)  # seeded
     first = draw_examples(task, "train", n=5, seed=1)
     other = draw_disjoint(task, "train", 5, seed=2, exclude=first.index)

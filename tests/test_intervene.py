@@ -30,8 +30,9 @@ class LinearTop(ResidualModel):
 
 def _capture(model, x, y, point, root, dtype):
     for split, (xs, ys) in (("train", (x[:40], y[:40])), ("test", (x[40:], y[40:]))):
-        capture_pools(model, Examples(split, xs, ys, torch.arange(len(xs)), 0), [point], root, 16, to_device("cpu"),
-                      dtype)
+        capture_pools(
+            model, Examples(split, xs, ys, torch.arange(len(xs)), 0), [point], root, 16, to_device("cpu"), dtype
+        )
 
 
 def test_ratio_tends_to_one_for_linear_top_and_squared_loss(tmp_path):
@@ -40,8 +41,19 @@ def test_ratio_tends_to_one_for_linear_top_and_squared_loss(tmp_path):
     x, y = torch.randn(70, 5, 3, dtype=torch.float64), torch.randn(70, 2, dtype=torch.float64)
     _capture(model, x, y, "b0", tmp_path, "float32")
     for view in ("full", "pooled"):
-        table = intervene_at(model, "b0", view, (x[:40], y[:40]), (x[40:], y[40:]), (x[40:], y[40:]), tmp_path, 16,
-                             to_device("cpu"), KEYS, step_fractions=(1e-1, 1e-2, 1e-3))
+        table = intervene_at(
+            model,
+            "b0",
+            view,
+            (x[:40], y[:40]),
+            (x[40:], y[40:]),
+            (x[40:], y[40:]),
+            tmp_path,
+            16,
+            to_device("cpu"),
+            KEYS,
+            step_fractions=(1e-1, 1e-2, 1e-3),
+        )
         check_columns(table, "intervention")
         errors = (table.ratio - 1).abs().tolist()
         # L(δ) is quadratic in δ: ratio − 1 is proportional to η, so each 10x smaller η cuts it ~10x
@@ -66,11 +78,22 @@ def test_ratio_near_one_on_briefly_trained_model(tmp_path):
     x_pool, y_pool = torch.randn(100, 1, 8, 8), torch.randint(0, 3, (100,))
     x_pool[:, 0, :4] += 0.3  # a shifted test distribution: a clear nonzero first-order change
     _capture(model, x_pool[:70], y_pool[:70], point, tmp_path, "float16")
-    heldout = (x_pool[70:], y_pool[70:])                               # test pool B, disjoint from A
+    heldout = (x_pool[70:], y_pool[70:])  # test pool B, disjoint from A
     for view in ("full", "pooled"):
-        table = intervene_at(model, point, view, (x_pool[:40], y_pool[:40]), (x_pool[40:70], y_pool[40:70]), heldout,
-                             tmp_path, 16, to_device("cpu"), KEYS, step_fractions=(1e-2, 1e-3))
+        table = intervene_at(
+            model,
+            point,
+            view,
+            (x_pool[:40], y_pool[:40]),
+            (x_pool[40:70], y_pool[40:70]),
+            heldout,
+            tmp_path,
+            16,
+            to_device("cpu"),
+            KEYS,
+            step_fractions=(1e-2, 1e-3),
+        )
         check_columns(table, "intervention")
-        assert 0.9 <= table.ratio.iloc[-1] <= 1.1, table               # same pool: first order holds
+        assert 0.9 <= table.ratio.iloc[-1] <= 1.1, table  # same pool: first order holds
         assert table.sign_agree.all()
-        assert (table.observed_heldout != table.observed).all()        # B is another sample than A
+        assert (table.observed_heldout != table.observed).all()  # B is another sample than A

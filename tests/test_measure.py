@@ -26,12 +26,24 @@ SETTINGS = {key: spec["default"] for key, spec in schema()["properties"]["measur
 
 def _data():
     generator = torch.Generator().manual_seed(0)
-    images = {split: torch.randint(0, 256, (n, 1, 8, 8), dtype=torch.uint8, generator=generator)
-              for split, n in (("train", 30), ("test", 20))}
+    images = {
+        split: torch.randint(0, 256, (n, 1, 8, 8), dtype=torch.uint8, generator=generator)
+        for split, n in (("train", 30), ("test", 20))
+    }
     labels = {split: (x.float().mean((1, 2, 3)) > 127.5).long() for split, x in images.items()}
     manifest = {"stats": {"mean": [0.5], "std": [0.29]}}
-    return Prepared("synthetic", "image", images["train"], labels["train"], images["test"], labels["test"],
-                    manifest, num_classes=2, in_channels=1, image_size=8)
+    return Prepared(
+        "synthetic",
+        "image",
+        images["train"],
+        labels["train"],
+        images["test"],
+        labels["test"],
+        manifest,
+        num_classes=2,
+        in_channels=1,
+        image_size=8,
+    )
 
 
 def _model():
@@ -61,8 +73,16 @@ def test_select_points():
 def test_measure_tables_match_brute_force(tmp_path):
     data, model = _data(), _model()
     points = select_points(model, 2)
-    settings = {**SETTINGS, "points": 2, "train_pool": 24, "test_pool": 16, "batch_size": 10, "covmat_points": 1,
-                "pool_dtype": "float32", "seed": 5}
+    settings = {
+        **SETTINGS,
+        "points": 2,
+        "train_pool": 24,
+        "test_pool": 16,
+        "batch_size": 10,
+        "covmat_points": 1,
+        "pool_dtype": "float32",
+        "seed": 5,
+    }
     tables = measure(model, data, KEYS, tmp_path, device="cpu", **settings)
     for name, frame in tables.items():
         check_columns(frame, name)
@@ -70,7 +90,7 @@ def test_measure_tables_match_brute_force(tmp_path):
     assert len(tables["dalign"]) == 2 * 2 * 2 and len(tables["signal"]) == 2 * 2 and len(tables["covariance"]) == 2
     channels = model.blocks[model.index(points[-1])].conv2.out_channels
     assert len(tables["covmats"]) == channels**2
-    assert set(tables["covmats"].point) == {points[-1]}                    # one covmat point: the last
+    assert set(tables["covmats"].point) == {points[-1]}  # one covmat point: the last
     corr = stats.correlation(GradientPool(pool_path(tmp_path, "train", points[-1], "pooled")).rows())
     cell = tables["covmats"].query("row == 1 and col == 0").iloc[0]
     assert cell["corr"] == pytest.approx(corr[1, 0].item())
@@ -93,8 +113,10 @@ def test_measure_tables_match_brute_force(tmp_path):
         assert row.mu_sq == pytest.approx(mu_sq.item(), rel=1e-4)
         assert row.mu_norm == pytest.approx(math.sqrt(max(mu_sq.item(), 0)), rel=1e-4)
         assert row.block_grad_norm > 0
-        assert row.block_grad_norm == pytest.approx(block_grad_norm(
-            model, point, x, y, 16, prepare, seed=derive_seed(5, "synthetic/m", point, "new_block")), rel=1e-6)
+        assert row.block_grad_norm == pytest.approx(
+            block_grad_norm(model, point, x, y, 16, prepare, seed=derive_seed(5, "synthetic/m", point, "new_block")),
+            rel=1e-6,
+        )
         expected = stats.stats_from_gram(Q @ Q.T, Q.shape[1])
         d_row = tables["dalign"].query("point == @point and split == 'test' and view == 'full'").iloc[0]
         assert d_row.d_align == pytest.approx(expected.d_align, rel=1e-4)
@@ -104,7 +126,7 @@ def test_measure_tables_match_brute_force(tmp_path):
     cov_row = tables["covariance"].query("point == @points[-1]").iloc[0]
     assert cov_row.offdiag_ratio == pytest.approx(stats.offdiag_ratio_unbiased(pooled))
     assert cov_row.offdiag_ratio_plugin == pytest.approx(stats.offdiag_ratio(pooled))
-    assert tables["covariance"].low_rank.tolist() == [False, True]       # the last block before the head
+    assert tables["covariance"].low_rank.tolist() == [False, True]  # the last block before the head
     signal = tables["signal"]
     assert (signal.mu_sq_lo <= signal.mu_sq).all() and (signal.mu_sq <= signal.mu_sq_hi).all()
     assert cov_row.dim == pooled.shape[1]

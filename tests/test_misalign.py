@@ -66,8 +66,9 @@ def test_gaussian_misalignment_stays_below_true_certificate():
     mu = torch.full((D,), 0.5, dtype=torch.float64)
     L = torch.randn(D, D, dtype=torch.float64, generator=generator) / math.sqrt(D)
     sigma = L @ L.T
-    truth = AlignmentStats.from_moments(0, D, float(mu @ mu), float(mu @ mu) ** 2, float(mu @ sigma @ mu),
-                                        float(torch.trace(sigma @ sigma)))
+    truth = AlignmentStats.from_moments(
+        0, D, float(mu @ mu), float(mu @ mu) ** 2, float(mu @ sigma @ mu), float(torch.trace(sigma @ sigma))
+    )
     Q_train, Q_test = _gaussian(3000, mu, L, generator), _gaussian(3000, mu, L, generator)
     grid = [(1, 1), (2, 3), (4, 4), (10, 5)]
     draws = 20_000
@@ -84,25 +85,42 @@ def test_gaussian_misalignment_stays_below_true_certificate():
 
 def test_misalignment_table_from_pools(tmp_path):
     generator = torch.Generator().manual_seed(4)
-    split_rows = {"train": torch.randn(40, 5, dtype=torch.float64, generator=generator) + 0.2,
-                  "test": torch.randn(30, 5, dtype=torch.float64, generator=generator) + 0.2}
+    split_rows = {
+        "train": torch.randn(40, 5, dtype=torch.float64, generator=generator) + 0.2,
+        "test": torch.randn(30, 5, dtype=torch.float64, generator=generator) + 0.2,
+    }
     for split, rows in split_rows.items():
-        writer = GradientPool.create(pool_path(tmp_path, split, "p", "full"), len(rows), 5, "float32", point="p",
-                                     point_index=3)
+        writer = GradientPool.create(
+            pool_path(tmp_path, split, "p", "full"), len(rows), 5, "float32", point="p", point_index=3
+        )
         writer.write(rows)
         writer.finish()
     keys = {"run": "t", "dataset": "d", "family": "f", "depth": 1, "width": 1.0, "seed": 0, "model": "m"}
     moments = {split: alignment_stats(rows) for split, rows in split_rows.items()}
-    dalign = pd.DataFrame([{"point": "p", "view": "full", "split": split, "n": m.n, "dim": m.dim, "mu_sq": m.mu_sq,
-                            "mu_four": m.mu_four, "mu_sigma_mu": m.mu_sigma_mu, "tr_sigma_sq": m.tr_sigma_sq}
-                           for split, m in moments.items()])
+    dalign = pd.DataFrame(
+        [
+            {
+                "point": "p",
+                "view": "full",
+                "split": split,
+                "n": m.n,
+                "dim": m.dim,
+                "mu_sq": m.mu_sq,
+                "mu_four": m.mu_four,
+                "mu_sigma_mu": m.mu_sigma_mu,
+                "tr_sigma_sq": m.tr_sigma_sq,
+            }
+            for split, m in moments.items()
+        ]
+    )
     table = misalignment(tmp_path, keys, dalign, sizes=[2, 5], draws=500, seed=9, views=["full"])
     check_columns(table, "misalignment")
     assert len(table) == 2 * 2 and (table.point_index == 3).all()
     stored = {split: GradientPool(pool_path(tmp_path, split, "p", "full")).rows() for split in split_rows}
     grid = [(M, K) for M in (2, 5) for K in (2, 5)]
-    expected = misalignment_draws(stored["train"] @ stored["test"].T, grid, 500,
-                                  seed=derive_seed(9, "d/m", "p", "full"))[2, 5]
+    expected = misalignment_draws(
+        stored["train"] @ stored["test"].T, grid, 500, seed=derive_seed(9, "d/m", "p", "full")
+    )[2, 5]
     row = table[(table.M == 2) & (table.K == 5)].iloc[0]
     assert row.p_misalign == pytest.approx(float((expected <= 0).double().mean()))
     assert row.p_lo <= row.p_misalign <= row.p_hi and row.b_exact_common <= row.b_align
@@ -111,24 +129,28 @@ def test_misalignment_table_from_pools(tmp_path):
     assert row.mu_cross == pytest.approx(two_sample.mu_cross)
     assert row.b_exact == pytest.approx(two_sample_certificate(two_sample, 2, 5))
 
+
 def _brute_force_means(C, rows, cols, Ms, Ks):
     """``(R, len(Ms), len(Ks))``: ``mean(C[rows[r, :M]][:, cols[r, :K]])``, one cell at a time."""
-    return torch.tensor([[[C[r[:M]][:, c[:K]].mean().item() for K in Ks] for M in Ms] for r, c in zip(rows, cols)],
-                        dtype=torch.float64)
+    return torch.tensor(
+        [[[C[r[:M]][:, c[:K]].mean().item() for K in Ks] for M in Ms] for r, c in zip(rows, cols)], dtype=torch.float64
+    )
 
 
 @pytest.mark.parametrize("dense_share", [0.0, 0.25, 10.0])  # every segment dense, the default mix, every one sparse
 @pytest.mark.parametrize("slab_bytes", [8 * 8, 2**19])  # slabs of 8 columns (the last one padded), or one slab
-@pytest.mark.parametrize("n_train,n_test,Ms,Ks", [(30, 21, [1, 4, 9, 30], [2, 5, 21]), (12, 43, [3, 12], [1, 7, 30]),
-                                                  (50, 9, [40], [1, 2])])  # the last one sums over columns
+@pytest.mark.parametrize(
+    "n_train,n_test,Ms,Ks", [(30, 21, [1, 4, 9, 30], [2, 5, 21]), (12, 43, [3, 12], [1, 7, 30]), (50, 9, [40], [1, 2])]
+)  # the last one sums over columns
 def test_block_means_kernels_equal_brute_force(n_train, n_test, Ms, Ks, dense_share, slab_bytes, monkeypatch):
     monkeypatch.setattr(misalign_module, "DENSE_SHARE", dense_share)
     monkeypatch.setattr(misalign_module, "SLAB_BYTES", slab_bytes)
     generator = torch.Generator().manual_seed(11)
     C = torch.randn(n_train, n_test, dtype=torch.float64, generator=generator) + 0.1
     rows, cols = ordered_subsets(17, n_train, Ms[-1], generator), ordered_subsets(17, n_test, Ks[-1], generator)
-    torch.testing.assert_close(block_means(C, rows, cols, Ms, Ks), _brute_force_means(C, rows, cols, Ms, Ks),
-                               rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(
+        block_means(C, rows, cols, Ms, Ks), _brute_force_means(C, rows, cols, Ms, Ks), rtol=1e-12, atol=1e-12
+    )
 
 
 def test_ordered_subsets_are_uniform_ordered_subsets():

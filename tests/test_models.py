@@ -14,8 +14,11 @@ from scalemech.models.llama import Rotary
 from scalemech.models.resnet import NORMS, PLACEMENTS
 from scalemech.models.tvresnet import torchvision_key
 
-RESNET_SPECS = [dict(family="resnet", depth=14, width=0.5, norm=norm, placement=placement, num_classes=7)
-                for norm in NORMS for placement in PLACEMENTS]
+RESNET_SPECS = [
+    dict(family="resnet", depth=14, width=0.5, norm=norm, placement=placement, num_classes=7)
+    for norm in NORMS
+    for placement in PLACEMENTS
+]
 TV_SPECS = [dict(family="tvresnet", depth=depth, width=0.125, num_classes=7) for depth in (18, 50)]
 LLAMA_SPEC = dict(family="llama", width=32, depth=3, head_dim=8, block_size=16, vocab_size=50)
 ALL_SPECS = [*RESNET_SPECS, *TV_SPECS, LLAMA_SPEC]
@@ -124,27 +127,31 @@ def test_unknown_point_is_refused():
         model.new_block("layer.9")
 
 
-@pytest.mark.parametrize("spec, error, names", [
-    (dict(family="resnet", depth=21), ValueError, "depth.*21"),
-    (dict(family="resnet", depth=2), ValueError, "depth.*2"),
-    (dict(family="resnet", depth=20.0), ValueError, "depth.*20.0"),
-    (dict(family="resnet", width=0), ValueError, "width.*0"),
-    (dict(family="resnet", norm="instance"), ValueError, "instance.*batch"),
-    (dict(family="resnet", placement="pre"), ValueError, "pre.*branch"),
-    (dict(family="resnet", widht=2), TypeError, "widht"),
-    (dict(family="tvresnet", depth=20), ValueError, "depth.*18, 34, 50.*20"),
-    (dict(family="tvresnet", width=-1.0), ValueError, "width.*-1.0"),
-    (dict(family="llama", width=100, head_dim=64), ValueError, "width 100.*head_dim 64"),
-    (dict(family="llama", width=96, head_dim=3), ValueError, "head_dim.*even.*3"),
-    (dict(family="llama", depth=0), ValueError, "depth.*0"),
-    (dict(family="transformer"), ValueError, "transformer.*llama"),
-])
+@pytest.mark.parametrize(
+    "spec, error, names",
+    [
+        (dict(family="resnet", depth=21), ValueError, "depth.*21"),
+        (dict(family="resnet", depth=2), ValueError, "depth.*2"),
+        (dict(family="resnet", depth=20.0), ValueError, "depth.*20.0"),
+        (dict(family="resnet", width=0), ValueError, "width.*0"),
+        (dict(family="resnet", norm="instance"), ValueError, "instance.*batch"),
+        (dict(family="resnet", placement="pre"), ValueError, "pre.*branch"),
+        (dict(family="resnet", widht=2), TypeError, "widht"),
+        (dict(family="tvresnet", depth=20), ValueError, "depth.*18, 34, 50.*20"),
+        (dict(family="tvresnet", width=-1.0), ValueError, "width.*-1.0"),
+        (dict(family="llama", width=100, head_dim=64), ValueError, "width 100.*head_dim 64"),
+        (dict(family="llama", width=96, head_dim=3), ValueError, "head_dim.*even.*3"),
+        (dict(family="llama", depth=0), ValueError, "depth.*0"),
+        (dict(family="transformer"), ValueError, "transformer.*llama"),
+    ],
+)
 def test_bad_specs_are_refused(spec, error, names):
     with pytest.raises(error, match=names):
         build_model(spec)
 
 
 # -- resnet ------------------------------------------------------------------------------
+
 
 def resnet_param_count(depth: int, channels: tuple[int, int, int], norm: str, in_channels: int, classes: int) -> int:
     """Brute-force parameter count of the CIFAR ResNet from its definition."""
@@ -162,8 +169,10 @@ def resnet_param_count(depth: int, channels: tuple[int, int, int], norm: str, in
 
 
 @pytest.mark.parametrize("norm", NORMS)
-@pytest.mark.parametrize("depth, width, expected_channels", [
-    (8, 1, (16, 32, 64)), (20, 0.5, (8, 16, 32)), (14, 0.3, (5, 10, 19)), (8, 0.01, (1, 1, 1)), (8, 2, (32, 64, 128))])
+@pytest.mark.parametrize(
+    "depth, width, expected_channels",
+    [(8, 1, (16, 32, 64)), (20, 0.5, (8, 16, 32)), (14, 0.3, (5, 10, 19)), (8, 0.01, (1, 1, 1)), (8, 2, (32, 64, 128))],
+)
 def test_resnet_size(norm, depth, width, expected_channels):
     model = build_model(dict(family="resnet", depth=depth, width=width, norm=norm, in_channels=1, num_classes=10))
     assert model.config.channels == expected_channels
@@ -178,8 +187,9 @@ def test_resnet_size(norm, depth, width, expected_channels):
 
 
 def test_resnet_params_grow_as_width_squared():
-    counts = {k: sum(p.numel() for p in build_model(dict(family="resnet", depth=20, width=k)).parameters())
-              for k in (1, 2, 4)}
+    counts = {
+        k: sum(p.numel() for p in build_model(dict(family="resnet", depth=20, width=k)).parameters()) for k in (1, 2, 4)
+    }
     assert 3.8 < counts[2] / counts[1] < 4.0 and 3.9 < counts[4] / counts[2] < 4.0
 
 
@@ -204,6 +214,7 @@ def test_resnet_rms_norm_matches_definition():
 
 
 # -- tvresnet ----------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("depth", [18, 50])
 def test_tvresnet_width_one_is_torchvision(depth):
@@ -231,6 +242,7 @@ def test_tvresnet_width_scales_channels():
 
 # -- llama -------------------------------------------------------------------------------
 
+
 def llama_param_count(d: int, n_layer: int, vocab: int, hidden: int, tied: bool) -> int:
     block = 4 * d * d + 3 * d * hidden + 2 * d
     return vocab * d * (1 if tied else 2) + n_layer * block + d
@@ -253,8 +265,12 @@ def test_llama_size_and_defaults(tied):
 def test_llama_init_scales():
     model = build_model(dict(family="llama", width=256, depth=8, head_dim=64))
     block = model.blocks[0]
-    for weight, std in [(block.attn.qkv.weight, 0.02), (block.mlp.up.weight, 0.02),
-                        (block.attn.proj.weight, 0.02 / math.sqrt(16)), (block.mlp.down.weight, 0.02 / math.sqrt(16))]:
+    for weight, std in [
+        (block.attn.qkv.weight, 0.02),
+        (block.mlp.up.weight, 0.02),
+        (block.attn.proj.weight, 0.02 / math.sqrt(16)),
+        (block.mlp.down.weight, 0.02 / math.sqrt(16)),
+    ]:
         assert abs(weight.std().item() / std - 1) < 0.05
 
 

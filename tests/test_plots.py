@@ -69,8 +69,11 @@ def _drawn(monkeypatch) -> list:
     """Record (figure, notes) of every figure saved while the test runs."""
     seen = []
     save = plots._save
-    monkeypatch.setattr(plots, "_save", lambda fig, out, title, notes, dpi: (seen.append((fig, list(notes))),
-                                                                            save(fig, out, title, notes, dpi)))
+    monkeypatch.setattr(
+        plots,
+        "_save",
+        lambda fig, out, title, notes, dpi: (seen.append((fig, list(notes))), save(fig, out, title, notes, dpi)),
+    )
     return seen
 
 
@@ -83,28 +86,42 @@ def _plotted(fig, open_markers: bool = False) -> np.ndarray:
             if not open_markers or hollow:
                 values.append(np.asarray(line.get_ydata(), dtype=float).ravel())
         if not open_markers:
-            values += [np.asarray(c.get_offsets(), dtype=float)[:, 1] for c in ax.collections
-                       if hasattr(c, "get_offsets") and len(c.get_offsets())]
+            values += [
+                np.asarray(c.get_offsets(), dtype=float)[:, 1]
+                for c in ax.collections
+                if hasattr(c, "get_offsets") and len(c.get_offsets())
+            ]
     return np.concatenate(values) if values else np.array([])
 
 
-@pytest.mark.parametrize("stem, table, column", [("F2_signal_decay", "signal", "mu_sq"),
-                                                  ("F3_rebound", "training", "test_loss"),
-                                                  ("F4_dalign_vs_width", "dalign", "d_align"),
-                                                  ("F6_intervention", "intervention", "ratio")])
+@pytest.mark.parametrize(
+    "stem, table, column",
+    [
+        ("F2_signal_decay", "signal", "mu_sq"),
+        ("F3_rebound", "training", "test_loss"),
+        ("F4_dalign_vs_width", "dalign", "d_align"),
+        ("F6_intervention", "intervention", "ratio"),
+    ],
+)
 def test_nan_rows_are_dropped_with_a_note(stem, table, column, tmp_path, monkeypatch):
     seen = _drawn(monkeypatch)
     frame = make_tables(1)[table].copy()
     frame.loc[frame.index[::5], column] = np.nan
-    FIGURES[stem][0](*[frame if name == table else make_tables(1)[name] for name in FIGURES[stem][1]],
-                     tmp_path / "f.pdf", dpi=DPI)
+    FIGURES[stem][0](
+        *[frame if name == table else make_tables(1)[name] for name in FIGURES[stem][1]], tmp_path / "f.pdf", dpi=DPI
+    )
     assert_written(tmp_path / "f.pdf")
     assert any(column in note and "dropped" in note for note in seen[-1][1])
 
 
-@pytest.mark.parametrize("stem, table, column", [("F2_signal_decay", "signal", "mu_sq"),
-                                                  ("F4_dalign_vs_width", "dalign", "d_align"),
-                                                  ("F6_intervention", "intervention", "observed_heldout")])
+@pytest.mark.parametrize(
+    "stem, table, column",
+    [
+        ("F2_signal_decay", "signal", "mu_sq"),
+        ("F4_dalign_vs_width", "dalign", "d_align"),
+        ("F6_intervention", "intervention", "observed_heldout"),
+    ],
+)
 def test_negative_estimates_are_plotted_not_dropped(stem, table, column, tmp_path, monkeypatch):
     seen = _drawn(monkeypatch)
     frame = make_tables(1)[table].copy()

@@ -21,10 +21,15 @@ def test_update_rewrites_only_the_results_block(tmp_path):
     results, figures, docs = tmp_path / "results" / "r", tmp_path / "figures" / "r", tmp_path / "docs" / "r"
     results.mkdir(parents=True)
     figures.mkdir(parents=True)
-    (results / "report.md").write_text("# Claims report\n\ntext\n\n| claim | verdict |\n|---|---|\n| D1 | refuted |\n\n"
-                                       "![F4](../../figures/r/F4_dalign_vs_width.png)\n")
-    (results / "reproduce.json").write_text(json.dumps({"cores": 2, "cpu": "Test CPU", "date": "2026-11-30",
-                                                        "wall_seconds": 754.2, "user_cpu_seconds": 1400.0}))
+    (results / "report.md").write_text(
+        "# Claims report\n\ntext\n\n| claim | verdict |\n|---|---|\n| D1 | refuted |\n\n"
+        "![F4](../../figures/r/F4_dalign_vs_width.png)\n"
+    )
+    (results / "reproduce.json").write_text(
+        json.dumps(
+            {"cores": 2, "cpu": "Test CPU", "date": "2026-11-30", "wall_seconds": 754.2, "user_cpu_seconds": 1400.0}
+        )
+    )
     (figures / "F4_dalign_vs_width.png").write_bytes(b"png")
     readme = tmp_path / "README.md"
     readme.write_text(f"# title\n\nbefore\n{START}\nold table\n{END}\nafter\n")

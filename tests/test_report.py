@@ -35,12 +35,46 @@ DEPTHS, WIDTHS, POINTS = [8, 14, 20, 26], [1, 2, 4], [0, 1, 2]
 CAPTIONS = Path(__file__).resolve().parents[1] / "workflow" / "report"
 CONTRACT = {  # the tables' own columns, after the model keys, as the producers now write them
     "signal": ["point", "point_index", "split", "n", "mu_sq", "mu_sq_lo", "mu_sq_hi", "mu_norm", "block_grad_norm"],
-    "covariance": ["point", "point_index", "n", "dim", "offdiag_ratio", "offdiag_ratio_plugin", "offdiag_ratio_null",
-                   "offdiag_ratio_null_sd", "low_rank"],
-    "misalignment": ["point", "point_index", "view", "M", "K", "draws", "p_misalign", "p_lo", "p_hi", "b_exact",
-                     "b_exact_common", "b_align", "mu_cross"],
-    "intervention": ["point", "point_index", "view", "step_fraction", "eta", "predicted", "observed", "ratio",
-                     "sign_agree", "observed_heldout", "ratio_heldout", "sign_agree_heldout"],
+    "covariance": [
+        "point",
+        "point_index",
+        "n",
+        "dim",
+        "offdiag_ratio",
+        "offdiag_ratio_plugin",
+        "offdiag_ratio_null",
+        "offdiag_ratio_null_sd",
+        "low_rank",
+    ],
+    "misalignment": [
+        "point",
+        "point_index",
+        "view",
+        "M",
+        "K",
+        "draws",
+        "p_misalign",
+        "p_lo",
+        "p_hi",
+        "b_exact",
+        "b_exact_common",
+        "b_align",
+        "mu_cross",
+    ],
+    "intervention": [
+        "point",
+        "point_index",
+        "view",
+        "step_fraction",
+        "eta",
+        "predicted",
+        "observed",
+        "ratio",
+        "sign_agree",
+        "observed_heldout",
+        "ratio_heldout",
+        "sign_agree_heldout",
+    ],
 }
 BENCHMARKS = ["dim", "n", "gram_seconds", "covariance_seconds", "gram_over_cov_time", "gram_bytes", "covariance_bytes"]
 TREND_CLAIMS = ["D2", "W1", "W2", "W3"]
@@ -60,8 +94,15 @@ def _grid(families: tuple[str, ...], depths=DEPTHS, widths=WIDTHS, **axes) -> pd
     """One row per model (dataset synth, seed 0) × every combination of ``axes``."""
     rows = []
     for family, depth, width in itertools.product(families, depths, widths):
-        model = dict(run="test", dataset="synth", family=family, depth=depth, width=width, seed=0,
-                     model=f"{family}-d{depth}-w{width}-s0")
+        model = dict(
+            run="test",
+            dataset="synth",
+            family=family,
+            depth=depth,
+            width=width,
+            seed=0,
+            model=f"{family}-d{depth}-w{width}-s0",
+        )
         for combo in itertools.product(*axes.values()):
             rows.append({**model, **dict(zip(axes, combo))})
     return pd.DataFrame(rows)
@@ -71,8 +112,9 @@ def _points(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.assign(point=[f"block{i}" for i in frame["point_index"]])
 
 
-def _with_intervals(frame: pd.DataFrame, values: dict[str, pd.Series], low: float = 0.8,
-                    high: float = 1.2) -> pd.DataFrame:
+def _with_intervals(
+    frame: pd.DataFrame, values: dict[str, pd.Series], low: float = 0.8, high: float = 1.2
+) -> pd.DataFrame:
     for name, value in values.items():
         frame = frame.assign(**{name: value, f"{name}_lo": low * value, f"{name}_hi": high * value})
     return frame
@@ -87,14 +129,29 @@ def make_tables(trend: int = 1, families: tuple[str, ...] = ("resnet",)) -> dict
     narrow = 2.0 + 0.002 * (training["depth"] - 14) ** 2  # rebound: interior minimum at depth 14
     wide = 2.0 - 0.005 * training["depth"] - s * 0.1 * np.log2(training["width"])
     training["test_loss"] = np.where((training["width"] == 1) & (s > 0), narrow, wide)
-    training = training.assign(steps=100, epochs=1, train_loss=training["test_loss"] - 0.1, train_acc=0.5, test_acc=0.5,
-                               wall_seconds=1.0, examples_per_second=1e3, device="cpu")
+    training = training.assign(
+        steps=100,
+        epochs=1,
+        train_loss=training["test_loss"] - 0.1,
+        train_acc=0.5,
+        test_acc=0.5,
+        wall_seconds=1.0,
+        examples_per_second=1e3,
+        device="cpu",
+    )
 
     covariance = _points(_grid(families, point_index=POINTS))
     low_rank = covariance["point_index"] == max(POINTS)  # the last block before the head
     ratio = np.where(low_rank, 0.95, 0.2 if s > 0 else 0.8)
-    covariance = covariance.assign(n=256, dim=4, offdiag_ratio=ratio, offdiag_ratio_plugin=ratio + 0.1,
-                                   offdiag_ratio_null=0.0, offdiag_ratio_null_sd=0.01, low_rank=low_rank)
+    covariance = covariance.assign(
+        n=256,
+        dim=4,
+        offdiag_ratio=ratio,
+        offdiag_ratio_plugin=ratio + 0.1,
+        offdiag_ratio_null=0.0,
+        offdiag_ratio_null_sd=0.01,
+        low_rank=low_rank,
+    )
     covmats = _points(_grid(families, point_index=POINTS, row=range(4), col=range(4)))
     covmats["corr"] = np.where(covmats["row"] == covmats["col"], 1.0, 0.1 * s * (covmats["row"] - covmats["col"]))
 
@@ -105,55 +162,107 @@ def make_tables(trend: int = 1, families: tuple[str, ...] = ("resnet",)) -> dict
 
     dalign = _points(_grid(families, point_index=POINTS, split=["train", "test"], view=["full", "pooled"]))
     d_align = 3.0 * dalign["width"].astype(float) ** s * (1 + 0.01 * dalign["depth"])
-    dalign = dalign.assign(n=64, dim=np.where(dalign["view"] == "full", 256, 16) * dalign["width"], mu_sq=1.0,
-                           mu_four=1.0, mu_sigma_mu=1.0, tr_sigma_sq=1.0)
+    dalign = dalign.assign(
+        n=64,
+        dim=np.where(dalign["view"] == "full", 256, 16) * dalign["width"],
+        mu_sq=1.0,
+        mu_four=1.0,
+        mu_sigma_mu=1.0,
+        tr_sigma_sq=1.0,
+    )
     dalign = _with_intervals(dalign, {"d_align": d_align, "d_par": 2 * d_align, "d_2": d_align})
 
     grid_mk = [(4, 4), (16, 16), (64, 64), (16, 64)]
     misalignment = _points(_grid(families, point_index=POINTS, view=["full"], MK=grid_mk))
     misalignment[["M", "K"]] = misalignment.pop("MK").tolist()
     width, M = misalignment["width"].astype(float), misalignment["M"].astype(float)
-    p = 0.4 / (1 + width ** s * (M / 4) ** (0.5 * s))
-    misalignment = misalignment.assign(draws=1000, p_misalign=p, p_lo=0.9 * p, p_hi=np.minimum(1.1 * p, 1),
-                                       b_exact=np.minimum(1.5 * p, 1) if s > 0 else 0.4 * p,
-                                       b_exact_common=np.minimum(1.6 * p, 1) if s > 0 else 0.45 * p,
-                                       b_align=np.minimum(2 * p, 1) if s > 0 else 0.5 * p, mu_cross=1.0)
+    p = 0.4 / (1 + width**s * (M / 4) ** (0.5 * s))
+    misalignment = misalignment.assign(
+        draws=1000,
+        p_misalign=p,
+        p_lo=0.9 * p,
+        p_hi=np.minimum(1.1 * p, 1),
+        b_exact=np.minimum(1.5 * p, 1) if s > 0 else 0.4 * p,
+        b_exact_common=np.minimum(1.6 * p, 1) if s > 0 else 0.45 * p,
+        b_align=np.minimum(2 * p, 1) if s > 0 else 0.5 * p,
+        mu_cross=1.0,
+    )
 
     intervention = _points(_grid(families, point_index=POINTS, view=["full"], eta=[1e-3, 1e-2, 1e-1]))
     predicted = -intervention["eta"] * (1 + intervention["width"])
     observed = predicted * (0.97 - intervention["eta"])
     heldout = predicted * (0.96 - intervention["eta"]) if s > 0 else -0.5 * predicted
-    intervention = intervention.assign(step_fraction=10 * intervention["eta"], predicted=predicted, observed=observed,
-                                       ratio=observed / predicted, sign_agree=np.sign(observed) == np.sign(predicted),
-                                       observed_heldout=heldout, ratio_heldout=heldout / predicted,
-                                       sign_agree_heldout=np.sign(heldout) == np.sign(predicted))
+    intervention = intervention.assign(
+        step_fraction=10 * intervention["eta"],
+        predicted=predicted,
+        observed=observed,
+        ratio=observed / predicted,
+        sign_agree=np.sign(observed) == np.sign(predicted),
+        observed_heldout=heldout,
+        ratio_heldout=heldout / predicted,
+        sign_agree_heldout=np.sign(heldout) == np.sign(predicted),
+    )
 
     expansion = _points(_grid(families, point_index=POINTS))
     old = 2.0 + 0.01 * expansion["depth"]
-    expansion = expansion.assign(steps=50, train_mode="block", jump_step=0.1, jump_interior=True,
-                                 train_loss_old=old - 0.1,
-                                 test_loss_old=old,
-                                 train_loss_jump=old - 0.12, test_loss_jump=old - 0.01, train_loss_new=old - 0.15,
-                                 test_loss_new=old - 0.05 * s, train_loss_selected=old - 0.15,
-                                 test_loss_selected=old - 0.05 * s, train_loss_control=old - 0.11,
-                                 test_loss_control=old - 0.01, delta_r_test=0.01, delta_erm=0.03,
-                                 fallback=expansion["point_index"] == 0)
+    expansion = expansion.assign(
+        steps=50,
+        train_mode="block",
+        jump_step=0.1,
+        jump_interior=True,
+        train_loss_old=old - 0.1,
+        test_loss_old=old,
+        train_loss_jump=old - 0.12,
+        test_loss_jump=old - 0.01,
+        train_loss_new=old - 0.15,
+        test_loss_new=old - 0.05 * s,
+        train_loss_selected=old - 0.15,
+        test_loss_selected=old - 0.05 * s,
+        train_loss_control=old - 0.11,
+        test_loss_control=old - 0.01,
+        delta_r_test=0.01,
+        delta_erm=0.03,
+        fallback=expansion["point_index"] == 0,
+    )
     trajectory = _points(_grid(families, point_index=POINTS, split=["train"], view=["full"], step=[0, 1, 4, 100]))
-    early = trajectory["step"] < 100                                 # the signal is optimized away by the end
+    early = trajectory["step"] < 100  # the signal is optimized away by the end
     d_align = np.where(early, 3.0 * trajectory["width"].astype(float) ** s * (1 + 0.1 * trajectory["point_index"]), 0)
-    trajectory = _with_intervals(trajectory.assign(train_loss=2.0 / (1 + trajectory["step"]),
-                                                   test_loss=2.1 / (1 + trajectory["step"]), n=64),
-                                 {"d_align": pd.Series(d_align, index=trajectory.index),
-                                  "mu_sq": pd.Series(np.where(early, 1.0, 0.0), index=trajectory.index)})
-    trajectory = trajectory.assign(d_align_lo=np.where(early, trajectory["d_align_lo"], -0.1),
-                                   d_par=2 * trajectory["d_align"], d_2=trajectory["d_align"])
+    trajectory = _with_intervals(
+        trajectory.assign(train_loss=2.0 / (1 + trajectory["step"]), test_loss=2.1 / (1 + trajectory["step"]), n=64),
+        {
+            "d_align": pd.Series(d_align, index=trajectory.index),
+            "mu_sq": pd.Series(np.where(early, 1.0, 0.0), index=trajectory.index),
+        },
+    )
+    trajectory = trajectory.assign(
+        d_align_lo=np.where(early, trajectory["d_align_lo"], -0.1),
+        d_par=2 * trajectory["d_align"],
+        d_2=trajectory["d_align"],
+    )
     dims = np.array([16, 64, 256, 1024])
     time_ratio = [4.0, 2.0, 0.6, 0.2] if s > 0 else [4.0, 5.0, 6.0, 8.0]
-    benchmarks = pd.DataFrame({"dim": dims, "n": 64, "gram_seconds": 0.01 * np.array(time_ratio),
-                               "covariance_seconds": 0.01, "gram_over_cov_time": time_ratio,
-                               "gram_bytes": 8 * 64**2, "covariance_bytes": 8 * dims**2})
-    tables = dict(training=training, covariance=covariance, covmats=covmats, signal=signal, dalign=dalign,
-                  misalignment=misalignment, intervention=intervention, expansion=expansion, trajectory=trajectory)
+    benchmarks = pd.DataFrame(
+        {
+            "dim": dims,
+            "n": 64,
+            "gram_seconds": 0.01 * np.array(time_ratio),
+            "covariance_seconds": 0.01,
+            "gram_over_cov_time": time_ratio,
+            "gram_bytes": 8 * 64**2,
+            "covariance_bytes": 8 * dims**2,
+        }
+    )
+    tables = dict(
+        training=training,
+        covariance=covariance,
+        covmats=covmats,
+        signal=signal,
+        dalign=dalign,
+        misalignment=misalignment,
+        intervention=intervention,
+        expansion=expansion,
+        trajectory=trajectory,
+    )
     return {name: frame[contract(name)] for name, frame in tables.items()} | {"benchmarks": benchmarks[BENCHMARKS]}
 
 
@@ -164,9 +273,11 @@ def _noise_grids() -> dict[str, pd.DataFrame]:
     signal = _points(_grid(("resnet",), depths, widths, point_index=points, split=["test"]))
     dalign = _points(_grid(("resnet",), depths, widths, point_index=points, split=["train"], view=["full"]))
     misalignment = _points(_grid(("resnet",), depths, widths, point_index=points, view=["full"], M=[4, 16, 64]))
-    return dict(signal=signal.assign(n=64, mu_norm=np.nan, block_grad_norm=np.nan),
-                dalign=dalign.assign(n=64, dim=128, mu_sq=0.0, mu_four=0.0, mu_sigma_mu=1.0, tr_sigma_sq=1.0),
-                misalignment=misalignment.assign(K=misalignment["M"], draws=1000, b_exact_common=0.9))
+    return dict(
+        signal=signal.assign(n=64, mu_norm=np.nan, block_grad_norm=np.nan),
+        dalign=dalign.assign(n=64, dim=128, mu_sq=0.0, mu_four=0.0, mu_sigma_mu=1.0, tr_sigma_sq=1.0),
+        misalignment=misalignment.assign(K=misalignment["M"], draws=1000, b_exact_common=0.9),
+    )
 
 
 def noise_tables(seed: int, detectable: bool = False) -> dict[str, pd.DataFrame]:
@@ -175,8 +286,9 @@ def noise_tables(seed: int, detectable: bool = False) -> dict[str, pd.DataFrame]
     tight intervals clear of the null (a signal, but none that depends on depth, width or M)."""
     rng = np.random.default_rng(seed)
 
-    def estimates(frame: pd.DataFrame, name: str, null: float = 0.0, spread: float = 1.0,
-                  bounds: tuple[str, str] | None = None) -> pd.DataFrame:
+    def estimates(
+        frame: pd.DataFrame, name: str, null: float = 0.0, spread: float = 1.0, bounds: tuple[str, str] | None = None
+    ) -> pd.DataFrame:
         frame = frame.copy()
         n = len(frame)
         if detectable:
@@ -204,8 +316,10 @@ def noise_tables(seed: int, detectable: bool = False) -> dict[str, pd.DataFrame]
     misalignment["p_lo"], misalignment["p_hi"] = misalignment["p_lo"].clip(0, 1), misalignment["p_hi"].clip(0, 1)
     misalignment["b_exact"] = np.where(rng.random(n) < 0.5, np.nan, rng.uniform(0.9, 1.0, n))
     misalignment["b_align"], misalignment["mu_cross"] = rng.uniform(0.9, 1.0, n), rng.normal(0, 1e-3, n)
-    return {name: frame[contract(name)] for name, frame in
-            dict(signal=signal, dalign=dalign, misalignment=misalignment).items()}
+    return {
+        name: frame[contract(name)]
+        for name, frame in dict(signal=signal, dalign=dalign, misalignment=misalignment).items()
+    }
 
 
 def verdicts(tables: dict[str, pd.DataFrame]) -> dict[str, str]:
@@ -304,11 +418,13 @@ def test_nan_rows_are_counted_not_dropped():
     dalign.loc[gone, ["d_align", "d_align_lo", "d_align_hi"]] = np.nan
     w1 = statistic(tables | {"dalign": dalign}, "W1")
     assert f"{2 * len(gone)} of {3 * len(gone)} rows usable ({len(gone)}: undetermined" in w1
-    signal = tables["signal"].assign(mu_sq=np.where(tables["signal"]["point_index"] == 0, np.nan,
-                                                    tables["signal"]["mu_sq"]))
+    signal = tables["signal"].assign(
+        mu_sq=np.where(tables["signal"]["point_index"] == 0, np.nan, tables["signal"]["mu_sq"])
+    )
     assert "12: undetermined: no ‖μ‖² estimate" in statistic(tables | {"signal": signal}, "D2")
-    misalignment = tables["misalignment"].assign(b_exact=np.where(tables["misalignment"]["point_index"] == 0, np.nan,
-                                                                  tables["misalignment"]["b_exact"]))
+    misalignment = tables["misalignment"].assign(
+        b_exact=np.where(tables["misalignment"]["point_index"] == 0, np.nan, tables["misalignment"]["b_exact"])
+    )
     w2 = statistic(tables | {"misalignment": misalignment}, "W2")
     assert "48 without (no certificate" in w2 and "of the 96 rows with one" in w2
     assert rule_verdict("W2", misalignment=misalignment) == CONFIRMED  # rows without a certificate do not fail it
@@ -390,8 +506,9 @@ def test_w4_is_judged_held_out_and_not_by_the_same_pool():
     rng = np.random.default_rng(0)
     coin = rng.random(len(intervention)) < 0.5
     heldout = intervention["predicted"] * np.where(coin, 1.0, -1.0)
-    noise = intervention.assign(observed_heldout=heldout, ratio_heldout=heldout / intervention["predicted"],
-                                sign_agree_heldout=coin)
+    noise = intervention.assign(
+        observed_heldout=heldout, ratio_heldout=heldout / intervention["predicted"], sign_agree_heldout=coin
+    )
     unmatched = make_tables(1)["signal"].assign(n=256)  # no certificate at these pool sizes: judged against 1/2
     assert rule_verdict("W4", intervention=noise, signal=unmatched) == NOT_DETECTABLE  # same-pool ratio 0.97 or not
     assert rule_verdict("W4", intervention=noise) == REFUTED  # coin flips where B_exact promises ≤ 12 % misalignment
@@ -404,8 +521,9 @@ def test_w4_sign_disagreement_above_the_certificate_of_the_pool_sizes_refutes():
     intervention = tables["intervention"]
     agree = (intervention["point_index"] != 0) | (intervention["depth"] > 8)  # 3 of 36 disagree
     heldout = intervention["predicted"] * np.where(agree, 0.95, -0.95)
-    intervention = intervention.assign(observed_heldout=heldout, ratio_heldout=heldout / intervention["predicted"],
-                                       sign_agree_heldout=agree)
+    intervention = intervention.assign(
+        observed_heldout=heldout, ratio_heldout=heldout / intervention["predicted"], sign_agree_heldout=agree
+    )
     tight = tables["misalignment"].assign(b_exact=1e-3)
     assert verdicts(tables | {"intervention": intervention, "misalignment": tight})["W4"] == REFUTED
     loose = tables["misalignment"].assign(b_exact=0.2)

@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 from scalemech import stats, tables
 
 
-def gaussian_rows(n: int | tuple[int, ...], mu: torch.Tensor, chol: torch.Tensor,
-                  generator: torch.Generator) -> torch.Tensor:
+def gaussian_rows(
+    n: int | tuple[int, ...], mu: torch.Tensor, chol: torch.Tensor, generator: torch.Generator
+) -> torch.Tensor:
     """``n`` rows of ``N(mu, chol cholᵀ)``, float64 (leading batch axes of ``n`` allowed)."""
     shape = (n,) if isinstance(n, int) else n
     noise = torch.randn(*shape, len(mu), generator=generator, dtype=torch.float64)
@@ -26,8 +27,12 @@ def population(mu: torch.Tensor, chol: torch.Tensor) -> dict[str, float]:
     """Exact moments of N(mu, chol cholᵀ)."""
     sigma = chol @ chol.T
     mu_sq = (mu @ mu).item()
-    return {"mu_sq": mu_sq, "mu_four": mu_sq**2, "mu_sigma_mu": (mu @ sigma @ mu).item(),
-            "tr_sigma_sq": (sigma * sigma).sum().item()}
+    return {
+        "mu_sq": mu_sq,
+        "mu_four": mu_sq**2,
+        "mu_sigma_mu": (mu @ sigma @ mu).item(),
+        "tr_sigma_sq": (sigma * sigma).sum().item(),
+    }
 
 
 @pytest.fixture
@@ -40,13 +45,18 @@ def setting() -> tuple[torch.Tensor, torch.Tensor]:
 
 # ----------------------------------------------------------------------------- U-statistics
 
+
 def brute_force_u(G: torch.Tensor) -> list[float]:
     """U1..U4 as explicit averages over ordered tuples of distinct indices."""
     n = G.shape[0]
     g = G.tolist()
     averages = []
-    for order, term in [(2, lambda i, j: g[i][j]), (2, lambda i, j: g[i][j] ** 2),
-                        (3, lambda i, j, k: g[i][j] * g[i][k]), (4, lambda i, j, k, m: g[i][j] * g[k][m])]:
+    for order, term in [
+        (2, lambda i, j: g[i][j]),
+        (2, lambda i, j: g[i][j] ** 2),
+        (3, lambda i, j, k: g[i][j] * g[i][k]),
+        (4, lambda i, j, k, m: g[i][j] * g[k][m]),
+    ]:
         tuples = list(itertools.permutations(range(n), order))
         averages.append(sum(term(*t) for t in tuples) / len(tuples))
     return averages
@@ -92,6 +102,7 @@ def test_too_few_rows():
 
 # ----------------------------------------------------------------------------- Gram construction
 
+
 @pytest.fixture
 def rows() -> torch.Tensor:
     return torch.randn(13, 2, 5, 3, generator=torch.Generator().manual_seed(4)) + 0.2  # (n, *shape), D = 30
@@ -114,10 +125,12 @@ def test_alignment_stats_input_kinds_agree(rows, tmp_path):
     assert reference.dim == 30 and reference.n == 13
     memmap = np.lib.format.open_memmap(tmp_path / "q.npy", mode="w+", dtype=np.float32, shape=(13, 30))
     memmap[:] = rows.reshape(13, -1).numpy()
-    for other in [stats.alignment_stats(rows, chunk_size=4),
-                  stats.alignment_stats(iter(rows.split(3))),
-                  stats.alignment_stats(np.load(tmp_path / "q.npy", mmap_mode="r"), chunk_size=8),
-                  stats.alignment_stats(block.numpy() for block in rows.split(5))]:
+    for other in [
+        stats.alignment_stats(rows, chunk_size=4),
+        stats.alignment_stats(iter(rows.split(3))),
+        stats.alignment_stats(np.load(tmp_path / "q.npy", mmap_mode="r"), chunk_size=8),
+        stats.alignment_stats(block.numpy() for block in rows.split(5)),
+    ]:
         assert other.n == reference.n and other.dim == reference.dim
         for name in stats.FIELDS:
             assert getattr(other, name) == pytest.approx(getattr(reference, name), rel=1e-10), name
@@ -151,6 +164,7 @@ def test_device_results_match_cpu(rows, device):
 
 
 # ----------------------------------------------------------------------------- jackknife and intervals
+
 
 def test_leave_one_out_equals_recomputation():
     generator = torch.Generator().manual_seed(5)
@@ -206,6 +220,7 @@ def test_interval_arguments_checked():
 
 # ----------------------------------------------------------------------------- degenerate cases
 
+
 def test_degenerate_ratios_are_explicit():
     no_spread = stats.AlignmentStats.from_moments(10, 3, 1.0, 1.0, -0.1, 0.5)
     assert no_spread.d_par == math.inf and no_spread.d_2 == 2.0 and no_spread.d_align == 2.0
@@ -236,6 +251,7 @@ def test_zero_mean_data_give_no_certificate_or_a_weak_one():
 
 
 # ----------------------------------------------------------------------------- certificates
+
 
 def random_population(draw_seed: int, dim: int) -> tuple[torch.Tensor, torch.Tensor]:
     generator = torch.Generator().manual_seed(draw_seed)
@@ -295,6 +311,7 @@ def test_certificate_mean_and_variance_match_simulation(setting):
 
 # ----------------------------------------------------------------------------- covariance structure
 
+
 def test_offdiag_ratio_and_correlation_match_numpy():
     generator = torch.Generator().manual_seed(10)
     Q = torch.randn(30, 4, generator=generator) @ torch.randn(4, 4, generator=generator)
@@ -327,6 +344,7 @@ def test_offdiag_null_reproducible_from_seed():
 
 # ----------------------------------------------------------------------------- two-sample certificate
 
+
 @pytest.fixture
 def two_populations() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Train (μ_tr, chol_tr) and test (μ_te, chol_te) with different means and covariances, μ_trᵀμ_te > 0."""
@@ -341,8 +359,9 @@ def two_sample_truth(mu_tr, chol_tr, mu_te, chol_te) -> stats.TwoSampleStats:
     return stats.TwoSampleStats.from_moments(mu_tr, chol_tr @ chol_tr.T, mu_te, chol_te @ chol_te.T)
 
 
-def student_rows(n: tuple[int, ...], mu: torch.Tensor, chol: torch.Tensor, generator: torch.Generator,
-                 df: int = 3) -> torch.Tensor:
+def student_rows(
+    n: tuple[int, ...], mu: torch.Tensor, chol: torch.Tensor, generator: torch.Generator, df: int = 3
+) -> torch.Tensor:
     """Multivariate Student-t rows (df degrees of freedom) scaled to mean mu, covariance chol cholᵀ."""
     z = torch.randn(*n, len(mu), generator=generator, dtype=torch.float64)
     chi2 = (torch.randn(*n, 1, df, generator=generator, dtype=torch.float64) ** 2).sum(-1)  # (*n, 1)
@@ -406,8 +425,10 @@ def test_two_sample_variance_matches_simulation(two_populations, M, K):
     mu_tr, chol_tr, mu_te, chol_te = two_populations
     truth, draws = two_sample_truth(*two_populations), 40000
     generator = torch.Generator().manual_seed(22 + M)
-    products = (gaussian_rows((draws, M), mu_tr, chol_tr, generator).mean(1)
-                * gaussian_rows((draws, K), mu_te, chol_te, generator).mean(1)).sum(1)
+    products = (
+        gaussian_rows((draws, M), mu_tr, chol_tr, generator).mean(1)
+        * gaussian_rows((draws, K), mu_te, chol_te, generator).mean(1)
+    ).sum(1)
     assert abs(products.mean().item() - truth.mu_cross) < 4 * products.std().item() / math.sqrt(draws)
     assert products.var().item() == pytest.approx(stats.two_sample_variance(truth, M, K), rel=0.05)
 
@@ -420,8 +441,9 @@ def test_two_sample_certificate_valid(two_populations, law, M, K):
     rows = gaussian_rows if law == "gaussian" else student_rows
     draws = 20000
     generator = torch.Generator().manual_seed(23 + 10 * M + K)
-    products = (rows((draws, M), mu_tr, chol_tr, generator).mean(1)
-                * rows((draws, K), mu_te, chol_te, generator).mean(1)).sum(1)
+    products = (
+        rows((draws, M), mu_tr, chol_tr, generator).mean(1) * rows((draws, K), mu_te, chol_te, generator).mean(1)
+    ).sum(1)
     bound = stats.two_sample_certificate(two_sample_truth(*two_populations), M, K)
     assert 0 < bound < 1
     assert (products <= 0).double().mean().item() <= bound + 3 * math.sqrt(bound * (1 - bound) / draws)
@@ -479,8 +501,15 @@ def test_two_sample_on_split_sample_agrees_with_one_sample(setting):
 
 def test_two_sample_certificate_uses_unbiased_e_squared():
     """The bound takes E² from ``mu_cross_sq`` (W, unbiased), not ``mu_cross²`` (biased up by Var V1)."""
-    estimate = stats.TwoSampleStats(10, 10, mu_cross=1.0, mu_te_sigma_tr_mu_te=1.0, mu_tr_sigma_te_mu_tr=0.5,
-                                    tr_sigma_tr_sigma_te=2.0, mu_cross_sq=0.8)
+    estimate = stats.TwoSampleStats(
+        10,
+        10,
+        mu_cross=1.0,
+        mu_te_sigma_tr_mu_te=1.0,
+        mu_tr_sigma_te_mu_tr=0.5,
+        tr_sigma_tr_sigma_te=2.0,
+        mu_cross_sq=0.8,
+    )
     var = 1.0 / 2 + 0.5 / 4 + 2.0 / 8
     assert stats.two_sample_variance(estimate, 2, 4) == pytest.approx(var, rel=1e-15)
     assert stats.two_sample_certificate(estimate, 2, 4) == pytest.approx(var / (var + 0.8), rel=1e-15)
@@ -490,8 +519,9 @@ def test_two_sample_no_certificate_cases(two_populations):
     mu_tr, chol_tr, mu_te, chol_te = two_populations
     opposed = stats.TwoSampleStats.from_moments(mu_tr, chol_tr @ chol_tr.T, -mu_te, chol_te @ chol_te.T)
     assert opposed.mu_cross < 0 and math.isnan(stats.two_sample_certificate(opposed, 4, 4))
-    orthogonal = stats.TwoSampleStats.from_moments(mu_tr, chol_tr @ chol_tr.T, torch.zeros(3, dtype=torch.float64),
-                                                   chol_te @ chol_te.T)
+    orthogonal = stats.TwoSampleStats.from_moments(
+        mu_tr, chol_tr @ chol_tr.T, torch.zeros(3, dtype=torch.float64), chol_te @ chol_te.T
+    )
     assert math.isnan(stats.two_sample_certificate(orthogonal, 4, 4))  # E = 0
     undetected = stats.TwoSampleStats(10, 10, 0.1, 1.0, 1.0, 1.0, -0.01)  # E > 0 but the E² estimate < 0
     assert math.isnan(stats.two_sample_certificate(undetected, 4, 4))
@@ -503,11 +533,15 @@ def test_two_sample_no_certificate_cases(two_populations):
 
 # ----------------------------------------------------------------------------- unbiased off-diagonal energy (D1)
 
+
 def test_offdiag_energy_equals_brute_force():
     """Both energies equal ¼-kernels of differences averaged over distinct (i, j, k, l); shifts do not matter."""
     generator = torch.Generator().manual_seed(26)
-    Q = torch.randn(7, 3, generator=generator, dtype=torch.float64) @ torch.randn(3, 3, generator=generator,
-                                                                                 dtype=torch.float64) + 0.5
+    Q = (
+        torch.randn(7, 3, generator=generator, dtype=torch.float64)
+        @ torch.randn(3, 3, generator=generator, dtype=torch.float64)
+        + 0.5
+    )
     total = offdiag = 0.0
     tuples = list(itertools.permutations(range(7), 4))
     for i, j, k, m in tuples:
@@ -556,7 +590,8 @@ def test_offdiag_null_unbiased_separates_diagonal_from_correlated():
     n, p = 64, 32
     diagonal = torch.randn(n, p, generator=generator, dtype=torch.float64)
     correlated = 0.5 * torch.randn(n, p, generator=generator, dtype=torch.float64) + torch.randn(
-        n, 1, generator=generator, dtype=torch.float64)
+        n, 1, generator=generator, dtype=torch.float64
+    )
     null_mean, null_sd = stats.offdiag_null_unbiased(diagonal, draws=20, seed=0)
     assert abs(null_mean) < 4 * null_sd / math.sqrt(20) + 1e-3  # the permutation null is centred at 0
     assert abs(stats.offdiag_ratio_unbiased(diagonal) - null_mean) < 4 * null_sd
@@ -594,8 +629,10 @@ def test_cross_gram_equals_plain_product(kind, chunk_bytes, chunk_size, tmp_path
     a, b = stored(a64, "a"), stored(b64, "b")
     if kind in ("float32", "numpy float32"):
         a64, b64 = a64.float().double(), b64.float().double()
-    for got, want in [(stats.cross_gram(a, b, chunk_size), a64 @ b64.T),
-                      (stats.cross_gram(a, None, chunk_size), a64 @ a64.T)]:
+    for got, want in [
+        (stats.cross_gram(a, b, chunk_size), a64 @ b64.T),
+        (stats.cross_gram(a, None, chunk_size), a64 @ a64.T),
+    ]:
         assert got.dtype == torch.float64 and got.shape == want.shape
         torch.testing.assert_close(got, want, rtol=1e-13, atol=1e-13)
     with pytest.raises(ValueError, match="chunk_size"):

@@ -22,8 +22,15 @@ from scalemech.tables import timing_columns
 from scalemech.tasks import augment, crop_flip
 from scalemech.train import NonFiniteLossError, Recipe, evaluate, lr_at, memory_format_for, total_steps_of, train
 
-RESNET = {"family": "resnet", "depth": 8, "width": 0.5, "norm": "batch", "placement": "branch",
-          "in_channels": 1, "num_classes": 10}
+RESNET = {
+    "family": "resnet",
+    "depth": 8,
+    "width": 0.5,
+    "norm": "batch",
+    "placement": "branch",
+    "in_channels": 1,
+    "num_classes": 10,
+}
 TINY_RESNET = {**RESNET, "width": 0.25}
 LLAMA = {"family": "llama", "width": 64, "depth": 2, "head_dim": 32, "block_size": 32, "vocab_size": 256}
 
@@ -39,8 +46,13 @@ def mnist(tmp_path_factory) -> Prepared:
 @pytest.fixture(scope="module")
 def small_mnist(mnist) -> Prepared:
     """512 train / 256 test digits: enough for determinism checks, a few seconds per run."""
-    return dataclasses.replace(mnist, train_x=mnist.train_x[:512], train_y=mnist.train_y[:512],
-                               test_x=mnist.test_x[:256], test_y=mnist.test_y[:256])
+    return dataclasses.replace(
+        mnist,
+        train_x=mnist.train_x[:512],
+        train_y=mnist.train_y[:512],
+        test_x=mnist.test_x[:256],
+        test_y=mnist.test_y[:256],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -52,15 +64,32 @@ def text() -> Prepared:
 
 
 # a recipe of a few dozen steps over small_mnist: 8 steps per epoch, augmentation on
-RESUME_RECIPE = Recipe(steps=20, batch_size=64, lr=0.05, augment=True, eval_batch_size=256, eval_examples=256,
-                       warmup_fraction=0.1, grad_clip=5.0)
+RESUME_RECIPE = Recipe(
+    steps=20,
+    batch_size=64,
+    lr=0.05,
+    augment=True,
+    eval_batch_size=256,
+    eval_examples=256,
+    warmup_fraction=0.1,
+    grad_clip=5.0,
+)
 
 
 @pytest.fixture(scope="module")
 def uninterrupted(small_mnist, tmp_path_factory) -> tuple[dict, Path]:
     out = tmp_path_factory.mktemp("uninterrupted")
-    metrics = train(TINY_RESNET, RESUME_RECIPE, small_mnist, out, out / "ckpt", seed=3, device="cpu",
-                    checkpoint_every=6, progress=False)
+    metrics = train(
+        TINY_RESNET,
+        RESUME_RECIPE,
+        small_mnist,
+        out,
+        out / "ckpt",
+        seed=3,
+        device="cpu",
+        checkpoint_every=6,
+        progress=False,
+    )
     return metrics, out
 
 
@@ -70,13 +99,14 @@ def untimed(metrics: dict) -> dict:
 
 def test_training_lowers_mnist_test_loss(mnist, tmp_path):
     recipe = Recipe(steps=30, batch_size=32, lr=0.2, eval_batch_size=500, eval_examples=500)
-    metrics = train(RESNET, recipe, mnist, tmp_path, tmp_path / "ckpt", seed=0, device="cpu", checkpoint_every=200,
-                    progress=False)
+    metrics = train(
+        RESNET, recipe, mnist, tmp_path, tmp_path / "ckpt", seed=0, device="cpu", checkpoint_every=200, progress=False
+    )
     curve = pd.read_csv(tmp_path / "curve.csv")
     assert list(curve.columns) == ["step", "epoch", "lr", "train_loss", "test_loss", "test_acc"]
     assert curve["step"].iloc[0] == 0 and curve["step"].iloc[-1] == 30
     assert curve["test_loss"].iloc[-1] < curve["test_loss"].iloc[0] - 0.2
-    assert metrics["test_acc"] > 0.2 and metrics["steps"] == 30                  # chance: 0.1
+    assert metrics["test_acc"] > 0.2 and metrics["steps"] == 30  # chance: 0.1
     assert json.loads((tmp_path / "metrics.json").read_text()) == metrics
     model, payload = load_model(tmp_path / "model.pt")
     assert payload["spec"] == RESNET and payload["seed"] == 0 and payload["recipe"]["steps"] == 30
@@ -84,13 +114,23 @@ def test_training_lowers_mnist_test_loss(mnist, tmp_path):
 
 
 def test_language_model_loss_drops(text, tmp_path):
-    recipe = Recipe(optimizer="adamw", lr=3e-3, weight_decay=0.1, steps=40, batch_size=16, warmup_fraction=0.1,
-                    eval_every_steps=20, eval_windows=32, eval_batch_size=32)
-    metrics = train(LLAMA, recipe, text, tmp_path, tmp_path / "ckpt", seed=0, device="cpu", checkpoint_every=200,
-                    progress=False)
+    recipe = Recipe(
+        optimizer="adamw",
+        lr=3e-3,
+        weight_decay=0.1,
+        steps=40,
+        batch_size=16,
+        warmup_fraction=0.1,
+        eval_every_steps=20,
+        eval_windows=32,
+        eval_batch_size=32,
+    )
+    metrics = train(
+        LLAMA, recipe, text, tmp_path, tmp_path / "ckpt", seed=0, device="cpu", checkpoint_every=200, progress=False
+    )
     curve = pd.read_csv(tmp_path / "curve.csv")
     assert list(curve["step"]) == [0, 20, 40]
-    assert curve["test_loss"].iloc[0] > math.log(256) - 0.5          # starts near uniform over bytes
+    assert curve["test_loss"].iloc[0] > math.log(256) - 0.5  # starts near uniform over bytes
     assert curve["test_loss"].iloc[-1] < curve["test_loss"].iloc[0] - 1.0
     assert metrics["tokens_per_second"] == pytest.approx(metrics["examples_per_second"] * LLAMA["block_size"])
 
@@ -103,13 +143,33 @@ def test_resume_after_crash_matches_uninterrupted_run(uninterrupted, small_mnist
             raise KeyboardInterrupt("simulated crash")
 
     with pytest.raises(KeyboardInterrupt):
-        train(TINY_RESNET, RESUME_RECIPE, small_mnist, tmp_path, tmp_path / "ckpt", seed=3, device="cpu",
-              checkpoint_every=6, progress=False, on_step=crash_after_13)
+        train(
+            TINY_RESNET,
+            RESUME_RECIPE,
+            small_mnist,
+            tmp_path,
+            tmp_path / "ckpt",
+            seed=3,
+            device="cpu",
+            checkpoint_every=6,
+            progress=False,
+            on_step=crash_after_13,
+        )
     assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["step-000000006.pt", "step-000000012.pt"]
     resumed_steps = []
-    metrics = train(TINY_RESNET, RESUME_RECIPE, small_mnist, tmp_path, tmp_path / "ckpt", seed=3, device="cpu",
-                    checkpoint_every=6, progress=False, on_step=resumed_steps.append)
-    assert resumed_steps[0] == 13                                      # resumed from step 12, not from 0
+    metrics = train(
+        TINY_RESNET,
+        RESUME_RECIPE,
+        small_mnist,
+        tmp_path,
+        tmp_path / "ckpt",
+        seed=3,
+        device="cpu",
+        checkpoint_every=6,
+        progress=False,
+        on_step=resumed_steps.append,
+    )
+    assert resumed_steps[0] == 13  # resumed from step 12, not from 0
     assert list(pd.read_csv(expected_dir / "curve.csv")["step"]) == [0, 8, 16, 20]  # 8 steps per epoch
     assert untimed(metrics) == untimed(expected)
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "curve.csv"), pd.read_csv(expected_dir / "curve.csv"))
@@ -121,11 +181,29 @@ def test_resume_after_crash_matches_uninterrupted_run(uninterrupted, small_mnist
 
 def test_same_seed_same_metrics_other_seed_differs(uninterrupted, small_mnist, tmp_path):
     expected, _ = uninterrupted
-    again = train(TINY_RESNET, RESUME_RECIPE, small_mnist, tmp_path / "a", tmp_path / "a" / "ckpt", seed=3,
-                  device="cpu", checkpoint_every=200, progress=False)
+    again = train(
+        TINY_RESNET,
+        RESUME_RECIPE,
+        small_mnist,
+        tmp_path / "a",
+        tmp_path / "a" / "ckpt",
+        seed=3,
+        device="cpu",
+        checkpoint_every=200,
+        progress=False,
+    )
     assert untimed(again) == untimed(expected)
-    other = train(TINY_RESNET, dataclasses.replace(RESUME_RECIPE, steps=4), small_mnist, tmp_path / "b",
-                  tmp_path / "b" / "ckpt", seed=4, device="cpu", checkpoint_every=200, progress=False)
+    other = train(
+        TINY_RESNET,
+        dataclasses.replace(RESUME_RECIPE, steps=4),
+        small_mnist,
+        tmp_path / "b",
+        tmp_path / "b" / "ckpt",
+        seed=4,
+        device="cpu",
+        checkpoint_every=200,
+        progress=False,
+    )
     assert other["train_loss"] != expected["train_loss"]
 
 
@@ -140,8 +218,19 @@ def steps_run(recipe: Recipe, data: Prepared, out: Path, crash_at: int | None = 
             raise KeyboardInterrupt("simulated crash")
 
     try:
-        train(TINY_RESNET, recipe, data, out, out / "ckpt", seed=3, device="cpu", checkpoint_every=6,
-              progress=False, on_step=on_step, **options)
+        train(
+            TINY_RESNET,
+            recipe,
+            data,
+            out,
+            out / "ckpt",
+            seed=3,
+            device="cpu",
+            checkpoint_every=6,
+            progress=False,
+            on_step=on_step,
+            **options,
+        )
     except KeyboardInterrupt:
         assert crash_at is not None
     return steps
@@ -166,7 +255,7 @@ def test_model_file_is_free_of_timings(uninterrupted):
 
 def test_checkpoint_of_another_run_is_set_aside_not_reused(small_mnist, tmp_path):
     steps_run(RESUME_RECIPE, small_mnist, tmp_path, crash_at=8)
-    edited = dataclasses.replace(RESUME_RECIPE, lr=0.04)                  # a training key: another run
+    edited = dataclasses.replace(RESUME_RECIPE, lr=0.04)  # a training key: another run
     assert steps_run(edited, small_mnist, tmp_path)[0] == 1
     assert any(p.name.startswith("ckpt.") for p in tmp_path.iterdir())
 
@@ -174,16 +263,21 @@ def test_checkpoint_of_another_run_is_set_aside_not_reused(small_mnist, tmp_path
 def test_evaluation_keys_are_not_part_of_the_identity(small_mnist, tmp_path):
     steps_run(RESUME_RECIPE, small_mnist, tmp_path, crash_at=8)
     eval_only = dataclasses.replace(RESUME_RECIPE, eval_batch_size=100)
-    assert steps_run(eval_only, small_mnist, tmp_path)[0] == 7            # resumed from the step-6 checkpoint
+    assert steps_run(eval_only, small_mnist, tmp_path)[0] == 7  # resumed from the step-6 checkpoint
 
 
 def test_new_split_of_the_data_is_a_new_run(small_mnist, tmp_path):
     steps_run(RESUME_RECIPE, small_mnist, tmp_path, crash_at=19)
     files = small_mnist.manifest["files"]
-    other_split = dataclasses.replace(small_mnist, manifest={
-        **small_mnist.manifest, "files": {**files, "train_x.npy": {**files["train_x.npy"], "sha256": "0" * 64}}})
+    other_split = dataclasses.replace(
+        small_mnist,
+        manifest={
+            **small_mnist.manifest,
+            "files": {**files, "train_x.npy": {**files["train_x.npy"], "sha256": "0" * 64}},
+        },
+    )
     assert other_split.fingerprint != small_mnist.fingerprint
-    assert steps_run(RESUME_RECIPE, other_split, tmp_path)[0] == 1        # not resumed at step 19
+    assert steps_run(RESUME_RECIPE, other_split, tmp_path)[0] == 1  # not resumed at step 19
 
 
 def test_truncated_newest_checkpoint_falls_back_to_the_previous(small_mnist, tmp_path, caplog):
@@ -197,8 +291,17 @@ def test_truncated_newest_checkpoint_falls_back_to_the_previous(small_mnist, tmp
 def test_huge_lr_raises_non_finite_loss(small_mnist, tmp_path):
     recipe = Recipe(steps=6, batch_size=64, lr=1e6, eval_examples=64, eval_batch_size=256)
     with pytest.raises(NonFiniteLossError, match=r"non-finite .* at step \d+ of 6.*lower the recipe lr"):
-        train(TINY_RESNET, recipe, small_mnist, tmp_path, tmp_path / "ckpt", seed=0, device="cpu", checkpoint_every=200,
-              progress=False)
+        train(
+            TINY_RESNET,
+            recipe,
+            small_mnist,
+            tmp_path,
+            tmp_path / "ckpt",
+            seed=0,
+            device="cpu",
+            checkpoint_every=200,
+            progress=False,
+        )
     assert not (tmp_path / "model.pt").exists()
 
 
@@ -207,7 +310,7 @@ def brute_force_crop_flip(x: torch.Tensor, shifts: torch.Tensor, flips: torch.Te
     H, W = x.shape[-2:]
     out = []
     for xb, (i, j), flip in zip(x, shifts.tolist(), flips.tolist()):
-        crop = F.pad(xb, (pad, pad, pad, pad))[:, i:i + H, j:j + W]
+        crop = F.pad(xb, (pad, pad, pad, pad))[:, i : i + H, j : j + W]
         out.append(crop.flip(-1) if flip else crop)
     return torch.stack(out)
 
@@ -229,11 +332,15 @@ def test_augment_is_seeded_and_covers_all_offsets():
     assert torch.equal(a, augment(x, torch.Generator().manual_seed(1), pad=1))
     assert a.shape == x.shape
     # each augmented image equals the reference for one of the 3·3·2 (shift, flip) choices
-    choices = [brute_force_crop_flip(x[:1], torch.tensor([[i, j]]), torch.tensor([f]), 1)[0]
-               for i in range(3) for j in range(3) for f in (False, True)]
-    hits = torch.stack([(a == c).flatten(1).all(1) for c in choices])   # (18, 2000)
+    choices = [
+        brute_force_crop_flip(x[:1], torch.tensor([[i, j]]), torch.tensor([f]), 1)[0]
+        for i in range(3)
+        for j in range(3)
+        for f in (False, True)
+    ]
+    hits = torch.stack([(a == c).flatten(1).all(1) for c in choices])  # (18, 2000)
     assert (hits.sum(0) >= 1).all()
-    assert (hits.sum(1) > 0).all()                                      # every choice occurs
+    assert (hits.sum(1) > 0).all()  # every choice occurs
 
 
 def test_evaluate_matches_one_big_batch(small_mnist):
@@ -280,18 +387,37 @@ def test_recipe_validation():
 @pytest.mark.slow
 def test_compiled_run_matches_eager(small_mnist, tmp_path):
     recipe = dataclasses.replace(RESUME_RECIPE, steps=4)
-    eager = train(TINY_RESNET, recipe, small_mnist, tmp_path / "eager", tmp_path / "eager" / "ckpt", seed=3,
-                  device="cpu", checkpoint_every=200, progress=False)
-    compiled = train(TINY_RESNET, recipe, small_mnist, tmp_path / "compiled", tmp_path / "compiled" / "ckpt",
-                     seed=3, device="cpu", checkpoint_every=200, compile=True, progress=False)
+    eager = train(
+        TINY_RESNET,
+        recipe,
+        small_mnist,
+        tmp_path / "eager",
+        tmp_path / "eager" / "ckpt",
+        seed=3,
+        device="cpu",
+        checkpoint_every=200,
+        progress=False,
+    )
+    compiled = train(
+        TINY_RESNET,
+        recipe,
+        small_mnist,
+        tmp_path / "compiled",
+        tmp_path / "compiled" / "ckpt",
+        seed=3,
+        device="cpu",
+        checkpoint_every=200,
+        compile=True,
+        progress=False,
+    )
     assert compiled["test_loss"] == pytest.approx(eager["test_loss"], rel=1e-3)
     assert compiled["train_loss"] == pytest.approx(eager["train_loss"], rel=1e-3)
 
 
 def test_memory_format_avoids_the_fragile_avx2_kernel():
     narrow, wide = build_model(TINY_RESNET), build_model({**TINY_RESNET, "width": 1})
-    assert memory_format_for(narrow, torch.device("cpu")) == torch.contiguous_format   # 4 -> 8 strided 1x1
-    assert memory_format_for(wide, torch.device("cpu")) == torch.channels_last          # 16 -> 32
+    assert memory_format_for(narrow, torch.device("cpu")) == torch.contiguous_format  # 4 -> 8 strided 1x1
+    assert memory_format_for(wide, torch.device("cpu")) == torch.channels_last  # 16 -> 32
     assert memory_format_for(narrow, torch.device("cuda")) == torch.channels_last
 
 
@@ -317,8 +443,7 @@ def test_width_quarter_resnet_trains_on_avx2_kernels():
     """Regression: the strided 1×1 shortcut conv in channels_last hangs/aborts in oneDNN's AVX2
     backward kernel. oneDNN is capped at AVX2 here, so the test bites on AVX-512 machines too."""
     env = {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2"}
-    result = subprocess.run([sys.executable, "-c", AVX2_TRAINING], env=env, capture_output=True, text=True,
-                            timeout=120)
+    result = subprocess.run([sys.executable, "-c", AVX2_TRAINING], env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and "trained" in result.stdout, result.stderr[-2000:]
 
 
@@ -336,4 +461,3 @@ def test_snapshots_of_a_resumed_run_equal_an_uninterrupted_one(small_mnist, tmp_
     for step, path in runs["whole"].items():
         whole, resumed = (torch.load(p, weights_only=True) for p in (path, runs["resumed"][step]))
         assert all(torch.equal(whole[k], resumed[k]) for k in whole), step
-

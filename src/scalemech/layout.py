@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-STATS_TABLES = ("covariance", "covmats", "signal", "dalign")   # written by the measurement of a model
+STATS_TABLES = ("covariance", "covmats", "signal", "dalign")  # written by the measurement of a model
 PER_MODEL_TABLES = (*STATS_TABLES, "misalignment", "intervention", "expansion", "trajectory")
 
 

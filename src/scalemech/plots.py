@@ -81,8 +81,10 @@ def choose(frame: pd.DataFrame, column: str, wanted: object | None) -> object:
 def as_flag(values: pd.Series) -> pd.Series:
     """A boolean column as floats 1/0, NaN where missing (CSV gives bools, strings or NaN)."""
     text = values.astype(str).str.strip().str.lower()
-    return pd.Series(np.where(text.isin(["true", "1", "1.0"]), 1.0, np.where(text.isin(["false", "0", "0.0"]), 0.0,
-                                                                         np.nan)), index=values.index)
+    return pd.Series(
+        np.where(text.isin(["true", "1", "1.0"]), 1.0, np.where(text.isin(["false", "0", "0.0"]), 0.0, np.nan)),
+        index=values.index,
+    )
 
 
 def table_path(tables_dir: str | Path, table: str) -> Path:
@@ -95,8 +97,9 @@ def _required(frame: pd.DataFrame, table: str, extra: Sequence[str]) -> None:
     check_columns(frame, table, required=model_keys() + list(extra))
 
 
-def _clean(frame: pd.DataFrame, columns: Sequence[str], notes: list[str], positive: bool = False,
-           why: str | None = None) -> pd.DataFrame:
+def _clean(
+    frame: pd.DataFrame, columns: Sequence[str], notes: list[str], positive: bool = False, why: str | None = None
+) -> pd.DataFrame:
     """Rows with every ``columns`` finite (and > 0 when ``positive``, for log axes); a note says what
     went and ``why`` (what a NaN there means)."""
     values = frame[list(columns)].astype(float)
@@ -121,8 +124,9 @@ def _bars(value: pd.Series, lo: pd.Series, hi: pd.Series) -> np.ndarray:
     return np.vstack([(value - lo).clip(lower=0).fillna(0), (hi - value).clip(lower=0).fillna(0)])
 
 
-def _lines(ax: Axes, frame: pd.DataFrame, x: str, y: str, by: str, name: str,
-           lo: str | None = None, hi: str | None = None) -> None:
+def _lines(
+    ax: Axes, frame: pd.DataFrame, x: str, y: str, by: str, name: str, lo: str | None = None, hi: str | None = None
+) -> None:
     """One line of ``y`` vs ``x`` per level of ``by`` (legend ``name level``), solid bars from ``lo``/``hi``
     (lines with bars are dodged sideways by a few percent, for log x axes, so the bars stay apart)."""
     levels = sorted(frame[by].unique())
@@ -132,8 +136,9 @@ def _lines(ax: Axes, frame: pd.DataFrame, x: str, y: str, by: str, name: str,
         if lo is not None:
             xs = xs * (1 + 0.04 * (i - (len(levels) - 1) / 2))
             yerr = _bars(part[y], part[lo], part[hi])
-        bars = ax.errorbar(xs, part[y], yerr=yerr, capsize=2, markersize=4, label=f"{name} {level:g}",
-                           **_style(i, len(levels)))
+        bars = ax.errorbar(
+            xs, part[y], yerr=yerr, capsize=2, markersize=4, label=f"{name} {level:g}", **_style(i, len(levels))
+        )
         for bar in bars.lines[2]:
             bar.set_linestyle("-")
 
@@ -148,8 +153,19 @@ def detected(frame: pd.DataFrame, lo: str, hi: str, null: float = 0.0, two_sided
     return (low > null) | ((high < null) if two_sided else False)
 
 
-def _estimates(ax: Axes, frame: pd.DataFrame, x: str, y: str, by: str, name: str, lo: str | None = None,
-               hi: str | None = None, null: float = 0.0, two_sided: bool = False, logx: bool = False) -> None:
+def _estimates(
+    ax: Axes,
+    frame: pd.DataFrame,
+    x: str,
+    y: str,
+    by: str,
+    name: str,
+    lo: str | None = None,
+    hi: str | None = None,
+    null: float = 0.0,
+    two_sided: bool = False,
+    logx: bool = False,
+) -> None:
     """Every row of ``frame`` (each insertion point, seed) as a marker at (``x``, ``y``) with its interval
     ``lo``–``hi`` as a bar, one colour and marker per level of ``by``, dodged sideways by level and
     insertion point; filled where the interval excludes ``null`` (see ``detected``), open with a grey
@@ -171,20 +187,47 @@ def _estimates(ax: Axes, frame: pd.DataFrame, x: str, y: str, by: str, name: str
             if not rows.any():
                 continue
             yerr = _bars(part.loc[rows, y], part.loc[rows, lo], part.loc[rows, hi]) if lo is not None else None
-            ax.errorbar(position[rows], part.loc[rows, y], yerr=yerr, linestyle="none", marker=style["marker"],
-                        markersize=4, markeredgecolor=style["color"], markeredgewidth=0.9,
-                        markerfacecolor=style["color"] if filled else "none",
-                        ecolor=style["color"] if filled else GREY, elinewidth=0.8, capsize=1.5, alpha=0.9)
+            ax.errorbar(
+                position[rows],
+                part.loc[rows, y],
+                yerr=yerr,
+                linestyle="none",
+                marker=style["marker"],
+                markersize=4,
+                markeredgecolor=style["color"],
+                markeredgewidth=0.9,
+                markerfacecolor=style["color"] if filled else "none",
+                ecolor=style["color"] if filled else GREY,
+                elinewidth=0.8,
+                capsize=1.5,
+                alpha=0.9,
+            )
         median = part.groupby(x)[y].median()
-        ax.plot(median.index.astype(float), median.to_numpy(), color=style["color"], linestyle=style["linestyle"],
-                linewidth=1.2, label=f"{name} {level:g}")
+        ax.plot(
+            median.index.astype(float),
+            median.to_numpy(),
+            color=style["color"],
+            linestyle=style["linestyle"],
+            linewidth=1.2,
+            label=f"{name} {level:g}",
+        )
 
 
 def _detection_key(null: float = 0.0) -> list[Line2D]:
     """Legend entries for the filled / open markers of ``_estimates``."""
-    return [Line2D([], [], color="black", marker="o", linestyle="none", label=f"filled: interval excludes {null:g}"),
-            Line2D([], [], color=GREY, marker="o", markerfacecolor="none", markeredgecolor="black", linestyle="none",
-                   label=f"open, grey bar: contains {null:g}")]
+    return [
+        Line2D([], [], color="black", marker="o", linestyle="none", label=f"filled: interval excludes {null:g}"),
+        Line2D(
+            [],
+            [],
+            color=GREY,
+            marker="o",
+            markerfacecolor="none",
+            markeredgecolor="black",
+            linestyle="none",
+            label=f"open, grey bar: contains {null:g}",
+        ),
+    ]
 
 
 def _signed(ax: Axes, values: Sequence[float], axis: str = "y") -> None:
@@ -230,8 +273,17 @@ def _empty(out: str | Path, title: str, notes: list[str], dpi: int) -> None:
     _save(fig, out, title, notes, dpi)
 
 
-def _finish(ax: Axes, xlabel: str, ylabel: str, title: str, logx: bool = False, logy: bool = False,
-            xticks: Sequence[float] | None = None, extra: Sequence[Line2D] = (), outside: bool = False) -> None:
+def _finish(
+    ax: Axes,
+    xlabel: str,
+    ylabel: str,
+    title: str,
+    logx: bool = False,
+    logy: bool = False,
+    xticks: Sequence[float] | None = None,
+    extra: Sequence[Line2D] = (),
+    outside: bool = False,
+) -> None:
     """Labels, log scales with plain-number ticks (``xticks`` where given), grid, and a legend
     (labelled lines, then the ``extra`` key entries) that moves outside the axes beyond six entries
     (always when ``outside``: panels full of markers)."""
@@ -279,8 +331,11 @@ def fig_covariance(covmats: pd.DataFrame, covariance: pd.DataFrame, out: str | P
     bias-corrected off-diagonal energy ratio ‖Σ − diag Σ‖²_F / ‖Σ‖²_F beside its permutation null
     (± 2 sd: above it counts as structure) per point; low-rank points (by construction) are framed."""
     _required(covmats, "covmats", ["point", "point_index", "row", "col", "corr"])
-    _required(covariance, "covariance", ["point_index", "offdiag_ratio", "offdiag_ratio_null", "offdiag_ratio_null_sd",
-                                         "low_rank"])
+    _required(
+        covariance,
+        "covariance",
+        ["point_index", "offdiag_ratio", "offdiag_ratio_null", "offdiag_ratio_null_sd", "low_rank"],
+    )
     title = "Claim D1: is the activation-gradient covariance close to diagonal?"
     notes: list[str] = []
     covmats = _clean(covmats, ["corr"], notes)
@@ -304,41 +359,74 @@ def fig_covariance(covmats: pd.DataFrame, covariance: pd.DataFrame, out: str | P
             at = maps[maps["point_index"] == index]
             matrix = at.pivot_table(index="row", columns="col", values="corr").abs()  # (dim, dim)
             ax = fig.add_subplot(grid[r, c])
-            sns.heatmap(matrix, ax=ax, vmin=0, vmax=1, cmap="mako_r", square=True, xticklabels=False,
-                        yticklabels=False, cbar=c == len(points) - 1, cbar_kws={"label": "|correlation|"})
+            sns.heatmap(
+                matrix,
+                ax=ax,
+                vmin=0,
+                vmax=1,
+                cmap="mako_r",
+                square=True,
+                xticklabels=False,
+                yticklabels=False,
+                cbar=c == len(points) - 1,
+                cbar_kws={"label": "|correlation|"},
+            )
             ax.set(xlabel="unit", ylabel="unit" if c == 0 else "")
             ax.set_title(f"{_model_label(model['depth'], model['width'])}\npoint {at['point'].iloc[0]}", fontsize=8)
     ax = fig.add_subplot(grid[:, -1])
     ratios = _only(covariance, dataset, family)
     marked = False
     for i, (_, model) in enumerate(chosen.iterrows()):
-        part = over_seeds(ratios[(ratios["depth"] == model["depth"]) & (ratios["width"] == model["width"])],
-                          ["offdiag_ratio", "offdiag_ratio_null", "offdiag_ratio_null_sd", "low_rank"],
-                          by=["point_index"])
+        part = over_seeds(
+            ratios[(ratios["depth"] == model["depth"]) & (ratios["width"] == model["width"])],
+            ["offdiag_ratio", "offdiag_ratio_null", "offdiag_ratio_null_sd", "low_rank"],
+            by=["point_index"],
+        )
         part = part.sort_values("point_index")
         style = _style(i, len(chosen))
         label = _model_label(model["depth"], model["width"])
         ax.plot(part["point_index"], part["offdiag_ratio"], label=f"{label}: measured", **style)
-        ax.errorbar(part["point_index"], part["offdiag_ratio_null"],
-                    yerr=D1_BAND_SDS * part["offdiag_ratio_null_sd"].fillna(0), color=style["color"],
-                    marker=style["marker"], markerfacecolor="none", linestyle=":", capsize=2,
-                    label=f"{label}: null (± {D1_BAND_SDS:g} sd)")
+        ax.errorbar(
+            part["point_index"],
+            part["offdiag_ratio_null"],
+            yerr=D1_BAND_SDS * part["offdiag_ratio_null_sd"].fillna(0),
+            color=style["color"],
+            marker=style["marker"],
+            markerfacecolor="none",
+            linestyle=":",
+            capsize=2,
+            label=f"{label}: null (± {D1_BAND_SDS:g} sd)",
+        )
         low = part[part["low_rank"] > 0]
         if len(low):
-            ax.scatter(low["point_index"], low["offdiag_ratio"], marker="s", s=120, facecolors="none",
-                       edgecolors="black", linewidths=1.2, zorder=3,
-                       label=None if marked else "low-rank by construction (not judged)")
+            ax.scatter(
+                low["point_index"],
+                low["offdiag_ratio"],
+                marker="s",
+                s=120,
+                facecolors="none",
+                edgecolors="black",
+                linewidths=1.2,
+                zorder=3,
+                label=None if marked else "low-rank by construction (not judged)",
+            )
             marked = True
     ax.axhline(0, color="black", linewidth=0.8)
-    _finish(ax, "insertion point index (block, input → output)", "off-diagonal energy ratio, corrected (unitless)",
-            f"{dataset} / {family}: measured vs independence null")
+    _finish(
+        ax,
+        "insertion point index (block, input → output)",
+        "off-diagonal energy ratio, corrected (unitless)",
+        f"{dataset} / {family}: measured vs independence null",
+    )
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     _save(fig, out, title, notes, dpi)
 
 
 # -- F2 ----------------------------------------------------------------------------------
-SIGNALS = {"mu_sq": ("‖μ‖² (activation-gradient mean)", "mu_sq_lo", "mu_sq_hi"),
-           "block_grad_norm": ("‖∇θ L‖, new block at θ = 0", None, None)}
+SIGNALS = {
+    "mu_sq": ("‖μ‖² (activation-gradient mean)", "mu_sq_lo", "mu_sq_hi"),
+    "block_grad_norm": ("‖∇θ L‖, new block at θ = 0", None, None),
+}
 
 
 def fig_signal(signal: pd.DataFrame, out: str | Path, *, split: str = "test", dpi: int = DPI) -> None:
@@ -346,8 +434,9 @@ def fig_signal(signal: pd.DataFrame, out: str | Path, *, split: str = "test", dp
     ``split``, every insertion point and seed of every model, one colour per width, a line through the
     median over all of them; symlog y with a zero line (negative estimates of ‖μ‖² stay in)."""
     _required(signal, "signal", ["point_index", "split", "mu_sq", "mu_sq_lo", "mu_sq_hi", "block_grad_norm"])
-    title = (f"Claim D2: does the first-order signal decay with depth? ({split} split; every insertion point, "
-             f"line: median)")
+    title = (
+        f"Claim D2: does the first-order signal decay with depth? ({split} split; every insertion point, line: median)"
+    )
     notes: list[str] = []
     if signal.empty:
         return _empty(out, title, notes, dpi)
@@ -382,8 +471,15 @@ def fig_rebound(training: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -> N
         table = grid.pivot_table(index="depth", columns="width", values="test_loss")  # (depths, widths)
         table.index, table.columns = [f"{v:g}" for v in table.index], [f"{v:g}" for v in table.columns]
         ax = axes[1, c]
-        sns.heatmap(table, ax=ax, annot=True, fmt=".3g", cmap="mako_r", annot_kws={"fontsize": 7},
-                    cbar_kws={"label": "test loss (nats)"})
+        sns.heatmap(
+            table,
+            ax=ax,
+            annot=True,
+            fmt=".3g",
+            cmap="mako_r",
+            annot_kws={"fontsize": 7},
+            cbar_kws={"label": "test loss (nats)"},
+        )
         best = np.unravel_index(np.nanargmin(table.to_numpy()), table.shape)
         ax.add_patch(Rectangle((best[1], best[0]), 1, 1, fill=False, edgecolor="black", linewidth=2))
         ax.set(xlabel="width", ylabel="depth (layers)", title=f"{name}: best cell framed")
@@ -392,19 +488,18 @@ def fig_rebound(training: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -> N
 
 
 # -- F4 ----------------------------------------------------------------------------------
-DIMENSIONS = {"d_align": "d_align = min(d_∥, d_2)", "d_par": "d_∥ = ‖μ‖⁴ / μᵀΣμ",
-              "d_2": "d_2 = ‖μ‖⁴ / tr(Σ²)"}
+DIMENSIONS = {"d_align": "d_align = min(d_∥, d_2)", "d_par": "d_∥ = ‖μ‖⁴ / μᵀΣμ", "d_2": "d_2 = ‖μ‖⁴ / tr(Σ²)"}
 
 
-def fig_dalign(dalign: pd.DataFrame, out: str | Path, *, view: str = "full", split: str = "train",
-               dpi: int = DPI) -> None:
+def fig_dalign(
+    dalign: pd.DataFrame, out: str | Path, *, view: str = "full", split: str = "train", dpi: int = DPI
+) -> None:
     """F4 (claim W1): d_align, d_∥, d_2 vs width (log x, symlog y with a zero line), every insertion
     point and seed with its jackknife interval, one colour per depth, a line through the median over
     all of them; facets per dataset/family. NaN (the ‖μ‖² estimate ≤ 0) is counted in a note."""
     bounds = [f"{q}_{b}" for q in DIMENSIONS for b in ("lo", "hi")]
     _required(dalign, "dalign", ["point_index", "view", "split", *DIMENSIONS, *bounds])
-    title = (f"Claim W1: does d_align grow with width? (view={view}, split={split}; every insertion point, "
-             f"line: median)")
+    title = f"Claim W1: does d_align grow with width? (view={view}, split={split}; every insertion point, line: median)"
     notes: list[str] = []
     if dalign.empty:
         return _empty(out, title, notes, dpi)
@@ -417,11 +512,28 @@ def fig_dalign(dalign: pd.DataFrame, out: str | Path, *, view: str = "full", spl
     for r, (name, part) in enumerate(panels):
         for c, (quantity, label) in enumerate(DIMENSIONS.items()):
             kept = _clean(part, [quantity], notes, why="undetermined: the estimate of ‖μ‖² is ≤ 0")
-            _estimates(axes[r, c], kept, "width", quantity, "depth", "depth", lo=f"{quantity}_lo",
-                       hi=f"{quantity}_hi", logx=True)
+            _estimates(
+                axes[r, c],
+                kept,
+                "width",
+                quantity,
+                "depth",
+                "depth",
+                lo=f"{quantity}_lo",
+                hi=f"{quantity}_hi",
+                logx=True,
+            )
             last = c == len(DIMENSIONS) - 1  # one legend per row, outside the last panel
-            _finish(axes[r, c], "width", label, name, logx=True, xticks=kept["width"],
-                    extra=_detection_key() if last else (), outside=last)
+            _finish(
+                axes[r, c],
+                "width",
+                label,
+                name,
+                logx=True,
+                xticks=kept["width"],
+                extra=_detection_key() if last else (),
+                outside=last,
+            )
             if not last and axes[r, c].get_legend():
                 axes[r, c].get_legend().remove()
             _signed(axes[r, c], kept[quantity])
@@ -432,8 +544,15 @@ def fig_dalign(dalign: pd.DataFrame, out: str | Path, *, view: str = "full", spl
 CERTIFICATES = {"b_exact": ("--", "B_exact (two-sample)"), "b_align": (":", "B_align (one-sample)")}
 
 
-def fig_misalignment(misalignment: pd.DataFrame, out: str | Path, M: int | None = None, K: int | None = None, *,
-                     view: str = "full", dpi: int = DPI) -> None:
+def fig_misalignment(
+    misalignment: pd.DataFrame,
+    out: str | Path,
+    M: int | None = None,
+    K: int | None = None,
+    *,
+    view: str = "full",
+    dpi: int = DPI,
+) -> None:
     """F5 (claims W2, W3): P(μ_Mᵀ g_K ≤ 0) over draws from each model's own pools, every insertion point
     and seed with its Wilson interval (filled where it excludes 1/2), vs width at fixed (M, K), one colour
     per depth, beside the median certificates B_exact (two-sample, dashed) and B_align (one-sample,
@@ -448,8 +567,10 @@ def fig_misalignment(misalignment: pd.DataFrame, out: str | Path, M: int | None 
     frame = frame[frame["view"] == view]
     if M is None or K is None:
         M, K = default_mk(frame)
-    title = (f"Claims W2, W3: does misalignment fall with width and with M = K? (M={M}, K={K}, view={view}; "
-             f"P over draws from each model's own pools, every insertion point, line: median)")
+    title = (
+        f"Claims W2, W3: does misalignment fall with width and with M = K? (M={M}, K={K}, view={view}; "
+        f"P over draws from each model's own pools, every insertion point, line: median)"
+    )
     for bound, (_, label) in CERTIFICATES.items():
         missing = int(frame[bound].isna().sum())
         if missing:
@@ -459,19 +580,46 @@ def fig_misalignment(misalignment: pd.DataFrame, out: str | Path, M: int | None 
     for r, (name, part) in enumerate(panels):
         fixed = part[(part["M"] == M) & (part["K"] == K)]
         ax = axes[r, 0]
-        _estimates(ax, fixed, "width", "p_misalign", "depth", "depth", lo="p_lo", hi="p_hi", null=0.5,
-                   two_sided=True, logx=True)
+        _estimates(
+            ax,
+            fixed,
+            "width",
+            "p_misalign",
+            "depth",
+            "depth",
+            lo="p_lo",
+            hi="p_hi",
+            null=0.5,
+            two_sided=True,
+            logx=True,
+        )
         depths = sorted(fixed["depth"].unique())
         for i, depth in enumerate(depths):
             line = fixed[fixed["depth"] == depth].groupby("width")[list(CERTIFICATES)].median()  # NaN skipped
             for bound, (linestyle, _) in CERTIFICATES.items():
-                ax.plot(line.index, line[bound], color=_style(i, len(depths))["color"], linestyle=linestyle,
-                        linewidth=1, marker="_", markersize=8)  # the marker shows a bound at a single width
+                ax.plot(
+                    line.index,
+                    line[bound],
+                    color=_style(i, len(depths))["color"],
+                    linestyle=linestyle,
+                    linewidth=1,
+                    marker="_",
+                    markersize=8,
+                )  # the marker shows a bound at a single width
         ax.axhline(0.5, color="black", linewidth=0.8, linestyle="-.")
-        kinds = [Line2D([], [], color="black", linestyle=s, label=t)
-                 for s, t in [("-", "P: median (Wilson 95% bars)"), *CERTIFICATES.values(), ("-.", "P = 1/2")]]
-        _finish(ax, "width", "P(misalign) / bound (probability)", f"{name}: M={M}, K={K}", logx=True,
-                xticks=fixed["width"], extra=kinds + _detection_key(0.5))
+        kinds = [
+            Line2D([], [], color="black", linestyle=s, label=t)
+            for s, t in [("-", "P: median (Wilson 95% bars)"), *CERTIFICATES.values(), ("-.", "P = 1/2")]
+        ]
+        _finish(
+            ax,
+            "width",
+            "P(misalign) / bound (probability)",
+            f"{name}: M={M}, K={K}",
+            logx=True,
+            xticks=fixed["width"],
+            extra=kinds + _detection_key(0.5),
+        )
         ax.set_ylim(-0.02, 1.02)
         square = part[part["M"] == part["K"]]
         counts = square.groupby("depth")["width"].nunique()
@@ -480,11 +628,28 @@ def fig_misalignment(misalignment: pd.DataFrame, out: str | Path, M: int | None 
             notes.append(f"{name}: no rows with M = K")
             continue
         depth = counts[counts == counts.max()].index.max()
-        _estimates(axes[r, 1], square[square["depth"] == depth], "M", "p_misalign", "width", "width", lo="p_lo",
-                   hi="p_hi", null=0.5, two_sided=True, logx=True)
+        _estimates(
+            axes[r, 1],
+            square[square["depth"] == depth],
+            "M",
+            "p_misalign",
+            "width",
+            "width",
+            lo="p_lo",
+            hi="p_hi",
+            null=0.5,
+            two_sided=True,
+            logx=True,
+        )
         axes[r, 1].axhline(0.5, color="black", linewidth=0.8, linestyle="-.")
-        _finish(axes[r, 1], "M = K (examples per draw)", "P(misalign) (probability)", f"{name}: depth {depth:g}",
-                logx=True, xticks=square["M"])
+        _finish(
+            axes[r, 1],
+            "M = K (examples per draw)",
+            "P(misalign) (probability)",
+            f"{name}: depth {depth:g}",
+            logx=True,
+            xticks=square["M"],
+        )
         axes[r, 1].set_ylim(-0.02, 1.02)
     _save(fig, out, title, notes, dpi)
 
@@ -500,8 +665,9 @@ def _ratio_panel(ax: Axes, frame: pd.DataFrame, ratio: str, title: str, xlabel: 
         style = _style(i, len(widths))
         for j, (_, line) in enumerate(frame[frame["width"] == width].groupby(model_keys() + ["point_index", "view"])):
             line = line.sort_values("eta")
-            ax.plot(line["eta"], line[ratio], alpha=0.8, markersize=4, label=f"width {width:g}" if j == 0 else None,
-                    **style)
+            ax.plot(
+                line["eta"], line[ratio], alpha=0.8, markersize=4, label=f"width {width:g}" if j == 0 else None, **style
+            )
     _finish(ax, xlabel, "observed / predicted (unitless)", title, logx=True)
     ax.set_yscale("symlog", linthresh=2.0)  # linear around the first-order regime (ratio ≈ 1), log beyond
 
@@ -511,8 +677,22 @@ def fig_intervention(intervention: pd.DataFrame, out: str | Path, *, dpi: int = 
     independent test pool B): observed vs predicted, signed, symlog both axes (filled: signs agree, open:
     they differ) with y = x; then observed/predicted vs η on the same pool (a first-order consistency
     check of the implementation) beside the held-out one, one line per model × point × view."""
-    _required(intervention, "intervention", ["point_index", "view", "eta", "predicted", "observed", "ratio",
-                                             "sign_agree", "observed_heldout", "ratio_heldout", "sign_agree_heldout"])
+    _required(
+        intervention,
+        "intervention",
+        [
+            "point_index",
+            "view",
+            "eta",
+            "predicted",
+            "observed",
+            "ratio",
+            "sign_agree",
+            "observed_heldout",
+            "ratio_heldout",
+            "sign_agree_heldout",
+        ],
+    )
     title = "Claim W4: does a zero-init residual step change held-out test loss as predicted to first order?"
     notes: list[str] = []
     frame = _clean(intervention, ["eta", "predicted", "observed", "ratio"], notes)
@@ -532,21 +712,37 @@ def fig_intervention(intervention: pd.DataFrame, out: str | Path, *, dpi: int = 
             for agree, suffix in ((True, ""), (False, " (sign differs)")):
                 dots = dots_all[(dots_all["width"] == width) & (dots_all["sign_agree_heldout"] == agree)]
                 if len(dots):
-                    ax.scatter(dots["predicted"], dots["observed_heldout"], marker=style["marker"], s=18,
-                               edgecolors=style["color"], facecolors=style["color"] if agree else "none",
-                               label=f"width {width:g}{suffix}")
+                    ax.scatter(
+                        dots["predicted"],
+                        dots["observed_heldout"],
+                        marker=style["marker"],
+                        s=18,
+                        edgecolors=style["color"],
+                        facecolors=style["color"] if agree else "none",
+                        label=f"width {width:g}{suffix}",
+                    )
         both = dots_all[["predicted", "observed_heldout"]].to_numpy(float)
         if len(both):
             ends = [both.min(), both.max()]
             ax.plot(ends, ends, color="black", linestyle="--", linewidth=1, label="y = x")
-        _finish(ax, "predicted ΔL = −η μ_Mᵀ g_A (nats)", "observed ΔL on test pool B (nats)",
-                f"{name}: held out; filled = signs agree")
+        _finish(
+            ax,
+            "predicted ΔL = −η μ_Mᵀ g_A (nats)",
+            "observed ΔL on test pool B (nats)",
+            f"{name}: held out; filled = signs agree",
+        )
         _signed(ax, both.ravel(), "x")
         _signed(ax, both.ravel(), "y")
-        _ratio_panel(axes[r, 1], part, "ratio", f"{name}: same pool (implementation check)",
-                     "step size η (parameter units)")
-        _ratio_panel(axes[r, 2], _only(held, *part[PANEL_KEYS].iloc[0]), "ratio_heldout", f"{name}: held out",
-                     "step size η (parameter units)")
+        _ratio_panel(
+            axes[r, 1], part, "ratio", f"{name}: same pool (implementation check)", "step size η (parameter units)"
+        )
+        _ratio_panel(
+            axes[r, 2],
+            _only(held, *part[PANEL_KEYS].iloc[0]),
+            "ratio_heldout",
+            f"{name}: held out",
+            "step size η (parameter units)",
+        )
         low = min(axes[r, 1].get_ylim()[0], axes[r, 2].get_ylim()[0])
         high = max(axes[r, 1].get_ylim()[1], axes[r, 2].get_ylim()[1])
         for ax in axes[r, 1:]:
@@ -562,14 +758,17 @@ def fig_expansion(expansion: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -
     """F7 (claim D3, Paper D mechanism): test-loss change of the selected expanded model
     (L_test(f_selected) − L_test(f_old), solid, filled) and of the control (dashed, open) per
     insertion point, one colour per model (mean over seeds); × marks points where fallback was used."""
-    _required(expansion, "expansion",
-              ["point_index", "test_loss_old", "test_loss_selected", "test_loss_control", "fallback"])
+    _required(
+        expansion, "expansion", ["point_index", "test_loss_old", "test_loss_selected", "test_loss_control", "fallback"]
+    )
     title = "Paper D mechanism (claim D3): does inserting a zero-init block lower test loss?"
     notes: list[str] = []
     frame = _clean(expansion, ["test_loss_old", "test_loss_selected"], notes)
-    frame = frame.assign(d_selected=frame["test_loss_selected"] - frame["test_loss_old"],
-                         d_control=frame["test_loss_control"] - frame["test_loss_old"],
-                         fallback=frame["fallback"].fillna(False).astype(bool).astype(float))
+    frame = frame.assign(
+        d_selected=frame["test_loss_selected"] - frame["test_loss_old"],
+        d_control=frame["test_loss_control"] - frame["test_loss_old"],
+        fallback=frame["fallback"].fillna(False).astype(bool).astype(float),
+    )
     if frame.empty:
         return _empty(out, title, notes, dpi)
     panels = _panels(frame)
@@ -581,17 +780,30 @@ def fig_expansion(expansion: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -
         for i, (depth, width) in enumerate(models.itertuples(index=False)):
             line = summary[(summary["depth"] == depth) & (summary["width"] == width)].sort_values("point_index")
             style = _style(i, len(models))
-            ax.plot(line["point_index"], line["d_selected"], markersize=5, label=_model_label(depth, width),
-                    **{**style, "linestyle": "-"})
-            ax.plot(line["point_index"], line["d_control"], color=style["color"], marker=style["marker"],
-                    markerfacecolor="none", linestyle="--", markersize=5)
+            ax.plot(
+                line["point_index"],
+                line["d_selected"],
+                markersize=5,
+                label=_model_label(depth, width),
+                **{**style, "linestyle": "-"},
+            )
+            ax.plot(
+                line["point_index"],
+                line["d_control"],
+                color=style["color"],
+                marker=style["marker"],
+                markerfacecolor="none",
+                linestyle="--",
+                markersize=5,
+            )
             fell = line[line["fallback"] > 0]
             ax.scatter(fell["point_index"], fell["d_selected"], marker="x", s=60, color="black", zorder=3)
         ax.axhline(0, color="black", linewidth=1)
-        kinds = [Line2D([], [], color="black", linestyle="-", marker="o", label="selected − old"),
-                 Line2D([], [], color="black", linestyle="--", marker="o", markerfacecolor="none",
-                        label="control − old"),
-                 Line2D([], [], color="black", linestyle="none", marker="x", label="fallback used")]
+        kinds = [
+            Line2D([], [], color="black", linestyle="-", marker="o", label="selected − old"),
+            Line2D([], [], color="black", linestyle="--", marker="o", markerfacecolor="none", label="control − old"),
+            Line2D([], [], color="black", linestyle="none", marker="x", label="fallback used"),
+        ]
         _finish(ax, "insertion point index (block, input → output)", "Δ test loss (nats)", name, extra=kinds)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     _save(fig, out, title, notes, dpi)
@@ -599,23 +811,29 @@ def fig_expansion(expansion: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -
 
 # -- registry ----------------------------------------------------------------------------
 # -- F8 ----------------------------------------------------------------------------------
-def fig_trajectory(trajectory: pd.DataFrame, out: str | Path, *, view: str = "full", split: str = "train",
-                   dpi: int = DPI) -> None:
+def fig_trajectory(
+    trajectory: pd.DataFrame, out: str | Path, *, view: str = "full", split: str = "train", dpi: int = DPI
+) -> None:
     """F8 (E10, W1 along training): d_align against the training step (symlog x, so step 0 shows) and,
     in a second row, against the snapshot's train loss (widths compared at equal fit); every insertion
     point with its jackknife interval (filled where it excludes 0), one colour per width, a line through
     the median; symlog y with a zero line; one column per dataset / family / depth."""
-    _required(trajectory, "trajectory", ["step", "train_loss", "view", "split", "d_align", "d_align_lo",
-                                         "d_align_hi"])
+    _required(trajectory, "trajectory", ["step", "train_loss", "view", "split", "d_align", "d_align_lo", "d_align_hi"])
     title = f"E10: d_align along training (view={view}, split={split}; every insertion point, line: median)"
     notes: list[str] = []
     if trajectory.empty:
         return _empty(out, title, notes, dpi)
     view, split = choose(trajectory, "view", view), choose(trajectory, "split", split)
-    frame = _clean(trajectory[(trajectory["view"] == view) & (trajectory["split"] == split)], ["d_align"], notes,
-                   why="undetermined: the estimate of ‖μ‖² is ≤ 0")
-    columns = [(f"{ds} / {fam} / depth {depth:g}", part)
-               for (ds, fam, depth), part in frame.groupby(["dataset", "family", "depth"], sort=True)]
+    frame = _clean(
+        trajectory[(trajectory["view"] == view) & (trajectory["split"] == split)],
+        ["d_align"],
+        notes,
+        why="undetermined: the estimate of ‖μ‖² is ≤ 0",
+    )
+    columns = [
+        (f"{ds} / {fam} / depth {depth:g}", part)
+        for (ds, fam, depth), part in frame.groupby(["dataset", "family", "depth"], sort=True)
+    ]
     fig, axes = _figure(2, len(columns), width=4.0)
     for c, (name, part) in enumerate(columns):
         for r, (x, label) in enumerate((("step", "training step"), ("train_loss", "train loss (pool)"))):

@@ -17,8 +17,14 @@ import shutil
 from pathlib import Path
 
 START, END = "<!-- results:start -->", "<!-- results:end -->"
-SHOWN = ["F4_dalign_vs_width", "F8_dalign_over_training", "F5_misalignment", "F6_intervention", "F2_signal_decay",
-         "F7_expansion"]
+SHOWN = [
+    "F4_dalign_vs_width",
+    "F8_dalign_over_training",
+    "F5_misalignment",
+    "F6_intervention",
+    "F2_signal_decay",
+    "F7_expansion",
+]
 
 
 def claims_table(report_md: str) -> list[str]:
@@ -34,15 +40,21 @@ def results_block(run: str, report_md: str, record: dict, shown: list[str]) -> s
     minutes, seconds = divmod(round(record["wall_seconds"]), 60)
     figures = [f"![{stem}](docs/{run}/{stem}.png)" for stem in shown] + [""] * (len(shown) % 2)
     grid = ["| | |", "|---|---|"] + [f"| {a} | {b} |" for a, b in zip(figures[::2], figures[1::2])]
-    return "\n".join([
-        START,
-        f"`make reproduce` on {record['cores']} cores of an {record['cpu']} (no GPU), {record['date']}: "
-        f"{minutes} min {seconds} s of wall time, {record['user_cpu_seconds']:.0f} s of user CPU "
-        f"(`results/{run}/reproduce.json`; regenerate this block with `make docs`).", "",
-        *claims_table(report_md), "",
-        *grid, "",
-        f"All figures and the full report with captions are in [`docs/{run}/`](docs/{run}/).",
-        END])
+    return "\n".join(
+        [
+            START,
+            f"`make reproduce` on {record['cores']} cores of an {record['cpu']} (no GPU), {record['date']}: "
+            f"{minutes} min {seconds} s of wall time, {record['user_cpu_seconds']:.0f} s of user CPU "
+            f"(`results/{run}/reproduce.json`; regenerate this block with `make docs`).",
+            "",
+            *claims_table(report_md),
+            "",
+            *grid,
+            "",
+            f"All figures and the full report with captions are in [`docs/{run}/`](docs/{run}/).",
+            END,
+        ]
+    )
 
 
 def update(readme: Path, results: Path, figures: Path, docs: Path, run: str) -> None:

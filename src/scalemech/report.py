@@ -50,8 +50,7 @@ from .tables import check_columns, model_keys, read_table
 CONFIRMED, NOT_CONFIRMED, REFUTED = "confirmed", "not confirmed", "refuted"
 NOT_DETECTABLE = "not detectable"
 NOT_MEASURED = "not measured in this configuration"
-CLAIM_TABLES = ["covariance", "signal", "training", "dalign", "misalignment", "intervention", "expansion",
-                "trajectory"]
+CLAIM_TABLES = ["covariance", "signal", "training", "dalign", "misalignment", "intervention", "expansion", "trajectory"]
 # benchmarks: time(Gram U-statistics) / time(D×D covariance) per D; 0 where the covariance cannot be formed.
 # Optional: n (examples; the rows nearest the measured n are used), gram_bytes, covariance_bytes.
 BENCHMARK_COLUMNS = ["dim", "gram_over_cov_time"]
@@ -189,8 +188,9 @@ class Rows:
         return f"{len(self.usable)} of {self.total} rows usable" + (f" ({why})" if why else "")
 
 
-def sort_rows(frame: pd.DataFrame, value: str, lo: str, hi: str, null: float, undetermined: str,
-              two_sided: bool = False) -> Rows:
+def sort_rows(
+    frame: pd.DataFrame, value: str, lo: str, hi: str, null: float, undetermined: str, two_sided: bool = False
+) -> Rows:
     """Usable rows: ``value`` finite and its interval ``[lo, hi]`` above ``null`` (``two_sided``: above or
     below it). The rest are counted as undetermined (NaN estimate: ``undetermined`` says what that
     means), without an interval, with an interval containing the null, or (one-sided) below it."""
@@ -199,10 +199,12 @@ def sort_rows(frame: pd.DataFrame, value: str, lo: str, hi: str, null: float, un
     bounded = ~nan & np.isfinite(low) & np.isfinite(high)
     above, below = bounded & (low > null), bounded & (high < null)
     usable = above | below if two_sided else above
-    reasons = {f"interval contains {null:g}": int((bounded & ~above & ~below).sum()),
-               f"interval below {null:g}": 0 if two_sided else int(below.sum()),
-               f"undetermined: {undetermined}": int(nan.sum()),
-               "no interval": int((~nan & ~bounded).sum())}
+    reasons = {
+        f"interval contains {null:g}": int((bounded & ~above & ~below).sum()),
+        f"interval below {null:g}": 0 if two_sided else int(below.sum()),
+        f"undetermined: {undetermined}": int(nan.sum()),
+        "no interval": int((~nan & ~bounded).sum()),
+    }
     return Rows(frame[usable], len(frame), reasons)
 
 
@@ -228,9 +230,11 @@ class Trend:
         return NOT_DETECTABLE
 
     def text(self, x: str, y: str, strata: str, units: str) -> str:
-        return (f"ρ({x}, {y}) = {self.rho:.2f} [{self.lo:.2f}, {self.hi:.2f}] (mean over {self.strata} {strata}, "
-                f"{self.units} {units}; {TREND_LEVEL:.0%} stratified bootstrap over {units}), "
-                f"permutation p = {self.p:.3f}")
+        return (
+            f"ρ({x}, {y}) = {self.rho:.2f} [{self.lo:.2f}, {self.hi:.2f}] (mean over {self.strata} {strata}, "
+            f"{self.units} {units}; {TREND_LEVEL:.0%} stratified bootstrap over {units}), "
+            f"permutation p = {self.p:.3f}"
+        )
 
 
 def trend(strata: Sequence[tuple[np.ndarray, np.ndarray]], seed: int = TREND_SEED) -> Trend:
@@ -254,8 +258,9 @@ def trend(strata: Sequence[tuple[np.ndarray, np.ndarray]], seed: int = TREND_SEE
     return Trend(float(observed), float(lo), float(hi), float(p), len(strata), sum(len(x) for x, _ in strata))
 
 
-def judge_trend(rows: Rows, value: str, x: str, strata: list[str], sign: int, y_name: str, strata_name: str,
-                by: Sequence[str] = ()) -> tuple[str, str]:
+def judge_trend(
+    rows: Rows, value: str, x: str, strata: list[str], sign: int, y_name: str, strata_name: str, by: Sequence[str] = ()
+) -> tuple[str, str]:
     """Trend verdict over the usable rows: not detectable when most rows are not usable, or when no
     stratum keeps ≥ MIN_LEVELS values of ``x``; else ``Trend.verdict``. Units: models (× ``by``),
     each the median of ``value`` over its usable insertion points. Returns (text, verdict)."""
@@ -263,8 +268,11 @@ def judge_trend(rows: Rows, value: str, x: str, strata: list[str], sign: int, y_
     if not rows.detectable:
         return f"{statistic}: most intervals contain the null, so no trend is computed", NOT_DETECTABLE
     units = rows.usable.groupby(model_keys() + list(by), as_index=False)[value].median()
-    groups = [(g[x].to_numpy(float), g[value].to_numpy(float)) for _, g in units.groupby(strata)
-              if g[x].nunique() >= MIN_LEVELS]
+    groups = [
+        (g[x].to_numpy(float), g[value].to_numpy(float))
+        for _, g in units.groupby(strata)
+        if g[x].nunique() >= MIN_LEVELS
+    ]
     if not groups:
         return f"{statistic}; no {strata_name} keeps ≥ {MIN_LEVELS} values of {x} among the usable rows", NOT_DETECTABLE
     result = trend(groups)
@@ -276,23 +284,37 @@ def judge_trend(rows: Rows, value: str, x: str, strata: list[str], sign: int, y_
 def rule_d1(tables: Mapping[str, pd.DataFrame]) -> tuple[str, str]:
     """Bias-corrected off-diagonal energy ratio against its permutation null at the same n, p;
     low-rank points excluded."""
-    cov = _table(tables, "covariance", ["point_index", "offdiag_ratio", "offdiag_ratio_plugin", "offdiag_ratio_null",
-                                        "offdiag_ratio_null_sd", "low_rank"])
+    cov = _table(
+        tables,
+        "covariance",
+        [
+            "point_index",
+            "offdiag_ratio",
+            "offdiag_ratio_plugin",
+            "offdiag_ratio_null",
+            "offdiag_ratio_null_sd",
+            "low_rank",
+        ],
+    )
     low_rank = as_flag(cov["low_rank"]) == 1
     ratio, null, sd = (cov[c].astype(float) for c in ("offdiag_ratio", "offdiag_ratio_null", "offdiag_ratio_null_sd"))
     undetermined = ~low_rank & ~(np.isfinite(ratio) & np.isfinite(null) & np.isfinite(sd))
     judged = ~low_rank & ~undetermined
     if not judged.any():
-        raise NotMeasured(f"covariance has no row to judge ({int(low_rank.sum())} low-rank by construction, "
-                          f"{int(undetermined.sum())} with a NaN ratio or null)")
+        raise NotMeasured(
+            f"covariance has no row to judge ({int(low_rank.sum())} low-rank by construction, "
+            f"{int(undetermined.sum())} with a NaN ratio or null)"
+        )
     threshold = null + D1_NULL_SDS * sd  # above: off-diagonal structure beyond sampling noise
     structure = judged & (ratio > threshold)
     median, band = ratio[judged].median(), threshold[judged & ~structure].median()
-    statistic = (f"{int(judged.sum())} of {len(cov)} model×point rows judged ({int(low_rank.sum())}: low-rank by "
-                 f"construction, excluded; {int(undetermined.sum())}: undetermined, NaN ratio or null); off-diagonal "
-                 f"structure (corrected ratio > null + {D1_NULL_SDS:g} sd) in {int(structure.sum())} of them; median "
-                 f"corrected ratio {median:.3g} (plug-in {cov['offdiag_ratio_plugin'][judged].median():.3g}, null "
-                 f"{null[judged].median():.3g})")
+    statistic = (
+        f"{int(judged.sum())} of {len(cov)} model×point rows judged ({int(low_rank.sum())}: low-rank by "
+        f"construction, excluded; {int(undetermined.sum())}: undetermined, NaN ratio or null); off-diagonal "
+        f"structure (corrected ratio > null + {D1_NULL_SDS:g} sd) in {int(structure.sum())} of them; median "
+        f"corrected ratio {median:.3g} (plug-in {cov['offdiag_ratio_plugin'][judged].median():.3g}, null "
+        f"{null[judged].median():.3g})"
+    )
     if structure[judged].mean() > MAJORITY:
         return statistic, CONFIRMED if median <= D1_MAX_OFFDIAG else REFUTED
     statistic += f"; rows within the null resolve shares above null + {D1_NULL_SDS:g} sd = {band:.3g} (median)"
@@ -305,8 +327,9 @@ def rule_d2(tables: Mapping[str, pd.DataFrame]) -> tuple[str, str]:
     signal = _only(signal, "split", D2_SPLIT, "signal")
     _levels_present(signal, ["dataset", "family", "width"], "depth", "signal", "(dataset, family, width)")
     rows = sort_rows(signal, "mu_sq", "mu_sq_lo", "mu_sq_hi", 0.0, "no ‖μ‖² estimate")
-    text, verdict = judge_trend(rows, "mu_sq", "depth", ["dataset", "family", "width"], -1, "‖μ‖²",
-                                "(dataset, family, width) groups")
+    text, verdict = judge_trend(
+        rows, "mu_sq", "depth", ["dataset", "family", "width"], -1, "‖μ‖²", "(dataset, family, width) groups"
+    )
     return f"{D2_SPLIT} split: {text}", verdict
 
 
@@ -330,13 +353,22 @@ def rule_d3(tables: Mapping[str, pd.DataFrame]) -> tuple[str, str]:
         if narrow["depth"].nunique() < MIN_LEVELS or g["width"].nunique() < 2:
             continue
         best_width = g.loc[g["test_loss"].idxmin(), "width"]
-        parts.append((f"{dataset}/{family}", _rebound(narrow["test_loss"].to_numpy()),
-                      best_width == g["width"].max(), best_width == g["width"].min(), best_width))
+        parts.append(
+            (
+                f"{dataset}/{family}",
+                _rebound(narrow["test_loss"].to_numpy()),
+                best_width == g["width"].max(),
+                best_width == g["width"].min(),
+                best_width,
+            )
+        )
     if not parts:
         raise NotMeasured(f"no (dataset, family) has ≥ {MIN_LEVELS} depths at its smallest width and ≥ 2 widths")
-    statistic = "; ".join(f"{name}: rebound at smallest width {'yes' if rebound else 'no'}, best test loss at width "
-                          f"{best:g} ({'the largest' if joint else 'not the largest'})"
-                          for name, rebound, joint, _, best in parts)
+    statistic = "; ".join(
+        f"{name}: rebound at smallest width {'yes' if rebound else 'no'}, best test loss at width "
+        f"{best:g} ({'the largest' if joint else 'not the largest'})"
+        for name, rebound, joint, _, best in parts
+    )
     missing = len(training) - len(finite)
     if missing:
         statistic += f"; {missing} of {len(training)} models undetermined (NaN test loss)"
@@ -352,15 +384,18 @@ def rule_w1(tables: Mapping[str, pd.DataFrame]) -> tuple[str, str]:
     dalign = _only(_only(dalign, "view", W1_VIEW, "dalign"), "split", W1_SPLIT, "dalign")
     _levels_present(dalign, ["dataset", "family", "depth"], "width", "dalign", "(dataset, family, depth)")
     rows = sort_rows(dalign, "d_align", "d_align_lo", "d_align_hi", 0.0, "the estimate of ‖μ‖² is ≤ 0")
-    text, verdict = judge_trend(rows, "d_align", "width", ["dataset", "family", "depth"], +1, "d_align",
-                                "(dataset, family, depth) groups")
+    text, verdict = judge_trend(
+        rows, "d_align", "width", ["dataset", "family", "depth"], +1, "d_align", "(dataset, family, depth) groups"
+    )
     text = f"view={W1_VIEW}, split={W1_SPLIT}: {text}"
     if verdict != CONFIRMED:
         return text, verdict
     models = rows.usable.groupby(model_keys(), as_index=False)[["d_align_lo", "d_align_hi"]].median()
-    separated = [s["d_align_lo"].iloc[-1] > s["d_align_hi"].iloc[0]
-                 for _, s in models.sort_values("width").groupby(["dataset", "family", "depth"])
-                 if s["width"].nunique() >= 2]
+    separated = [
+        s["d_align_lo"].iloc[-1] > s["d_align_hi"].iloc[0]
+        for _, s in models.sort_values("width").groupby(["dataset", "family", "depth"])
+        if s["width"].nunique() >= 2
+    ]
     text += f"; widest usable model's interval above the narrowest's at {sum(separated)}/{len(separated)} depths"
     return text, CONFIRMED if separated and np.mean(separated) > MAJORITY else NOT_CONFIRMED
 
@@ -378,17 +413,28 @@ def rule_w1_training(tables: Mapping[str, pd.DataFrame]) -> tuple[str, str]:
     trajectory = _only(_only(trajectory, "view", W1_VIEW, "trajectory"), "split", W1_SPLIT, "trajectory")
     _levels_present(trajectory, ["dataset", "family", "depth"], "width", "trajectory", "(dataset, family, depth)")
     detectable = _detectable_steps(trajectory)
-    last = {f"{d}/{f}": int(s.index.get_level_values("step")[s.to_numpy()].max()) if s.any() else None
-            for (d, f), s in detectable.groupby(level=["dataset", "family"])}
+    last = {
+        f"{d}/{f}": int(s.index.get_level_values("step")[s.to_numpy()].max()) if s.any() else None
+        for (d, f), s in detectable.groupby(level=["dataset", "family"])
+    }
     last_text = "last step with most d_align intervals above 0: " + ", ".join(
-        f"{k} {'none' if v is None else v}" for k, v in last.items())
+        f"{k} {'none' if v is None else v}" for k, v in last.items()
+    )
     keep = detectable[detectable].reset_index()[["dataset", "family", "step"]]
     measurable = trajectory.merge(keep, on=["dataset", "family", "step"])
     if measurable.empty:
         return f"view={W1_VIEW}, split={W1_SPLIT}: {last_text}; no snapshot where d_align is measurable", NOT_DETECTABLE
     rows = sort_rows(measurable, "d_align", "d_align_lo", "d_align_hi", 0.0, "the estimate of ‖μ‖² is ≤ 0")
-    text, verdict = judge_trend(rows, "d_align", "width", ["dataset", "family", "depth", "step"], +1, "d_align",
-                                "(dataset, family, depth, step) groups", by=["step"])
+    text, verdict = judge_trend(
+        rows,
+        "d_align",
+        "width",
+        ["dataset", "family", "depth", "step"],
+        +1,
+        "d_align",
+        "(dataset, family, depth, step) groups",
+        by=["step"],
+    )
     return f"view={W1_VIEW}, split={W1_SPLIT}, {len(keep)} measurable snapshots: {text}; {last_text}", verdict
 
 
@@ -404,9 +450,11 @@ def rule_expansion(tables: Mapping[str, pd.DataFrame]) -> tuple[str, str]:
     means = rng.choice(finite, size=(E8_BOOTSTRAP, len(finite))).mean(1)
     lo, hi = np.quantile(means, [(1 - TREND_LEVEL) / 2, (1 + TREND_LEVEL) / 2])
     beats = int((finite > 0).sum())
-    text = (f"{len(finite)} of {len(gain)} (model, point) rows; expanded model below the control's test loss in "
-            f"{beats} ({beats / len(finite):.0%}); mean gain over the control {finite.mean():.4g} "
-            f"[{lo:.4g}, {hi:.4g}] ({TREND_LEVEL:.0%} bootstrap over rows)")
+    text = (
+        f"{len(finite)} of {len(gain)} (model, point) rows; expanded model below the control's test loss in "
+        f"{beats} ({beats / len(finite):.0%}); mean gain over the control {finite.mean():.4g} "
+        f"[{lo:.4g}, {hi:.4g}] ({TREND_LEVEL:.0%} bootstrap over rows)"
+    )
     if lo > 0:
         return text, CONFIRMED
     if hi < 0:
@@ -415,8 +463,10 @@ def rule_expansion(tables: Mapping[str, pd.DataFrame]) -> tuple[str, str]:
 
 
 MISALIGNMENT_VALUES = ["M", "K", "draws", "p_misalign", "p_lo", "p_hi", "b_exact", "b_exact_common", "b_align"]
-P_TEXT = ("P = share of the draws of M train and K test examples (without replacement) from this model's own "
-          "gradient pools with μ_Mᵀg_K ≤ 0")
+P_TEXT = (
+    "P = share of the draws of M train and K test examples (without replacement) from this model's own "
+    "gradient pools with μ_Mᵀg_K ≤ 0"
+)
 
 
 def _misalignment(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
@@ -433,9 +483,11 @@ def _certificate(frame: pd.DataFrame, bound: str, name: str, missing: str) -> tu
     has = frame[bound].notna() & frame["p_lo"].notna()
     defined = frame[has]
     holds = float((defined["p_lo"] <= defined[bound] + BOUND_TOL).mean()) if len(defined) else math.nan
-    text = (f"p_lo ≤ {name} in {holds:.1%} of the {len(defined)} rows with one, non-vacuous (< {VACUOUS:g}) "
-            f"in {(defined[bound] < VACUOUS).mean() if len(defined) else math.nan:.0%}, "
-            f"{int((~has).sum())} without ({missing})")
+    text = (
+        f"p_lo ≤ {name} in {holds:.1%} of the {len(defined)} rows with one, non-vacuous (< {VACUOUS:g}) "
+        f"in {(defined[bound] < VACUOUS).mean() if len(defined) else math.nan:.0%}, "
+        f"{int((~has).sum())} without ({missing})"
+    )
     return text, holds, len(defined)
 
 
@@ -445,20 +497,31 @@ def rule_w2(tables: Mapping[str, pd.DataFrame]) -> tuple[str, str]:
     frame = _misalignment(tables)
     M, K = default_mk(frame)
     fixed = frame[(frame["M"] == M) & (frame["K"] == K)]
-    _levels_present(fixed, ["dataset", "family", "depth"], "width", "misalignment", f"(dataset, family, depth) at "
-                    f"M={M}, K={K}")
-    text, verdict = judge_trend(_p_rows(fixed), "p_misalign", "width", ["dataset", "family", "depth"], -1, "P",
-                                "(dataset, family, depth) groups")
-    exact, exact_holds, exact_n = _certificate(frame, "b_exact", "B_exact (two-sample)",
-                                               "no certificate: μ_trᵀμ_te or its square not above 0, or Var ≤ 0")
+    _levels_present(
+        fixed, ["dataset", "family", "depth"], "width", "misalignment", f"(dataset, family, depth) at M={M}, K={K}"
+    )
+    text, verdict = judge_trend(
+        _p_rows(fixed),
+        "p_misalign",
+        "width",
+        ["dataset", "family", "depth"],
+        -1,
+        "P",
+        "(dataset, family, depth) groups",
+    )
+    exact, exact_holds, exact_n = _certificate(
+        frame, "b_exact", "B_exact (two-sample)", "no certificate: μ_trᵀμ_te or its square not above 0, or Var ≤ 0"
+    )
     align, align_holds, align_n = _certificate(frame, "b_align", "B_align (one-sample)", "d_align undetermined")
     both = frame.dropna(subset=["b_exact_common", "b_align"])
     ordered = (both["b_exact_common"] <= both["b_align"] + BOUND_TOL).mean() if len(both) else math.nan
     at_mk = fixed["b_exact"].dropna()
     informative = (at_mk < VACUOUS).mean() if len(at_mk) else math.nan
-    statistic = (f"{P_TEXT}. At M={M}, K={K}: {text}. Certificates over all {len(frame)} rows (every M, K): {exact}; "
-                 f"{align}; one-sample B_exact ≤ B_align in {ordered:.1%}; B_exact non-vacuous in {informative:.0%} "
-                 f"of the rows with one at M={M}, K={K}")
+    statistic = (
+        f"{P_TEXT}. At M={M}, K={K}: {text}. Certificates over all {len(frame)} rows (every M, K): {exact}; "
+        f"{align}; one-sample B_exact ≤ B_align in {ordered:.1%}; B_exact non-vacuous in {informative:.0%} "
+        f"of the rows with one at M={M}, K={K}"
+    )
     if any(n and holds < W2_CERT_FRACTION for holds, n in ((exact_holds, exact_n), (align_holds, align_n))):
         return statistic, REFUTED
     if verdict != CONFIRMED:
@@ -494,8 +557,20 @@ def _pool_sizes(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame | None:
 def rule_w4(tables: Mapping[str, pd.DataFrame]) -> tuple[str, str]:
     """At the smallest η of each model × point × view: held-out sign agreement (Wilson interval against 1/2 and,
     where the misalignment row of the same (point, view, M, K) exists, against B_exact) and held-out ratio."""
-    frame = _table(tables, "intervention", ["point_index", "view", "eta", "ratio", "sign_agree", "observed_heldout",
-                                            "ratio_heldout", "sign_agree_heldout"])
+    frame = _table(
+        tables,
+        "intervention",
+        [
+            "point_index",
+            "view",
+            "eta",
+            "ratio",
+            "sign_agree",
+            "observed_heldout",
+            "ratio_heldout",
+            "sign_agree_heldout",
+        ],
+    )
     frame = frame[np.isfinite(frame["eta"].astype(float))]
     if frame.empty:
         raise NotMeasured("intervention has no finite η")
@@ -504,17 +579,22 @@ def rule_w4(tables: Mapping[str, pd.DataFrame]) -> tuple[str, str]:
     agree = as_flag(smallest["sign_agree_heldout"])
     determined = smallest[agree.notna() & np.isfinite(smallest["ratio_heldout"].astype(float))]
     same = as_flag(smallest["sign_agree"])
-    check = (f"first-order consistency check of the implementation (same test pool for prediction and outcome): "
-             f"signs agree in {same.mean():.1%}, median observed/predicted {smallest['ratio'].median():.3f}")
+    check = (
+        f"first-order consistency check of the implementation (same test pool for prediction and outcome): "
+        f"signs agree in {same.mean():.1%}, median observed/predicted {smallest['ratio'].median():.3f}"
+    )
     if determined.empty:
-        raise NotMeasured(f"intervention has no held-out measurement at the smallest η ({len(smallest)} rows "
-                          f"undetermined); {check}")
+        raise NotMeasured(
+            f"intervention has no held-out measurement at the smallest η ({len(smallest)} rows undetermined); {check}"
+        )
     k, n = int(as_flag(determined["sign_agree_heldout"]).sum()), len(determined)
     lo, hi = wilson(k, n)
     ratio = determined["ratio_heldout"].median()
-    statistic = (f"held out (prediction from test pool A, outcome on test pool B) at the smallest η: {n} of "
-                 f"{len(smallest)} rows determined ({len(smallest) - n}: undetermined, NaN held-out value); signs "
-                 f"agree in {k}/{n} = {k / n:.1%} (Wilson {lo:.1%}–{hi:.1%}), median observed/predicted {ratio:.3f}")
+    statistic = (
+        f"held out (prediction from test pool A, outcome on test pool B) at the smallest η: {n} of "
+        f"{len(smallest)} rows determined ({len(smallest) - n}: undetermined, NaN held-out value); signs "
+        f"agree in {k}/{n} = {k / n:.1%} (Wilson {lo:.1%}–{hi:.1%}), median observed/predicted {ratio:.3f}"
+    )
     violated = False
     sizes = _pool_sizes(tables)
     if not {"M", "K"} <= set(determined.columns) and sizes is not None:
@@ -529,12 +609,16 @@ def rule_w4(tables: Mapping[str, pd.DataFrame]) -> tuple[str, str]:
             disagree_lo = 1 - wilson(m_k, len(matched))[1]
             bound = matched["b_exact"].mean()
             violated = disagree_lo > bound + BOUND_TOL
-            statistic += (f"; {len(matched)} of these rows have a B_exact at the same (point, view, M, K) (M, K: the "
-                          f"pool sizes): sign disagreement {1 - m_k / len(matched):.1%} (Wilson lower "
-                          f"{disagree_lo:.1%}) against mean B_exact {bound:.3f}")
+            statistic += (
+                f"; {len(matched)} of these rows have a B_exact at the same (point, view, M, K) (M, K: the "
+                f"pool sizes): sign disagreement {1 - m_k / len(matched):.1%} (Wilson lower "
+                f"{disagree_lo:.1%}) against mean B_exact {bound:.3f}"
+            )
         else:
-            statistic += ("; no misalignment row with a B_exact at the intervention's (point, view, M, K) (M, K: "
-                          "the pool sizes), so judged against 1/2 only")
+            statistic += (
+                "; no misalignment row with a B_exact at the intervention's (point, view, M, K) (M, K: "
+                "the pool sizes), so judged against 1/2 only"
+            )
     statistic += f"; {check}"
     low, high = W4_RATIO_RANGE
     if violated or hi < P_NULL:  # (a median ratio ≤ 0 is the same as agreement ≤ 1/2: ratio > 0 iff signs agree)
@@ -618,72 +702,117 @@ def rule_w5(tables: Mapping[str, pd.DataFrame]) -> tuple[str, str]:
         parts.append(f"{family}: time(Gram)/time(covariance) {shown}{n_text}; crossover D {_crossover(near)}{memory}")
         verdicts.append(ratio)
     ratios = np.array(verdicts)
-    statistic = "; ".join(parts) + (f" — judged at each family's largest measured D: cheaper in "
-                                    f"{int((ratios <= W5_MAX_TIME_RATIO).sum())}/{len(ratios)} families")
+    statistic = "; ".join(parts) + (
+        f" — judged at each family's largest measured D: cheaper in "
+        f"{int((ratios <= W5_MAX_TIME_RATIO).sum())}/{len(ratios)} families"
+    )
     if (ratios <= W5_MAX_TIME_RATIO).mean() > MAJORITY:
         return statistic, CONFIRMED
     return statistic, REFUTED if (ratios > W5_REFUTE_TIME_RATIO).mean() > MAJORITY else NOT_DETECTABLE
 
 
-TREND_RULE = (f"only rows whose interval excludes the null; per model the median over its usable points; ρ̄ = mean "
-              f"over groups with ≥ {MIN_LEVELS} levels of Spearman ρ, {TREND_LEVEL:.0%} stratified bootstrap interval "
-              f"and within-group permutation p ({TREND_DRAWS} draws, seed {TREND_SEED}); not detectable if at most "
-              f"half the rows are usable, or ρ̄'s interval contains 0, or p ≥ {TREND_ALPHA:g}")
+TREND_RULE = (
+    f"only rows whose interval excludes the null; per model the median over its usable points; ρ̄ = mean "
+    f"over groups with ≥ {MIN_LEVELS} levels of Spearman ρ, {TREND_LEVEL:.0%} stratified bootstrap interval "
+    f"and within-group permutation p ({TREND_DRAWS} draws, seed {TREND_SEED}); not detectable if at most "
+    f"half the rows are usable, or ρ̄'s interval contains 0, or p ≥ {TREND_ALPHA:g}"
+)
 CLAIMS = [
-    Claim("D1", "The activation-gradient covariance is close to diagonal.",
-          f"bias-corrected ‖Σ−diag Σ‖²_F / ‖Σ‖²_F (pooled view) per model × point, low-rank points excluded: if most "
-          f"rows exceed their permutation null + {D1_NULL_SDS:g} sd (same n, p), confirmed when the median ratio ≤ "
-          f"{D1_MAX_OFFDIAG}, refuted when above; if most rows are within the null, confirmed when null + "
-          f"{D1_NULL_SDS:g} sd ≤ {D1_MAX_OFFDIAG} (the test resolves such a share), else not detectable", rule_d1),
-    Claim("D2", "The first-order activation-gradient signal decays as depth grows.",
-          f"ρ(depth, ‖μ‖²) on the {D2_SPLIT} split per (dataset, family, width), {TREND_RULE}; confirmed if the "
-          f"interval is below 0, refuted if above", rule_d2),
-    Claim("D3", "Test loss improves when depth and width grow together; depth alone at too small a width rebounds.",
-          f"per (dataset, family), test loss mean over seeds: confirmed if at the smallest width test loss falls then "
-          f"rises with depth (interior minimum, both changes > {D3_TOL:.0%}) and the best grid cell is at the largest "
-          f"width, in all; refuted if the best cell is at the smallest width in all", rule_d3),
-    Claim("W1", "d_align grows with width.",
-          f"ρ(width, d_align) (view={W1_VIEW}, split={W1_SPLIT}) per (dataset, family, depth), {TREND_RULE}; confirmed "
-          f"if the interval is above 0 and the widest usable model's d_align interval lies above the narrowest's at "
-          f"most depths, refuted if the interval is below 0", rule_w1),
-    Claim("W1 along training", "d_align grows with width where the mechanism lives: early in training.",
-          f"the W1 rule on the E10 snapshots (view={W1_VIEW}, split={W1_SPLIT}) at the steps where most d_align "
-          f"intervals of a family exclude 0, strata (dataset, family, depth, step); the last such step per family "
-          f"is stated", rule_w1_training),
-    Claim("W2", "Misalignment falls with width at fixed (M, K); B_exact and B_align bound it, B_align conservatively.",
-          f"P over draws from the model's own pools, at the largest M = K with some P > 0 (view={W2_VIEW}): "
-          f"ρ(width, P) per (dataset, family, depth), {TREND_RULE.replace('the null', str(P_NULL))}; refuted if "
-          f"Wilson p_lo > B_exact (two-sample) or > B_align in more than {1 - W2_CERT_FRACTION:.0%} of the rows with "
-          f"that certificate (rows without one counted apart), or if the ρ interval is above 0; confirmed if it is "
-          f"below 0, both certificates hold, one-sample B_exact ≤ B_align, and B_exact < {VACUOUS:g} in most rows "
-          f"at that (M, K); else not confirmed", rule_w2),
-    Claim("W3", "Larger M, K lower misalignment further.",
-          f"per model, ρ(M, P) over M = K, {TREND_RULE.replace('the null', str(P_NULL))}; confirmed if the interval "
-          f"is below 0, refuted if above", rule_w3),
-    Claim("W4", "A zero-init residual step along −μ_M changes test loss with the predicted sign and keeps 96–99 % "
-          "of the predicted magnitude at small η.",
-          f"held out (prediction from test pool A, loss change on an independent test pool B), at each series' "
-          f"smallest η: refuted if the Wilson interval of sign agreement is below {P_NULL:g}, or if the disagreement "
-          f"rate exceeds the mean B_exact of the same (point, view, M, K) (M, K: the train and test pool sizes, where "
-          f"the misalignment table has them) beyond its Wilson interval; not detectable if the interval contains "
-          f"{P_NULL:g}; confirmed if signs agree in ≥ {W4_MIN_SIGN_AGREE:.0%} and "
-          f"the median held-out ratio is in [{W4_RATIO_RANGE[0]}, {W4_RATIO_RANGE[1]}]; the same-pool ratio is "
-          f"reported as a consistency check only", rule_w4),
-    Claim("W5", "d_align is cheap: a few forward/backward passes, never forming the D×D covariance.",
-          f"time(Gram)/time(covariance) from the benchmarks at the dims this run measured (dalign's dim, per family; "
-          f"log–log interpolation, else the nearest benchmarked D), judged at each family's largest D: confirmed if "
-          f"≤ {W5_MAX_TIME_RATIO:g} in most families, refuted if > {W5_REFUTE_TIME_RATIO:g} in most, else not "
-          f"detectable", rule_w5),
-    Claim("E8", "Inserting a zero-initialized block (jumpboard, training, fallback) lowers test loss beyond what the "
-          "same extra training gives the old model (Paper D).",
-          f"per (model, point): gain = L_test(control) − L_test(selected expanded model), both trained the same steps "
-          f"on the same batches; confirmed if the {TREND_LEVEL:.0%} bootstrap interval of the mean gain over rows is "
-          f"above 0, refuted if below, else not detectable", rule_expansion),
+    Claim(
+        "D1",
+        "The activation-gradient covariance is close to diagonal.",
+        f"bias-corrected ‖Σ−diag Σ‖²_F / ‖Σ‖²_F (pooled view) per model × point, low-rank points excluded: if most "
+        f"rows exceed their permutation null + {D1_NULL_SDS:g} sd (same n, p), confirmed when the median ratio ≤ "
+        f"{D1_MAX_OFFDIAG}, refuted when above; if most rows are within the null, confirmed when null + "
+        f"{D1_NULL_SDS:g} sd ≤ {D1_MAX_OFFDIAG} (the test resolves such a share), else not detectable",
+        rule_d1,
+    ),
+    Claim(
+        "D2",
+        "The first-order activation-gradient signal decays as depth grows.",
+        f"ρ(depth, ‖μ‖²) on the {D2_SPLIT} split per (dataset, family, width), {TREND_RULE}; confirmed if the "
+        f"interval is below 0, refuted if above",
+        rule_d2,
+    ),
+    Claim(
+        "D3",
+        "Test loss improves when depth and width grow together; depth alone at too small a width rebounds.",
+        f"per (dataset, family), test loss mean over seeds: confirmed if at the smallest width test loss falls then "
+        f"rises with depth (interior minimum, both changes > {D3_TOL:.0%}) and the best grid cell is at the largest "
+        f"width, in all; refuted if the best cell is at the smallest width in all",
+        rule_d3,
+    ),
+    Claim(
+        "W1",
+        "d_align grows with width.",
+        f"ρ(width, d_align) (view={W1_VIEW}, split={W1_SPLIT}) per (dataset, family, depth), {TREND_RULE}; confirmed "
+        f"if the interval is above 0 and the widest usable model's d_align interval lies above the narrowest's at "
+        f"most depths, refuted if the interval is below 0",
+        rule_w1,
+    ),
+    Claim(
+        "W1 along training",
+        "d_align grows with width where the mechanism lives: early in training.",
+        f"the W1 rule on the E10 snapshots (view={W1_VIEW}, split={W1_SPLIT}) at the steps where most d_align "
+        f"intervals of a family exclude 0, strata (dataset, family, depth, step); the last such step per family "
+        f"is stated",
+        rule_w1_training,
+    ),
+    Claim(
+        "W2",
+        "Misalignment falls with width at fixed (M, K); B_exact and B_align bound it, B_align conservatively.",
+        f"P over draws from the model's own pools, at the largest M = K with some P > 0 (view={W2_VIEW}): "
+        f"ρ(width, P) per (dataset, family, depth), {TREND_RULE.replace('the null', str(P_NULL))}; refuted if "
+        f"Wilson p_lo > B_exact (two-sample) or > B_align in more than {1 - W2_CERT_FRACTION:.0%} of the rows with "
+        f"that certificate (rows without one counted apart), or if the ρ interval is above 0; confirmed if it is "
+        f"below 0, both certificates hold, one-sample B_exact ≤ B_align, and B_exact < {VACUOUS:g} in most rows "
+        f"at that (M, K); else not confirmed",
+        rule_w2,
+    ),
+    Claim(
+        "W3",
+        "Larger M, K lower misalignment further.",
+        f"per model, ρ(M, P) over M = K, {TREND_RULE.replace('the null', str(P_NULL))}; confirmed if the interval "
+        f"is below 0, refuted if above",
+        rule_w3,
+    ),
+    Claim(
+        "W4",
+        "A zero-init residual step along −μ_M changes test loss with the predicted sign and keeps 96–99 % "
+        "of the predicted magnitude at small η.",
+        f"held out (prediction from test pool A, loss change on an independent test pool B), at each series' "
+        f"smallest η: refuted if the Wilson interval of sign agreement is below {P_NULL:g}, or if the disagreement "
+        f"rate exceeds the mean B_exact of the same (point, view, M, K) (M, K: the train and test pool sizes, where "
+        f"the misalignment table has them) beyond its Wilson interval; not detectable if the interval contains "
+        f"{P_NULL:g}; confirmed if signs agree in ≥ {W4_MIN_SIGN_AGREE:.0%} and "
+        f"the median held-out ratio is in [{W4_RATIO_RANGE[0]}, {W4_RATIO_RANGE[1]}]; the same-pool ratio is "
+        f"reported as a consistency check only",
+        rule_w4,
+    ),
+    Claim(
+        "W5",
+        "d_align is cheap: a few forward/backward passes, never forming the D×D covariance.",
+        f"time(Gram)/time(covariance) from the benchmarks at the dims this run measured (dalign's dim, per family; "
+        f"log–log interpolation, else the nearest benchmarked D), judged at each family's largest D: confirmed if "
+        f"≤ {W5_MAX_TIME_RATIO:g} in most families, refuted if > {W5_REFUTE_TIME_RATIO:g} in most, else not "
+        f"detectable",
+        rule_w5,
+    ),
+    Claim(
+        "E8",
+        "Inserting a zero-initialized block (jumpboard, training, fallback) lowers test loss beyond what the "
+        "same extra training gives the old model (Paper D).",
+        f"per (model, point): gain = L_test(control) − L_test(selected expanded model), both trained the same steps "
+        f"on the same batches; confirmed if the {TREND_LEVEL:.0%} bootstrap interval of the mean gain over rows is "
+        f"above 0, refuted if below, else not detectable",
+        rule_expansion,
+    ),
 ]
 
 
-def claims(tables: Mapping[str, pd.DataFrame],
-           benchmarks: pd.DataFrame | Mapping[str, float] | None = None) -> pd.DataFrame:
+def claims(
+    tables: Mapping[str, pd.DataFrame], benchmarks: pd.DataFrame | Mapping[str, float] | None = None
+) -> pd.DataFrame:
     """One row per claim: claim, statement, statistic, rule, verdict.
 
     ``benchmarks`` (columns ``BENCHMARK_COLUMNS``, or one dict of them) overrides ``tables['benchmarks']``.
@@ -697,8 +826,15 @@ def claims(tables: Mapping[str, pd.DataFrame],
             statistic, verdict = claim.evaluate(tables)
         except NotMeasured as why:
             statistic, verdict = str(why), NOT_MEASURED
-        rows.append({"claim": claim.id, "statement": claim.statement, "statistic": statistic, "rule": claim.rule,
-                     "verdict": verdict})
+        rows.append(
+            {
+                "claim": claim.id,
+                "statement": claim.statement,
+                "statistic": statistic,
+                "rule": claim.rule,
+                "verdict": verdict,
+            }
+        )
     return pd.DataFrame(rows, columns=["claim", "statement", "statistic", "rule", "verdict"])
 
 
@@ -722,29 +858,50 @@ def verdict_summary(report_md: str | Path, figures_dir: str | Path) -> str:
     """A few lines for the end of a run: where the report and figures are, and each claim's verdict
     (read back from the report's claims table)."""
     lines = Path(report_md).read_text().splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("| claim |")) + 2   # past the rule line
+    start = next(i for i, line in enumerate(lines) if line.startswith("| claim |")) + 2  # past the rule line
     table = itertools.takewhile(lambda line: line.startswith("| "), lines[start:])
     cells = [re.split(r"(?<!\\)\|", line) for line in table]
     rows = [f"  {c[1].strip():<18} {c[-2].strip()}" for c in cells]
-    return "\n".join([f"report:  {report_md}", f"figures: {figures_dir}/", "verdicts:", *rows,
-                      "HTML report: snakemake --report report.zip"])
+    return "\n".join(
+        [
+            f"report:  {report_md}",
+            f"figures: {figures_dir}/",
+            "verdicts:",
+            *rows,
+            "HTML report: snakemake --report report.zip",
+        ]
+    )
 
 
 def runtime_section(runtime: pd.DataFrame, top: int = 5) -> list[str]:
     """Markdown lines: the run's total wall and CPU time over its jobs and the ``top`` longest jobs."""
     longest = runtime.sort_values("wall_seconds", ascending=False).head(top)
-    rows = "\n".join(f"| {r.step} | {r.job} | {r.wall_seconds:.1f} | {r.cpu_seconds:.1f} | {r.max_rss_mb:.0f} |"
-                     for r in longest.itertuples())
-    return ["## Runtime", "",
-            f"{len(runtime)} jobs: {runtime['wall_seconds'].sum():.0f} s of job wall time, "
-            f"{runtime['cpu_seconds'].sum():.0f} s of CPU time (Snakemake's benchmark records; "
-            f"`tables/runtime.csv`). The longest jobs:", "",
-            "| step | job | wall s | CPU s | max RSS MB |", "|---|---|---|---|---|", rows, ""]
+    rows = "\n".join(
+        f"| {r.step} | {r.job} | {r.wall_seconds:.1f} | {r.cpu_seconds:.1f} | {r.max_rss_mb:.0f} |"
+        for r in longest.itertuples()
+    )
+    return [
+        "## Runtime",
+        "",
+        f"{len(runtime)} jobs: {runtime['wall_seconds'].sum():.0f} s of job wall time, "
+        f"{runtime['cpu_seconds'].sum():.0f} s of CPU time (Snakemake's benchmark records; "
+        f"`tables/runtime.csv`). The longest jobs:",
+        "",
+        "| step | job | wall s | CPU s | max RSS MB |",
+        "|---|---|---|---|---|",
+        rows,
+        "",
+    ]
 
 
-def write_report(tables_dir: str | Path, figures_dir: str | Path, out_md: str | Path, *,
-                 captions_dir: str | Path = "workflow/report",
-                 benchmarks: pd.DataFrame | Mapping[str, float] | None = None) -> Path:
+def write_report(
+    tables_dir: str | Path,
+    figures_dir: str | Path,
+    out_md: str | Path,
+    *,
+    captions_dir: str | Path = "workflow/report",
+    benchmarks: pd.DataFrame | Mapping[str, float] | None = None,
+) -> Path:
     """Write ``out_md``: the claims table from the tables in ``tables_dir`` (missing ones count as
     not measured; ``benchmarks.csv`` there is read if present), then each figure of ``figures_dir``
     (relative PNG link) with its caption ``captions_dir/<stem>.rst`` (claims table: ``claims.rst``)."""
@@ -758,8 +915,11 @@ def write_report(tables_dir: str | Path, figures_dir: str | Path, out_md: str | 
         png = figures_dir / f"{stem}.png"
         lines.append(f"### {stem}")
         lines.append("")
-        lines.append(f"![{stem}]({Path(os.path.relpath(png, out_md.parent)).as_posix()})" if png.exists()
-                     else "(figure not produced in this run)")
+        lines.append(
+            f"![{stem}]({Path(os.path.relpath(png, out_md.parent)).as_posix()})"
+            if png.exists()
+            else "(figure not produced in this run)"
+        )
         lines += ["", _caption(captions_dir, stem), ""]
     if (runtime := table_path(tables_dir, "runtime")).exists():
         lines += runtime_section(read_table(runtime, "runtime"))

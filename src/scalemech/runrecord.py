@@ -35,10 +35,16 @@ def record(command: list[str], out: str | Path) -> int:
     start = time.perf_counter()
     returncode = subprocess.call(command)
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    entry = {"command": " ".join(command), "date": datetime.now(UTC).strftime("%Y-%m-%d"),
-             "wall_seconds": round(time.perf_counter() - start, 1), "user_cpu_seconds": round(usage.ru_utime, 1),
-             "system_cpu_seconds": round(usage.ru_stime, 1), "cpu": cpu_model(), "cores": os.cpu_count(),
-             "returncode": returncode}
+    entry = {
+        "command": " ".join(command),
+        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+        "wall_seconds": round(time.perf_counter() - start, 1),
+        "user_cpu_seconds": round(usage.ru_utime, 1),
+        "system_cpu_seconds": round(usage.ru_stime, 1),
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "returncode": returncode,
+    }
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_text(json.dumps(entry, indent=1) + "\n")
     return returncode

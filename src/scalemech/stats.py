@@ -70,23 +70,28 @@ class _ChunkReader:
         self.view_only = isinstance(x, Tensor) and x.dtype == torch.float64 and x.device == self.device
         if isinstance(x, np.ndarray):
             self.host = np.empty((x.shape[0], width), dtype=np.float64)
-        self.buffer = None if self.view_only else torch.empty(x.shape[0], width, dtype=torch.float64,
-                                                              device=self.device)
+        self.buffer = (
+            None if self.view_only else torch.empty(x.shape[0], width, dtype=torch.float64, device=self.device)
+        )
 
     def __call__(self, start: int, stop: int) -> Tensor:
         if self.view_only:
             return self.x[:, start:stop]
-        out = self.buffer[:, :stop - start]
+        out = self.buffer[:, : stop - start]
         if isinstance(self.x, np.ndarray):
-            host = self.host[:, :stop - start]
+            host = self.host[:, : stop - start]
             np.copyto(host, self.x[:, start:stop])
             return out.copy_(torch.from_numpy(host)) if self.device.type != "cpu" else torch.from_numpy(host)
         return out.copy_(self.x[:, start:stop])
 
 
 @torch.no_grad()
-def cross_gram(a: Tensor | np.ndarray, b: Tensor | np.ndarray | None = None, chunk_size: int = 8192,
-               device: torch.device | str = "cpu") -> Tensor:
+def cross_gram(
+    a: Tensor | np.ndarray,
+    b: Tensor | np.ndarray | None = None,
+    chunk_size: int = 8192,
+    device: torch.device | str = "cpu",
+) -> Tensor:
     """``C = a bᵀ`` (``b = a`` when None), float64, summed over column chunks of at most ``chunk_size``
     features and at most ``_CHUNK_BYTES`` (4 MiB) of float64 for ``a``'s and ``b``'s rows together.
     Each chunk is read (a numpy/memmap slice of any float dtype converted there) into one reused
@@ -127,13 +132,18 @@ def _gram_and_dim(Q: Rows, chunk_size: int, device: torch.device | str | None) -
     for block in Q:
         block = _flat(block)
         if kept and block.shape[1] != kept[0].shape[1]:
-            raise ValueError(f"row block {len(kept)} has D = {block.shape[1]}; "
-                             f"earlier blocks have D = {kept[0].shape[1]}")
+            raise ValueError(
+                f"row block {len(kept)} has D = {block.shape[1]}; earlier blocks have D = {kept[0].shape[1]}"
+            )
         if device is None:
             device = block.device if isinstance(block, Tensor) else "cpu"
         kept.append(block)
-        pieces.append(torch.cat([cross_gram(block, None if earlier is block else earlier, chunk_size, device)
-                                 for earlier in kept], dim=1))
+        pieces.append(
+            torch.cat(
+                [cross_gram(block, None if earlier is block else earlier, chunk_size, device) for earlier in kept],
+                dim=1,
+            )
+        )
     if not kept:
         raise ValueError("Q is an empty iterable of row blocks; need at least 4 rows")
     n = sum(block.shape[0] for block in kept)
@@ -165,6 +175,7 @@ def gram(Q: Rows, chunk_size: int = 8192, device: torch.device | str | None = No
 
 
 # ----------------------------------------------------------------------------- U-statistics
+
 
 def _u_from_sums(n: int | Tensor, total: Tensor, row_sq_sum: Tensor, offdiag_sq_sum: Tensor) -> Tensor:
     """U1..U4 (last axis) from ``S = Σ_{i≠j} G_ij``, ``R = Σ_i r_i²``, ``Q = Σ_{i≠j} G_ij²``.
@@ -275,8 +286,9 @@ class AlignmentStats:
     d_align: float  # min(d_par, d_2)
 
     @classmethod
-    def from_moments(cls, n: int, dim: int, mu_sq: float, mu_four: float, mu_sigma_mu: float,
-                     tr_sigma_sq: float) -> AlignmentStats:
+    def from_moments(
+        cls, n: int, dim: int, mu_sq: float, mu_four: float, mu_sigma_mu: float, tr_sigma_sq: float
+    ) -> AlignmentStats:
         """Stats from given moments (e.g. exact population moments), deriving the ``d``'s."""
         values = _with_dimensions(torch.tensor([mu_sq, mu_four, mu_sigma_mu, tr_sigma_sq], dtype=torch.float64))
         return cls(n, dim, **dict(zip(FIELDS, values.tolist())))
@@ -294,6 +306,7 @@ def alignment_stats(Q: Rows, chunk_size: int = 8192, device: torch.device | str 
 
 
 # ----------------------------------------------------------------------------- intervals
+
 
 def _jackknife(G: Tensor, point: Tensor, z: float) -> tuple[Tensor, Tensor]:
     """``point ∓ z·se`` with ``se² = (n-1)/n Σ_m (θ_(m) - θ̄)²`` over leave-one-out values."""
@@ -314,20 +327,36 @@ def _subsample(G: Tensor, point: Tensor, level: float, draws: int, size: int, se
     generator = torch.Generator().manual_seed(seed)
     subsets = torch.stack([torch.randperm(n, generator=generator)[:size] for _ in range(draws)]).to(G.device)
     per_batch = max(1, 2**22 // size**2)  # ~32 MiB of sub-Grams at a time
-    values = torch.cat([_estimates(u_statistics(G[idx[:, :, None], idx[:, None, :]]))  # (batch, size, size)
-                        for idx in subsets.split(per_batch)])  # (draws, 7)
+    values = torch.cat(
+        [
+            _estimates(u_statistics(G[idx[:, :, None], idx[:, None, :]]))  # (batch, size, size)
+            for idx in subsets.split(per_batch)
+        ]
+    )  # (draws, 7)
     finite = torch.isfinite(values).all(0) & torch.isfinite(point)
     alpha = 1 - level
-    shifts = torch.quantile(torch.nan_to_num(values - point), torch.tensor([alpha / 2, 1 - alpha / 2],
-                                                                           dtype=values.dtype, device=G.device), dim=0)
+    shifts = torch.quantile(
+        torch.nan_to_num(values - point),
+        torch.tensor([alpha / 2, 1 - alpha / 2], dtype=values.dtype, device=G.device),
+        dim=0,
+    )
     scale = math.sqrt(size / (n - size))
-    return (torch.where(finite, point - scale * shifts[1], math.nan),
-            torch.where(finite, point - scale * shifts[0], math.nan))
+    return (
+        torch.where(finite, point - scale * shifts[1], math.nan),
+        torch.where(finite, point - scale * shifts[0], math.nan),
+    )
 
 
-def alignment_intervals(G: Tensor, dim: int, level: float = 0.9, method: str = "jackknife", *,
-                        draws: int = 200, subsample_size: int | None = None,
-                        seed: int = 0) -> dict[str, tuple[float, float]]:
+def alignment_intervals(
+    G: Tensor,
+    dim: int,
+    level: float = 0.9,
+    method: str = "jackknife",
+    *,
+    draws: int = 200,
+    subsample_size: int | None = None,
+    seed: int = 0,
+) -> dict[str, tuple[float, float]]:
     """Two-sided ``level`` intervals for every quantity in ``FIELDS``, from the Gram matrix only.
 
     - ``"jackknife"`` (default; deterministic, O(n²) via ``leave_one_out_u``, n >= 5):
@@ -370,6 +399,7 @@ def table_row(stats: AlignmentStats, intervals: dict[str, tuple[float, float]]) 
 
 
 # ----------------------------------------------------------------------------- certificates
+
 
 @dataclass(frozen=True)
 class Certificates:
@@ -481,8 +511,9 @@ class TwoSampleStats:
             if G.ndim != 2 or G.shape[0] != G.shape[1]:
                 raise ValueError(f"{name} must be a square (n, n) Gram matrix; got shape {tuple(G.shape)}")
         if tuple(C.shape) != (G_tr.shape[0], G_te.shape[0]):
-            raise ValueError(f"C must have shape (n_train, n_test) = {(G_tr.shape[0], G_te.shape[0])}; "
-                             f"got {tuple(C.shape)}")
+            raise ValueError(
+                f"C must have shape (n_train, n_test) = {(G_tr.shape[0], G_te.shape[0])}; got {tuple(C.shape)}"
+            )
         return cls.from_cross(C)
 
     @classmethod
@@ -490,8 +521,15 @@ class TwoSampleStats:
         """Exact population values from means ``(D,)`` and covariances ``(D, D)`` (``n_train = n_test = 0``)."""
         mu_tr, sigma_tr, mu_te, sigma_te = (x.to(torch.float64) for x in (mu_tr, sigma_tr, mu_te, sigma_te))
         e = (mu_tr @ mu_te).item()
-        return cls(0, 0, e, (mu_te @ sigma_tr @ mu_te).item(), (mu_tr @ sigma_te @ mu_tr).item(),
-                   (sigma_tr * sigma_te.T).sum().item(), e**2)
+        return cls(
+            0,
+            0,
+            e,
+            (mu_te @ sigma_tr @ mu_te).item(),
+            (mu_tr @ sigma_te @ mu_tr).item(),
+            (sigma_tr * sigma_te.T).sum().item(),
+            e**2,
+        )
 
 
 def two_sample_variance(stats: TwoSampleStats, M: int, K: int) -> float:
@@ -538,6 +576,7 @@ def two_sample_certificate(stats: TwoSampleStats, M: int, K: int) -> float:
 
 
 # ----------------------------------------------------------------------------- covariance structure (D1)
+
 
 def _covariance(Q_pooled: Tensor) -> Tensor:
     """Sample covariance ``Σ̂ = (Q - Q̄)ᵀ(Q - Q̄)/(n - 1)`` of ``(n, p)`` rows -> ``(p, p)``, float64."""

@@ -48,8 +48,9 @@ class Task(Protocol):
     def overlaps(self, index: Tensor, others: Tensor) -> Tensor: ...
     def count(self, split: str) -> int: ...
     def sample(self, split: str, n: int, generator: torch.Generator) -> Tensor: ...
-    def batches(self, recipe: Recipe, generator: torch.Generator,
-                device: torch.device) -> tuple[ImageBatches | TextBatches, bool]: ...
+    def batches(
+        self, recipe: Recipe, generator: torch.Generator, device: torch.device
+    ) -> tuple[ImageBatches | TextBatches, bool]: ...
     def evaluation_sets(self, recipe: Recipe, seed: int) -> tuple[Pair, Pair, str]: ...
     def eval_every(self, recipe: Recipe, steps_per_epoch: int) -> int: ...
 
@@ -94,8 +95,9 @@ class ImageTask:
         """Shuffled epochs of the train split on ``device``, with crop+flip when ``wants_augment``."""
         train_x = torch.as_tensor(self.data.train_x).to(device)
         augmented = wants_augment(recipe.augment, train_x)
-        return ImageBatches(train_x, torch.as_tensor(self.data.train_y).to(device), recipe.batch_size, generator,
-                            augmented), augmented
+        return ImageBatches(
+            train_x, torch.as_tensor(self.data.train_y).to(device), recipe.batch_size, generator, augmented
+        ), augmented
 
     def evaluation_sets(self, recipe: Recipe, seed: int) -> tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor], str]:
         """The whole test split, and at most ``eval_examples`` train examples for final metrics (raw)."""
@@ -171,8 +173,11 @@ class TextTask(WindowTask):
     def evaluation_sets(self, recipe: Recipe, seed: int) -> tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor], str]:
         """``eval_windows`` fixed windows of each split."""
         n = recipe.eval_windows
-        return (self.data.pool("test", n, seed, self.block_size), self.data.pool("train", n, seed, self.block_size),
-                f"{n} fixed windows of {self.block_size} tokens per split (seed {seed})")
+        return (
+            self.data.pool("test", n, seed, self.block_size),
+            self.data.pool("train", n, seed, self.block_size),
+            f"{n} fixed windows of {self.block_size} tokens per split (seed {seed})",
+        )
 
     def eval_every(self, recipe: Recipe, steps_per_epoch: int) -> int:
         return recipe.eval_every_steps
@@ -239,12 +244,12 @@ def crop_flip(x: Tensor, shifts: Tensor, flips: Tensor, pad: int = 4) -> Tensor:
     mirror the examples where ``flips`` (B,) is true: ``out_b = flip?(pad(x_b)[:, i:i+H, j:j+W])``.
     Two batched gathers (rows, then mirrored-or-not columns)."""
     B, C, H, W = x.shape
-    padded = F.pad(x, (pad, pad, pad, pad))                                   # (B, C, H+2p, W+2p)
-    rows = shifts[:, 0, None] + torch.arange(H, device=x.device)              # (B, H)
-    cols = shifts[:, 1, None] + torch.arange(W, device=x.device)              # (B, W)
-    cols = torch.where(flips[:, None], cols.flip(1), cols)                    # mirrored read order
+    padded = F.pad(x, (pad, pad, pad, pad))  # (B, C, H+2p, W+2p)
+    rows = shifts[:, 0, None] + torch.arange(H, device=x.device)  # (B, H)
+    cols = shifts[:, 1, None] + torch.arange(W, device=x.device)  # (B, W)
+    cols = torch.where(flips[:, None], cols.flip(1), cols)  # mirrored read order
     picked_rows = padded.gather(2, rows[:, None, :, None].expand(B, C, H, W + 2 * pad))  # (B, C, H, W+2p)
-    return picked_rows.gather(3, cols[:, None, None, :].expand(B, C, H, W))           # (B, C, H, W)
+    return picked_rows.gather(3, cols[:, None, None, :].expand(B, C, H, W))  # (B, C, H, W)
 
 
 def augment(x: Tensor, generator: torch.Generator, pad: int = 4) -> Tensor:
@@ -270,8 +275,8 @@ class ImageBatches:
         k = step % self.steps_per_epoch
         if k == 0 or self.order is None:
             self.order = torch.randperm(len(self.x), generator=self.generator)
-        index = self.order[k * self.batch_size:(k + 1) * self.batch_size].to(self.x.device)
-        x = self.x.index_select(0, index)                                      # (B, C, H, W) uint8
+        index = self.order[k * self.batch_size : (k + 1) * self.batch_size].to(self.x.device)
+        x = self.x.index_select(0, index)  # (B, C, H, W) uint8
         return (augment(x, self.generator) if self.augmented else x), self.y.index_select(0, index)
 
     def state_dict(self) -> dict[str, Any]:
@@ -300,8 +305,6 @@ class TextBatches:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         pass
-
-
 
 
 def wants_augment(augment: bool | str, train_x: Tensor) -> bool:

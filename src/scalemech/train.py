@@ -54,8 +54,8 @@ from .models import build_model, save_model
 from .tables import timing_columns
 from .tasks import ImageBatches, Task, TextBatches
 
-SYNC_EVERY = 50           # steps between host syncs (non-finite check, progress bar) in the hot loop
-EVAL_SEED = 0             # fixed seed of the evaluation subsets/windows: the same for every run
+SYNC_EVERY = 50  # steps between host syncs (non-finite check, progress bar) in the hot loop
+EVAL_SEED = 0  # fixed seed of the evaluation subsets/windows: the same for every run
 CURVE_COLUMNS = ["step", "epoch", "lr", "train_loss", "test_loss", "test_acc"]
 
 
@@ -67,26 +67,26 @@ class NonFiniteLossError(FloatingPointError):
 class Recipe:
     """How to train: optimizer, schedule, budget, augmentation and evaluation."""
 
-    optimizer: str = "sgd"            # sgd | adamw
-    lr: float = 0.1                   # peak learning rate
-    momentum: float = 0.9             # SGD momentum; AdamW beta1
-    beta2: float = 0.95               # AdamW beta2
-    weight_decay: float = 5e-4        # on conv/linear weight matrices only
-    nesterov: bool = True             # SGD only
-    batch_size: int = 128             # examples (LM: sequences of block_size tokens) per step
-    epochs: int | None = None         # budget: passes over the train split ...
-    steps: int | None = None          # ... or optimizer steps ...
-    tokens: int | None = None         # ... or tokens (LMs): steps = tokens // (batch_size·block_size)
-    warmup_fraction: float = 0.0      # share of the steps with linear warmup from lr/warmup_steps
-    min_lr_fraction: float = 0.0      # cosine floor as a fraction of lr
-    grad_clip: float | None = None    # max global gradient norm, None = no clipping
-    eval_batch_size: int = 512        # examples per evaluation batch
-    augment: bool | str = "auto"      # auto: crop+flip for 3×32×32 images only; or true/false
-    eval_every_epoch: int = 1         # images: test-split evaluation every this many epochs
-    eval_every_steps: int = 200       # LMs: test-window evaluation every this many steps
-    eval_examples: int = 10_000       # images: final train-split metrics on at most this many examples
-    eval_windows: int = 256           # LMs: fixed windows per split for test and final train metrics
-    label_smoothing: float = 0.0      # of the training loss only; reported losses are plain CE
+    optimizer: str = "sgd"  # sgd | adamw
+    lr: float = 0.1  # peak learning rate
+    momentum: float = 0.9  # SGD momentum; AdamW beta1
+    beta2: float = 0.95  # AdamW beta2
+    weight_decay: float = 5e-4  # on conv/linear weight matrices only
+    nesterov: bool = True  # SGD only
+    batch_size: int = 128  # examples (LM: sequences of block_size tokens) per step
+    epochs: int | None = None  # budget: passes over the train split ...
+    steps: int | None = None  # ... or optimizer steps ...
+    tokens: int | None = None  # ... or tokens (LMs): steps = tokens // (batch_size·block_size)
+    warmup_fraction: float = 0.0  # share of the steps with linear warmup from lr/warmup_steps
+    min_lr_fraction: float = 0.0  # cosine floor as a fraction of lr
+    grad_clip: float | None = None  # max global gradient norm, None = no clipping
+    eval_batch_size: int = 512  # examples per evaluation batch
+    augment: bool | str = "auto"  # auto: crop+flip for 3×32×32 images only; or true/false
+    eval_every_epoch: int = 1  # images: test-split evaluation every this many epochs
+    eval_every_steps: int = 200  # LMs: test-window evaluation every this many steps
+    eval_examples: int = 10_000  # images: final train-split metrics on at most this many examples
+    eval_windows: int = 256  # LMs: fixed windows per split for test and final train metrics
+    label_smoothing: float = 0.0  # of the training loss only; reported losses are plain CE
 
     def __post_init__(self) -> None:
         if self.optimizer not in ("sgd", "adamw"):
@@ -94,9 +94,15 @@ class Recipe:
         budgets = {k: getattr(self, k) for k in ("epochs", "steps", "tokens") if getattr(self, k) is not None}
         if len(budgets) != 1:
             raise ValueError(f"a recipe needs exactly one budget of epochs | steps | tokens, got {budgets or 'none'}")
-        for key, value in (*budgets.items(), ("batch_size", self.batch_size), ("eval_batch_size", self.eval_batch_size),
-                           ("eval_every_epoch", self.eval_every_epoch), ("eval_every_steps", self.eval_every_steps),
-                           ("eval_examples", self.eval_examples), ("eval_windows", self.eval_windows)):
+        for key, value in (
+            *budgets.items(),
+            ("batch_size", self.batch_size),
+            ("eval_batch_size", self.eval_batch_size),
+            ("eval_every_epoch", self.eval_every_epoch),
+            ("eval_every_steps", self.eval_every_steps),
+            ("eval_examples", self.eval_examples),
+            ("eval_windows", self.eval_windows),
+        ):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"recipe {key} must be an integer >= 1, got {value!r}")
         if not self.lr > 0:
@@ -123,8 +129,8 @@ class Recipe:
 def lr_at(step: int, total_steps: int, recipe: Recipe) -> float:
     """lr of step ``s`` (0-based) of ``S``, with ``W = round(warmup_fraction·S)`` warmup steps:
 
-        s < W:  lr·(s+1)/W
-        else:   lr·(m + (1−m)·½(1 + cos(π·(s−W)/(S−W))))      m = min_lr_fraction
+    s < W:  lr·(s+1)/W
+    else:   lr·(m + (1−m)·½(1 + cos(π·(s−W)/(S−W))))      m = min_lr_fraction
     """
     warmup = round(recipe.warmup_fraction * total_steps)
     if step < warmup:
@@ -153,8 +159,14 @@ def autocast(device: torch.device) -> contextlib.AbstractContextManager:
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, x: Tensor, y: Tensor, batch_size: int, device: torch.device | str,
-             normalize: Callable[[Tensor], Tensor]) -> tuple[float, float]:
+def evaluate(
+    model: nn.Module,
+    x: Tensor,
+    y: Tensor,
+    batch_size: int,
+    device: torch.device | str,
+    normalize: Callable[[Tensor], Tensor],
+) -> tuple[float, float]:
     """``(mean per-example loss, accuracy)`` of ``model`` in eval mode over ``(x, y)``.
 
     ``normalize`` maps a stored batch (on ``device``) to model input. Loss is the family's
@@ -168,7 +180,7 @@ def evaluate(model: nn.Module, x: Tensor, y: Tensor, batch_size: int, device: to
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)
     correct = torch.zeros((), dtype=torch.int64, device=device)
     for i in range(0, len(x), batch_size):
-        xb, yb = x[i:i + batch_size].to(device), y[i:i + batch_size].to(device)
+        xb, yb = x[i : i + batch_size].to(device), y[i : i + batch_size].to(device)
         with autocast(device):
             output = model(normalize(xb))
         loss_sum += base.per_example_loss(output, yb).sum()
@@ -183,13 +195,13 @@ class TrainingData:
     """What the loop needs from a task: batches, the map to model input, evaluation sets."""
 
     batches: ImageBatches | TextBatches
-    to_input: Callable[[Tensor], Tensor]      # stored batch on the device -> model input
-    test: tuple[Tensor, Tensor]               # images: the whole test split; LMs: fixed windows
-    train_eval: tuple[Tensor, Tensor]         # a fixed subset of the train split for final metrics
-    train_eval_note: str                      # what train_eval is, for metrics.json
-    eval_every: int                           # steps between test evaluations
-    block_size: int | None                    # tokens per example of a language model; None for images
-    memory_format: torch.memory_format        # of the model and its image inputs
+    to_input: Callable[[Tensor], Tensor]  # stored batch on the device -> model input
+    test: tuple[Tensor, Tensor]  # images: the whole test split; LMs: fixed windows
+    train_eval: tuple[Tensor, Tensor]  # a fixed subset of the train split for final metrics
+    train_eval_note: str  # what train_eval is, for metrics.json
+    eval_every: int  # steps between test evaluations
+    block_size: int | None  # tokens per example of a language model; None for images
+    memory_format: torch.memory_format  # of the model and its image inputs
     augmented: bool
 
 
@@ -197,16 +209,19 @@ def memory_format_for(model: nn.Module, device: torch.device) -> torch.memory_fo
     """``channels_last`` for image models, but NCHW on CPU when a strided 1×1 conv has fewer than 8
     input channels: torch 2.14.1's oneDNN ``brgconv_strided:avx2`` backward-data kernel hangs or
     aborts on it (AVX2 CPUs without AVX-512; the shortcut of a width-0.25 ResNet, 4 → 8 channels)."""
-    fragile = any(isinstance(m, nn.Conv2d) and m.kernel_size == (1, 1) and m.stride != (1, 1) and m.in_channels < 8
-                  for m in model.modules())
+    fragile = any(
+        isinstance(m, nn.Conv2d) and m.kernel_size == (1, 1) and m.stride != (1, 1) and m.in_channels < 8
+        for m in model.modules()
+    )
     convolutional = any(isinstance(m, nn.Conv2d) for m in model.modules())
     if not convolutional or (device.type == "cpu" and fragile):
         return torch.contiguous_format
     return torch.channels_last
 
 
-def training_data(task: Task, recipe: Recipe, device: torch.device, generator: torch.Generator,
-                  memory_format: torch.memory_format) -> TrainingData:
+def training_data(
+    task: Task, recipe: Recipe, device: torch.device, generator: torch.Generator, memory_format: torch.memory_format
+) -> TrainingData:
     """The task's train batches on ``device`` and its evaluation sets (seed ``EVAL_SEED``)."""
     batches, augmented = task.batches(recipe, generator, device)
     test, train_eval, note = task.evaluation_sets(recipe, EVAL_SEED)
@@ -214,9 +229,17 @@ def training_data(task: Task, recipe: Recipe, device: torch.device, generator: t
     def to_input(xb: Tensor) -> Tensor:
         return task.to_input(xb).contiguous(memory_format=memory_format)
 
-    return TrainingData(batches, to_input, (test[0].to(device), test[1]), train_eval, note,
-                        task.eval_every(recipe, batches.steps_per_epoch), task.block_size, memory_format,
-                        augmented)
+    return TrainingData(
+        batches,
+        to_input,
+        (test[0].to(device), test[1]),
+        train_eval,
+        note,
+        task.eval_every(recipe, batches.steps_per_epoch),
+        task.block_size,
+        memory_format,
+        augmented,
+    )
 
 
 def check_finite(losses: Tensor, first_step: int, total_steps: int, recipe: Recipe) -> None:
@@ -227,13 +250,26 @@ def check_finite(losses: Tensor, first_step: int, total_steps: int, recipe: Reci
         raise NonFiniteLossError(
             f"the training loss became non-finite ({losses[i].item()}) at step {first_step + i} of {total_steps} "
             f"(lr {lr_at(first_step + i - 1, total_steps, recipe):.3g}); lower the recipe lr (now {recipe.lr}) "
-            f"or set grad_clip")
+            f"or set grad_clip"
+        )
 
 
-def train(spec: dict[str, Any], recipe: Recipe, data: Prepared, out_dir: str | Path, checkpoint_dir: str | Path,
-          seed: int, device: str | torch.device, checkpoint_every: int, compile: bool = False,
-          labels: dict[str, Any] | None = None, snapshots: int = 0, snapshot_dir: str | Path | None = None,
-          progress: bool = True, on_step: Callable[[int], None] | None = None) -> dict[str, Any]:
+def train(
+    spec: dict[str, Any],
+    recipe: Recipe,
+    data: Prepared,
+    out_dir: str | Path,
+    checkpoint_dir: str | Path,
+    seed: int,
+    device: str | torch.device,
+    checkpoint_every: int,
+    compile: bool = False,
+    labels: dict[str, Any] | None = None,
+    snapshots: int = 0,
+    snapshot_dir: str | Path | None = None,
+    progress: bool = True,
+    on_step: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
     """Train ``build_model(spec)`` (torch seeded with ``seed``) on ``data`` with ``recipe``; resume
     from ``checkpoint_dir`` if it holds a checkpoint of this run. Writes ``model.pt``,
     ``metrics.json`` (``labels``, e.g. the model's table keys, then the metrics) and ``curve.csv``
@@ -260,8 +296,14 @@ def train(spec: dict[str, Any], recipe: Recipe, data: Prepared, out_dir: str | P
 
     def test_point(step: int, train_loss: float) -> dict[str, float]:
         test_loss, test_acc = evaluate(step_model, *task.test, recipe.eval_batch_size, device, task.to_input)
-        return {"step": step, "epoch": step / spe, "lr": lr_at(max(step - 1, 0), total_steps, recipe),
-                "train_loss": train_loss, "test_loss": test_loss, "test_acc": test_acc}
+        return {
+            "step": step,
+            "epoch": step / spe,
+            "lr": lr_at(max(step - 1, 0), total_steps, recipe),
+            "train_loss": train_loss,
+            "test_loss": test_loss,
+            "test_acc": test_acc,
+        }
 
     state = resume_state(checkpoint_dir, run)
     if state is None:
@@ -277,11 +319,17 @@ def train(spec: dict[str, Any], recipe: Recipe, data: Prepared, out_dir: str | P
             torch.cuda.set_rng_state(state["cuda_rng"], device)
         batches.load_state_dict(state["batches"])
         step, curve, train_seconds = state["step"], state["curve"], state["train_seconds"]
-        loss_sum, loss_count = state["loss_sum"], state["loss_count"]   # running train loss since the last eval
+        loss_sum, loss_count = state["loss_sum"], state["loss_count"]  # running train loss since the last eval
 
-    pending: list[Tensor] = []                    # step losses not yet checked on the host
-    bar = tqdm(total=total_steps, initial=step, file=sys.stderr, disable=not progress, dynamic_ncols=True,
-               desc=f"{spec['family']} {data.name} s{seed}")
+    pending: list[Tensor] = []  # step losses not yet checked on the host
+    bar = tqdm(
+        total=total_steps,
+        initial=step,
+        file=sys.stderr,
+        disable=not progress,
+        dynamic_ncols=True,
+        desc=f"{spec['family']} {data.name} s{seed}",
+    )
     model.train()
     tick, tick_step = time.perf_counter(), step
     while step < total_steps:
@@ -305,25 +353,39 @@ def train(spec: dict[str, Any], recipe: Recipe, data: Prepared, out_dir: str | P
         evaluate_now = step % task.eval_every == 0 or step == total_steps
         checkpoint_now = step % checkpoint_every == 0 or step == total_steps
         if evaluate_now or checkpoint_now or len(pending) >= SYNC_EVERY:
-            losses = torch.stack(pending).double().cpu()           # the host sync of this interval
+            losses = torch.stack(pending).double().cpu()  # the host sync of this interval
             check_finite(losses, step - len(pending) + 1, total_steps, recipe)
             loss_sum, loss_count = loss_sum + losses.sum().item(), loss_count + len(pending)
             seconds = time.perf_counter() - tick
             train_seconds += seconds
             bar.update(step - tick_step)
-            bar.set_postfix(loss=f"{losses[-1].item():.4f}", lr=f"{lr:.3g}",
-                            ex_s=f"{(step - tick_step) * batches.batch_size / max(seconds, 1e-9):.0f}")
+            bar.set_postfix(
+                loss=f"{losses[-1].item():.4f}",
+                lr=f"{lr:.3g}",
+                ex_s=f"{(step - tick_step) * batches.batch_size / max(seconds, 1e-9):.0f}",
+            )
             pending = []
             if evaluate_now:
                 curve.append(test_point(step, loss_sum / loss_count))
                 loss_sum, loss_count = 0.0, 0
             if checkpoint_now:
-                save_checkpoint(checkpoint_dir, {
-                    "run": run, "step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                    "generator": generator.get_state(), "torch_rng": torch.get_rng_state(),
-                    "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
-                    "batches": batches.state_dict(), "curve": curve, "loss_sum": loss_sum,
-                    "loss_count": loss_count, "train_seconds": train_seconds})
+                save_checkpoint(
+                    checkpoint_dir,
+                    {
+                        "run": run,
+                        "step": step,
+                        "model": model.state_dict(),
+                        "optimizer": optimizer.state_dict(),
+                        "generator": generator.get_state(),
+                        "torch_rng": torch.get_rng_state(),
+                        "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+                        "batches": batches.state_dict(),
+                        "curve": curve,
+                        "loss_sum": loss_sum,
+                        "loss_count": loss_count,
+                        "train_seconds": train_seconds,
+                    },
+                )
             tick, tick_step = time.perf_counter(), step
         if on_step is not None:
             on_step(step)
@@ -332,19 +394,35 @@ def train(spec: dict[str, Any], recipe: Recipe, data: Prepared, out_dir: str | P
     train_loss, train_acc = evaluate(step_model, *task.train_eval, recipe.eval_batch_size, device, task.to_input)
     examples_per_second = step * batches.batch_size / max(train_seconds, 1e-9)
     metrics = {
-        **(labels or {}), "train_loss": train_loss, "train_acc": train_acc,
-        "test_loss": curve[-1]["test_loss"], "test_acc": curve[-1]["test_acc"],
-        "steps": step, "epochs": step / spe, "batch_size": batches.batch_size,
+        **(labels or {}),
+        "train_loss": train_loss,
+        "train_acc": train_acc,
+        "test_loss": curve[-1]["test_loss"],
+        "test_acc": curve[-1]["test_acc"],
+        "steps": step,
+        "epochs": step / spe,
+        "batch_size": batches.batch_size,
         "examples_per_second": examples_per_second,
         "tokens_per_second": examples_per_second * task.block_size if task.block_size else None,
-        "train_seconds": train_seconds, "wall_seconds": time.perf_counter() - wall_start,
-        "augment": task.augmented, "train_eval": task.train_eval_note, "device": str(device),
+        "train_seconds": train_seconds,
+        "wall_seconds": time.perf_counter() - wall_start,
+        "augment": task.augmented,
+        "train_eval": task.train_eval_note,
+        "device": str(device),
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.machine(),
-        "torch_version": torch.__version__, "num_threads": torch.get_num_threads(),
+        "torch_version": torch.__version__,
+        "num_threads": torch.get_num_threads(),
     }
     out_dir.mkdir(parents=True, exist_ok=True)
-    save_model(out_dir / "model.pt", model, spec, recipe=asdict(recipe), seed=seed, identity=identity_hash(run),
-               metrics={k: v for k, v in metrics.items() if k not in timing_columns()})
+    save_model(
+        out_dir / "model.pt",
+        model,
+        spec,
+        recipe=asdict(recipe),
+        seed=seed,
+        identity=identity_hash(run),
+        metrics={k: v for k, v in metrics.items() if k not in timing_columns()},
+    )
     (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=1) + "\n")
     pd.DataFrame(curve, columns=CURVE_COLUMNS).to_csv(out_dir / "curve.csv", index=False)
     mark_complete(checkpoint_dir, run)
@@ -358,6 +436,7 @@ def total_steps_of(recipe: Recipe, steps_per_epoch: int, block_size: int | None)
     if recipe.epochs is not None:
         return recipe.epochs * steps_per_epoch
     if block_size is None:
-        raise ValueError(f"recipe tokens={recipe.tokens} is a budget for language models; "
-                         f"use epochs or steps for images")
+        raise ValueError(
+            f"recipe tokens={recipe.tokens} is a budget for language models; use epochs or steps for images"
+        )
     return max(1, recipe.tokens // (recipe.batch_size * block_size))

@@ -30,8 +30,11 @@ from scalemech.config import cluster_requests, validate_config
 
 ROOT = Path(__file__).resolve().parents[2]
 # The Snakefile's localrules: they must run on the host, every other rule as a SLURM job.
-LOCAL = set(re.findall(r"\w+", re.search(r"^localrules:\n((?:[ \t]+\w+,?\n)+)", (ROOT / "Snakefile").read_text(),
-                                           re.M).group(1)))
+LOCAL = set(
+    re.findall(
+        r"\w+", re.search(r"^localrules:\n((?:[ \t]+\w+,?\n)+)", (ROOT / "Snakefile").read_text(), re.M).group(1)
+    )
+)
 TARGETS = {"all"}  # rules without a script: nothing runs
 
 
@@ -49,8 +52,9 @@ def planned(log: str) -> dict[str, int]:
 
 
 def show_job(slurm_id: str) -> dict[str, str]:
-    line = subprocess.run(["scontrol", "show", "job", "-o", slurm_id], capture_output=True, text=True,
-                          check=True).stdout
+    line = subprocess.run(
+        ["scontrol", "show", "job", "-o", slurm_id], capture_output=True, text=True, check=True
+    ).stdout
     return dict(re.findall(r"(\w+)=(\S*)", line))
 
 
@@ -69,36 +73,47 @@ def main(log_path: str, workdir: str, config_path: str, ctld_log_path: str, node
     for _, slurm_id in submitted:
         info = show_job(slurm_id)
         comment = info.get("Comment", "")
-        rule = comment[len("rule_"):].split("_wildcards_")[0] if comment.startswith("rule_") else "?"
+        rule = comment[len("rule_") :].split("_wildcards_")[0] if comment.startswith("rule_") else "?"
         wildcards = comment.split("_wildcards_")[1] if "_wildcards_" in comment else ""
         jobs[slurm_id] = (rule, wildcards, info)
 
     requests = cluster_requests(config)
     grid_resources = next(iter(config["grids"].values()))["resources"]
-    print(f"{'slurm id':>8}  {'rule':16} {'state':10} {'exit':5} {'partition':9} {'cpus':>4} {'mem':>7}  gpu  "
-          "wildcards")
+    print(
+        f"{'slurm id':>8}  {'rule':16} {'state':10} {'exit':5} {'partition':9} {'cpus':>4} {'mem':>7}  gpu  wildcards"
+    )
     for slurm_id, (rule, wildcards, info) in sorted(jobs.items(), key=lambda item: int(item[0])):
         tres = info.get("TRES", "")
         gpu = "gres/gpu" in tres
-        print(f"{slurm_id:>8}  {rule:16} {info.get('JobState', '?'):10} {info.get('ExitCode', '?'):5} "
-              f"{info.get('Partition', '?'):9} {info.get('NumCPUs', '?'):>4} {info.get('MinMemoryNode', '?'):>7}  "
-              f"{'yes' if gpu else 'no':3}  {wildcards}")
+        print(
+            f"{slurm_id:>8}  {rule:16} {info.get('JobState', '?'):10} {info.get('ExitCode', '?'):5} "
+            f"{info.get('Partition', '?'):9} {info.get('NumCPUs', '?'):>4} {info.get('MinMemoryNode', '?'):>7}  "
+            f"{'yes' if gpu else 'no':3}  {wildcards}"
+        )
         if rule in ("prepare_data", "cost_table"):  # prepare_data's wildcards: its dataset
             request = requests[f"prepare_data:{wildcards}" if rule == "prepare_data" else rule]
             cpus, mem = request["cpus"], request["mem_mb"]
         else:
             cpus, mem = config["threads"], grid_resources["mem_mb"]
-        expected = {"JobState": "COMPLETED", "ExitCode": "0:0", "Partition": cluster["cpu_partition"],
-                    "NumCPUs": str(cpus), "MinMemoryNode": f"{mem}M"}
+        expected = {
+            "JobState": "COMPLETED",
+            "ExitCode": "0:0",
+            "Partition": cluster["cpu_partition"],
+            "NumCPUs": str(cpus),
+            "MinMemoryNode": f"{mem}M",
+        }
         for key, value in expected.items():
             if info.get(key) != value:
                 problems.append(f"SLURM job {slurm_id} ({rule} {wildcards}): {key}={info.get(key)}, expected {value}")
         if gpu:
             problems.append(f"SLURM job {slurm_id} ({rule}) asked for a GPU (TRES {tres}); the grid's gpu is 0")
         partition = re.escape(cluster["cpu_partition"])
-        for event in (rf"_slurm_rpc_submit_batch_job: JobId={slurm_id} ",
-                      rf"sched: Allocate JobId={slurm_id} NodeList=\S+ #CPUs=\d+ Partition={partition}\b",
-                      rf"_job_complete: JobId={slurm_id} WEXITSTATUS 0\b", rf"_job_complete: JobId={slurm_id} done"):
+        for event in (
+            rf"_slurm_rpc_submit_batch_job: JobId={slurm_id} ",
+            rf"sched: Allocate JobId={slurm_id} NodeList=\S+ #CPUs=\d+ Partition={partition}\b",
+            rf"_job_complete: JobId={slurm_id} WEXITSTATUS 0\b",
+            rf"_job_complete: JobId={slurm_id} done",
+        ):
             if not re.search(event, ctld_log):
                 problems.append(f"slurmctld's log lacks /{event}/ for SLURM job {slurm_id} ({rule})")
     if len(jobs) != len(submitted):
@@ -134,10 +149,12 @@ def main(log_path: str, workdir: str, config_path: str, ctld_log_path: str, node
     missing = [str(path.relative_to(root)) for path in outputs if not path.is_file() or path.stat().st_size == 0]
     if missing:
         problems.append(f"missing or empty: {missing}")
-    print(f"\n{len(jobs)} SLURM jobs COMPLETED with exit code 0:0 in partition {cluster['cpu_partition']!r} "
-          f"(the cluster's default is 'debug') on a {node_cpus}-CPU node; "
-          f"{sum(plan.get(rule, 0) for rule in LOCAL)} localrule jobs on the host; "
-          f"{len(outputs) - len(missing)}/{len(outputs)} figure files and the report present")
+    print(
+        f"\n{len(jobs)} SLURM jobs COMPLETED with exit code 0:0 in partition {cluster['cpu_partition']!r} "
+        f"(the cluster's default is 'debug') on a {node_cpus}-CPU node; "
+        f"{sum(plan.get(rule, 0) for rule in LOCAL)} localrule jobs on the host; "
+        f"{len(outputs) - len(missing)}/{len(outputs)} figure files and the report present"
+    )
     for problem in problems:
         print(f"PROBLEM: {problem}")
     return 1 if problems else 0

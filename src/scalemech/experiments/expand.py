@@ -52,16 +52,16 @@ OPTIMIZERS = ("sgd", "adam")
 class ExpandConfig:
     """How to expand; built from the config's ``expand`` section, whose schema holds the defaults."""
 
-    steps: int                        # optimizer steps after insertion (the same for the control)
-    train_mode: str                   # "block": the new block only; "all": every parameter
-    optimizer: str                    # "sgd" (with momentum) or "adam"
-    lr: float                         # learning rate
-    momentum: float                   # SGD momentum
-    weight_decay: float               # decoupled for adam (AdamW), L2 for sgd
-    batch_size: int                   # training batch size
-    eval_batch_size: int              # batch size of loss evaluations
-    jump_lengths: Sequence[float]     # candidate ‖θ_J‖ of the jumpboard
-    seed: int                         # new block's weights and data order (shared by expanded model and control)
+    steps: int  # optimizer steps after insertion (the same for the control)
+    train_mode: str  # "block": the new block only; "all": every parameter
+    optimizer: str  # "sgd" (with momentum) or "adam"
+    lr: float  # learning rate
+    momentum: float  # SGD momentum
+    weight_decay: float  # decoupled for adam (AdamW), L2 for sgd
+    batch_size: int  # training batch size
+    eval_batch_size: int  # batch size of loss evaluations
+    jump_lengths: Sequence[float]  # candidate ‖θ_J‖ of the jumpboard
+    seed: int  # new block's weights and data order (shared by expanded model and control)
 
     def __post_init__(self) -> None:
         if self.train_mode not in TRAIN_MODES:
@@ -78,8 +78,14 @@ def _optimizer(params: list[nn.Parameter], config: ExpandConfig) -> torch.optim.
     return torch.optim.SGD(params, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay)
 
 
-def train_params(model: ResidualModel, params: Iterable[nn.Parameter], task: Task, config: ExpandConfig,
-                 prepare_batch: PrepareBatch, order_seed: int) -> None:
+def train_params(
+    model: ResidualModel,
+    params: Iterable[nn.Parameter],
+    task: Task,
+    config: ExpandConfig,
+    prepare_batch: PrepareBatch,
+    order_seed: int,
+) -> None:
     """``config.steps`` steps on the mean batch loss, updating ``params`` only, model in eval mode.
 
     Batches are drawn from the whole train split of ``task`` (``Task.sample``) by a generator
@@ -100,8 +106,13 @@ def train_params(model: ResidualModel, params: Iterable[nn.Parameter], task: Tas
         optimizer.step()
 
 
-def jumpboard(expanded: ResidualModel, block: nn.Module, pool: tuple[Tensor, Tensor], config: ExpandConfig,
-              prepare_batch: PrepareBatch) -> tuple[float, float, bool]:
+def jumpboard(
+    expanded: ResidualModel,
+    block: nn.Module,
+    pool: tuple[Tensor, Tensor],
+    config: ExpandConfig,
+    prepare_batch: PrepareBatch,
+) -> tuple[float, float, bool]:
     """Set ``block`` to ``θ_J = −s·∇_θ L_pool(0)`` with the best ``s`` of a line search; return
     ``(s, L_pool, interior)``.
 
@@ -140,9 +151,18 @@ def jumpboard(expanded: ResidualModel, block: nn.Module, pool: tuple[Tensor, Ten
     return chosen / norm, step_to(chosen / norm), lengths[0] < chosen < lengths[-1]
 
 
-def expand(model: ResidualModel, data: Prepared, pool_dir: str | Path, keys: dict[str, Any], *,
-           points: str | int | Sequence[str] | None = None, pool: int, test_examples: int | None,
-           device: torch.device | str, **config: Any) -> pd.DataFrame:
+def expand(
+    model: ResidualModel,
+    data: Prepared,
+    pool_dir: str | Path,
+    keys: dict[str, Any],
+    *,
+    points: str | int | Sequence[str] | None = None,
+    pool: int,
+    test_examples: int | None,
+    device: torch.device | str,
+    **config: Any,
+) -> pd.DataFrame:
     """The ``expansion`` table of ``model``: ``expand_at`` each of ``points`` (default: the points
     measured in ``pool_dir``). Training draws batches from the whole train split; the jumpboard
     and the fallback use a train pool of ``pool`` examples, and test losses are taken on
@@ -155,18 +175,28 @@ def expand(model: ResidualModel, data: Prepared, pool_dir: str | Path, keys: dic
     n_test = task.count("test") if test_examples is None else min(test_examples, task.count("test"))
     pools = draw_pools(model, data, {"train": pool, "test": n_test}, settings.seed, model_identity(keys))
     train_pool, test = (pools["train"].x, pools["train"].y), (pools["test"].x, pools["test"].y)
-    return pd.concat([expand_at(model, point, task, train_pool, test, settings, to_device(device), keys)
-                      for point in chosen], ignore_index=True)
+    return pd.concat(
+        [expand_at(model, point, task, train_pool, test, settings, to_device(device), keys) for point in chosen],
+        ignore_index=True,
+    )
 
 
-def expand_at(model: ResidualModel, point: str, task: Task, train_pool: tuple[Tensor, Tensor],
-              test_pool: tuple[Tensor, Tensor], config: ExpandConfig, prepare_batch: PrepareBatch,
-              keys: dict[str, Any]) -> pd.DataFrame:
+def expand_at(
+    model: ResidualModel,
+    point: str,
+    task: Task,
+    train_pool: tuple[Tensor, Tensor],
+    test_pool: tuple[Tensor, Tensor],
+    config: ExpandConfig,
+    prepare_batch: PrepareBatch,
+    keys: dict[str, Any],
+) -> pd.DataFrame:
     """The one-row ``expansion`` table of inserting a block at ``point`` of ``model``.
 
     Training batches come from ``task``'s whole train split, the same for the expanded model
     and the control; losses are measured on ``train_pool`` and ``test_pool``.
     """
+
     def losses(m: ResidualModel) -> tuple[float, float]:
         return tuple(mean_loss(m, *pool, config.eval_batch_size, prepare_batch) for pool in (train_pool, test_pool))
 
@@ -176,36 +206,61 @@ def expand_at(model: ResidualModel, point: str, task: Task, train_pool: tuple[Te
     with seeded(derive_seed(config.seed, identity, point, "new_block")):
         expanded, block = model.insert_block(point)
     with torch.no_grad():
-        probe = prepare_batch(*(t[:config.eval_batch_size] for t in test_pool))[0]
+        probe = prepare_batch(*(t[: config.eval_batch_size] for t in test_pool))[0]
         reference = model(probe)
         gap = float((expanded.eval()(probe) - reference).abs().max())
     if gap > 1e-5 * max(1.0, float(reference.abs().max())):
-        raise RuntimeError(f"inserting a block at {point!r} changed the model's output by {gap:.3g}; "
-                           f"new_block must return z at initialization")
+        raise RuntimeError(
+            f"inserting a block at {point!r} changed the model's output by {gap:.3g}; "
+            f"new_block must return z at initialization"
+        )
     old = losses(model)
 
     jump_model = copy.deepcopy(expanded)
-    jump_step, _, jump_interior = jumpboard(jump_model, jump_model.blocks[jump_model.index(f"{point}+new")],
-                                            train_pool, config, prepare_batch)
+    jump_step, _, jump_interior = jumpboard(
+        jump_model, jump_model.blocks[jump_model.index(f"{point}+new")], train_pool, config, prepare_batch
+    )
     jump = losses(jump_model)
 
-    train_params(expanded, block.parameters() if config.train_mode == "block" else expanded.parameters(),
-                 task, config, prepare_batch, order_seed)
+    train_params(
+        expanded,
+        block.parameters() if config.train_mode == "block" else expanded.parameters(),
+        task,
+        config,
+        prepare_batch,
+        order_seed,
+    )
     new = losses(expanded)
     fallback = not new[0] <= jump[0]  # also when the trained loss is nan
     selected = jump if fallback else new
 
     control = copy.deepcopy(model)
-    control_params = (control.blocks[control.index(point)].parameters() if config.train_mode == "block"
-                      else control.parameters())
+    control_params = (
+        control.blocks[control.index(point)].parameters() if config.train_mode == "block" else control.parameters()
+    )
     train_params(control, control_params, task, config, prepare_batch, order_seed)
     control_losses = losses(control)
 
-    row = {**keys, "point": point, "point_index": model.index(point), "steps": config.steps,
-           "train_mode": config.train_mode, "jump_step": jump_step, "jump_interior": jump_interior,
-           "train_loss_old": old[0], "test_loss_old": old[1], "train_loss_jump": jump[0], "test_loss_jump": jump[1],
-           "train_loss_new": new[0], "test_loss_new": new[1],
-           "train_loss_selected": selected[0], "test_loss_selected": selected[1],
-           "train_loss_control": control_losses[0], "test_loss_control": control_losses[1],
-           "delta_r_test": old[1] - jump[1], "delta_erm": jump[0] - selected[0], "fallback": fallback}
+    row = {
+        **keys,
+        "point": point,
+        "point_index": model.index(point),
+        "steps": config.steps,
+        "train_mode": config.train_mode,
+        "jump_step": jump_step,
+        "jump_interior": jump_interior,
+        "train_loss_old": old[0],
+        "test_loss_old": old[1],
+        "train_loss_jump": jump[0],
+        "test_loss_jump": jump[1],
+        "train_loss_new": new[0],
+        "test_loss_new": new[1],
+        "train_loss_selected": selected[0],
+        "test_loss_selected": selected[1],
+        "train_loss_control": control_losses[0],
+        "test_loss_control": control_losses[1],
+        "delta_r_test": old[1] - jump[1],
+        "delta_erm": jump[0] - selected[0],
+        "fallback": fallback,
+    }
     return pd.DataFrame([row], columns=columns("expansion"))

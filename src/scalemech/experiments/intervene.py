@@ -41,9 +41,11 @@ from ..tasks import draw_disjoint, fetch
 
 def _cast(dtype: torch.dtype, prepare_batch: PrepareBatch) -> PrepareBatch:
     """``prepare_batch`` with floating inputs cast to ``dtype`` (token ids stay integers)."""
+
     def prepare(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
         x, y = prepare_batch(x, y)
         return (x.to(dtype) if x.is_floating_point() else x), y
+
     return prepare
 
 
@@ -59,8 +61,16 @@ def stream_rms(f_bot: torch.nn.Module, x: Tensor, y: Tensor, batch_size: int, pr
 
 
 @torch.no_grad()
-def shifted_losses(f_bot: torch.nn.Module, f_top: torch.nn.Module, model: ResidualModel, shifts: Sequence[Tensor],
-                   x: Tensor, y: Tensor, batch_size: int, prepare_batch: PrepareBatch) -> list[float]:
+def shifted_losses(
+    f_bot: torch.nn.Module,
+    f_top: torch.nn.Module,
+    model: ResidualModel,
+    shifts: Sequence[Tensor],
+    x: Tensor,
+    y: Tensor,
+    batch_size: int,
+    prepare_batch: PrepareBatch,
+) -> list[float]:
     """Mean pool loss of ``f_top(f_bot(x) + δ)`` for each ``δ`` in ``shifts`` (one ``f_bot`` pass per batch)."""
     totals = [0.0] * len(shifts)
     for xb, yb in iter_batches(x, y, batch_size, prepare_batch):
@@ -70,33 +80,68 @@ def shifted_losses(f_bot: torch.nn.Module, f_top: torch.nn.Module, model: Residu
     return [total / len(x) for total in totals]
 
 
-def intervene(model: ResidualModel, data: Prepared, pool_dir: str | Path, keys: dict[str, Any], *,
-              step_fractions: Sequence[float], views: Sequence[str], batch_size: int,
-              device: torch.device | str) -> pd.DataFrame:
+def intervene(
+    model: ResidualModel,
+    data: Prepared,
+    pool_dir: str | Path,
+    keys: dict[str, Any],
+    *,
+    step_fractions: Sequence[float],
+    views: Sequence[str],
+    batch_size: int,
+    device: torch.device | str,
+) -> pd.DataFrame:
     """The ``intervention`` table of ``model``: ``intervene_at`` every point and view whose gradient
     pools ``measure`` stored in ``pool_dir``, on the very examples behind them (read from the
     pools' provenance), judged also on a held-out test pool of as many examples, disjoint from
     the measured one (``tasks.draw_disjoint``). The keyword arguments are the config's
     ``intervene`` section."""
     task, points = model.task(data), measured_points(pool_dir)
-    train, test = (fetch(task, GradientPool(pool_path(pool_dir, split, points[0], views[0])).meta)
-                   for split in ("train", "test"))
+    train, test = (
+        fetch(task, GradientPool(pool_path(pool_dir, split, points[0], views[0])).meta) for split in ("train", "test")
+    )
     heldout = draw_disjoint(task, "test", len(test), derive_seed(test.seed, "heldout"), test.index)
-    frames = [intervene_at(model, point, view, (train.x, train.y), (test.x, test.y), (heldout.x, heldout.y),
-                           pool_dir, batch_size, to_device(device), keys, step_fractions)
-              for point in points for view in views]
+    frames = [
+        intervene_at(
+            model,
+            point,
+            view,
+            (train.x, train.y),
+            (test.x, test.y),
+            (heldout.x, heldout.y),
+            pool_dir,
+            batch_size,
+            to_device(device),
+            keys,
+            step_fractions,
+        )
+        for point in points
+        for view in views
+    ]
     return pd.concat(frames, ignore_index=True)
 
 
 def _ratio(observed: float, predicted: float) -> dict[str, float | bool]:
-    return {"ratio": observed / predicted if predicted != 0 else math.nan,
-            "sign_agree": bool(math.copysign(1, observed) == math.copysign(1, predicted))}
+    return {
+        "ratio": observed / predicted if predicted != 0 else math.nan,
+        "sign_agree": bool(math.copysign(1, observed) == math.copysign(1, predicted)),
+    }
 
 
-def intervene_at(model: ResidualModel, point: str, view: str, train: tuple[Tensor, Tensor],
-                 test: tuple[Tensor, Tensor], heldout: tuple[Tensor, Tensor], pool_dir: str | Path, batch_size: int,
-                 prepare_batch: PrepareBatch, keys: dict[str, Any], step_fractions: Sequence[float],
-                 dtype: torch.dtype | None = torch.float64) -> pd.DataFrame:
+def intervene_at(
+    model: ResidualModel,
+    point: str,
+    view: str,
+    train: tuple[Tensor, Tensor],
+    test: tuple[Tensor, Tensor],
+    heldout: tuple[Tensor, Tensor],
+    pool_dir: str | Path,
+    batch_size: int,
+    prepare_batch: PrepareBatch,
+    keys: dict[str, Any],
+    step_fractions: Sequence[float],
+    dtype: torch.dtype | None = torch.float64,
+) -> pd.DataFrame:
     """The ``intervention`` rows of ``model`` at ``point`` in ``view``, one per step fraction.
 
     ``train``/``test`` are the examples whose gradients ``measure`` stored in ``pool_dir``
@@ -119,8 +164,10 @@ def intervene_at(model: ResidualModel, point: str, view: str, train: tuple[Tenso
     mu_train = train_pool.mean(device)  # (D,) float64, D = P (full) or C (pooled)
     g_test = test_pool.mean(device)
     if not float(mu_train.norm()) > 0:
-        raise ValueError(f"the mean train gradient at {point!r} ({view} view) is {float(mu_train.norm())}; "
-                         f"there is no direction to step along")
+        raise ValueError(
+            f"the mean train gradient at {point!r} ({view} view) is {float(mu_train.norm())}; "
+            f"there is no direction to step along"
+        )
     stream_shape = train_pool.meta["stream_shape"]
     numel = math.prod(stream_shape)
     repeats = numel / mu_train.numel()  # elements of z that share one entry of δ
@@ -128,15 +175,28 @@ def intervene_at(model: ResidualModel, point: str, view: str, train: tuple[Tenso
     direction = broadcast_shift(mu_train.to(param_dtype), view, stream_shape)  # (1, *stream_shape)
     etas = [phi * target_norm / (float(mu_train.norm()) * math.sqrt(repeats)) for phi in step_fractions]
     shifts = [torch.zeros_like(direction)] + [-eta * direction for eta in etas]
-    losses, heldout_losses = (shifted_losses(f_bot, f_top, evaluated, shifts, *pool, batch_size, prepare_batch)
-                              for pool in (test, heldout))
+    losses, heldout_losses = (
+        shifted_losses(f_bot, f_top, evaluated, shifts, *pool, batch_size, prepare_batch) for pool in (test, heldout)
+    )
     alignment = float(mu_train @ g_test)
     rows = []
     for phi, eta, loss, heldout_loss in zip(step_fractions, etas, losses[1:], heldout_losses[1:]):
         predicted, observed, observed_heldout = -eta * alignment, loss - losses[0], heldout_loss - heldout_losses[0]
         same_pool, held_out = _ratio(observed, predicted), _ratio(observed_heldout, predicted)
-        rows.append({**keys, "point": point, "point_index": train_pool.meta["point_index"], "view": view,
-                     "step_fraction": phi, "eta": eta, "predicted": predicted, "observed": observed, **same_pool,
-                     "observed_heldout": observed_heldout, "ratio_heldout": held_out["ratio"],
-                     "sign_agree_heldout": held_out["sign_agree"]})
+        rows.append(
+            {
+                **keys,
+                "point": point,
+                "point_index": train_pool.meta["point_index"],
+                "view": view,
+                "step_fraction": phi,
+                "eta": eta,
+                "predicted": predicted,
+                "observed": observed,
+                **same_pool,
+                "observed_heldout": observed_heldout,
+                "ratio_heldout": held_out["ratio"],
+                "sign_agree_heldout": held_out["sign_agree"],
+            }
+        )
     return pd.DataFrame(rows, columns=columns("intervention"))

@@ -65,14 +65,16 @@ def select_points(model: ResidualModel, rule: str | int | Sequence[str]) -> list
     return [name for name in names if name in rule]
 
 
-def draw_pools(model: ResidualModel, data: Prepared, sizes: dict[str, int], seed: int,
-               identity: str) -> dict[str, Examples]:
+def draw_pools(
+    model: ResidualModel, data: Prepared, sizes: dict[str, int], seed: int, identity: str
+) -> dict[str, Examples]:
     """``{split: Examples}`` of ``sizes[split]`` examples for the model ``identity``, in the model's
     own input format (``ResidualModel.task``), drawn with ``derive_seed(seed, identity, "pool",
     split)``: each model gets its own pools, the same in every job that asks."""
     task = model.task(data)
-    return {split: draw_examples(task, split, n, derive_seed(seed, identity, "pool", split))
-            for split, n in sizes.items()}
+    return {
+        split: draw_examples(task, split, n, derive_seed(seed, identity, "pool", split)) for split, n in sizes.items()
+    }
 
 
 def _rows(table: str, keys: dict[str, Any], rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -83,15 +85,28 @@ def _rows(table: str, keys: dict[str, Any], rows: list[dict[str, Any]]) -> pd.Da
 def _long_form(corr: Tensor, labels: dict[str, Any]) -> pd.DataFrame:
     """The ``covmats`` rows of one correlation matrix (C, C): one row per ``(row, col)``."""
     rows, cols = torch.meshgrid(torch.arange(corr.shape[0]), torch.arange(corr.shape[1]), indexing="ij")
-    frame = pd.DataFrame({"row": rows.flatten().numpy(), "col": cols.flatten().numpy(),
-                          "corr": corr.flatten().numpy()})
+    frame = pd.DataFrame({"row": rows.flatten().numpy(), "col": cols.flatten().numpy(), "corr": corr.flatten().numpy()})
     return frame.assign(**labels)[columns("covmats")]
 
 
-def measure(model: ResidualModel, data: Prepared, keys: dict[str, Any], pool_dir: str | Path, *,
-            points: str | int | Sequence[str], train_pool: int, test_pool: int, batch_size: int,
-            covmat_points: int, pool_dtype: str, interval_level: float, null_draws: int, seed: int,
-            device: torch.device | str, interval: str = "jackknife") -> dict[str, pd.DataFrame]:
+def measure(
+    model: ResidualModel,
+    data: Prepared,
+    keys: dict[str, Any],
+    pool_dir: str | Path,
+    *,
+    points: str | int | Sequence[str],
+    train_pool: int,
+    test_pool: int,
+    batch_size: int,
+    covmat_points: int,
+    pool_dtype: str,
+    interval_level: float,
+    null_draws: int,
+    seed: int,
+    device: torch.device | str,
+    interval: str = "jackknife",
+) -> dict[str, pd.DataFrame]:
     """Tables ``covariance``, ``covmats``, ``signal``, ``dalign`` of ``model`` at the points picked by
     ``points`` (``select_points``); the keyword arguments are the config's ``measure`` section.
 
@@ -113,8 +128,18 @@ def measure(model: ResidualModel, data: Prepared, keys: dict[str, Any], pool_dir
     covmats: list[pd.DataFrame] = []
     for split in SPLITS:
         x, y = pools[split].x, pools[split].y
-        grads = capture_pools(model, pools[split], points, pool_dir, batch_size, prepare, pool_dtype, VIEWS,
-                              labels={"model": identity}, progress=True)
+        grads = capture_pools(
+            model,
+            pools[split],
+            points,
+            pool_dir,
+            batch_size,
+            prepare,
+            pool_dtype,
+            VIEWS,
+            labels={"model": identity},
+            progress=True,
+        )
         for point in tqdm(points, desc=f"statistics {split}"):
             where = {"point": point, "point_index": index[point]}
             for view in VIEWS:
@@ -122,24 +147,39 @@ def measure(model: ResidualModel, data: Prepared, keys: dict[str, Any], pool_dir
                 G = pool.gram(device=device)
                 estimate = stats.stats_from_gram(G, pool.dim)
                 bounds = stats.alignment_intervals(G, pool.dim, interval_level, interval)
-                tables["dalign"].append({**where, "split": split, "view": view,
-                                         **stats.table_row(estimate, bounds)})
+                tables["dalign"].append({**where, "split": split, "view": view, **stats.table_row(estimate, bounds)})
                 if view == "full":
-                    tables["signal"].append({
-                        **where, "split": split, "n": pool.n, "mu_sq": estimate.mu_sq,
-                        "mu_sq_lo": bounds["mu_sq"][0], "mu_sq_hi": bounds["mu_sq"][1],
-                        "mu_norm": math.sqrt(max(estimate.mu_sq, 0.0)),
-                        "block_grad_norm": block_grad_norm(model, point, x, y, batch_size, prepare,
-                                                           derive_seed(seed, identity, point, "new_block"))})
+                    tables["signal"].append(
+                        {
+                            **where,
+                            "split": split,
+                            "n": pool.n,
+                            "mu_sq": estimate.mu_sq,
+                            "mu_sq_lo": bounds["mu_sq"][0],
+                            "mu_sq_hi": bounds["mu_sq"][1],
+                            "mu_norm": math.sqrt(max(estimate.mu_sq, 0.0)),
+                            "block_grad_norm": block_grad_norm(
+                                model, point, x, y, batch_size, prepare, derive_seed(seed, identity, point, "new_block")
+                            ),
+                        }
+                    )
             if split == "train":
                 pooled = grads[point, "pooled"].rows(device=device)  # (n, C)
-                null_mean, null_sd = stats.offdiag_null_unbiased(pooled, null_draws,
-                                                                 derive_seed(seed, identity, point, "null"))
-                tables["covariance"].append({**where, "n": pooled.shape[0], "dim": pooled.shape[1],
-                                             "offdiag_ratio": stats.offdiag_ratio_unbiased(pooled),
-                                             "offdiag_ratio_plugin": stats.offdiag_ratio(pooled),
-                                             "offdiag_ratio_null": null_mean, "offdiag_ratio_null_sd": null_sd,
-                                             "low_rank": model.low_rank(point)})
+                null_mean, null_sd = stats.offdiag_null_unbiased(
+                    pooled, null_draws, derive_seed(seed, identity, point, "null")
+                )
+                tables["covariance"].append(
+                    {
+                        **where,
+                        "n": pooled.shape[0],
+                        "dim": pooled.shape[1],
+                        "offdiag_ratio": stats.offdiag_ratio_unbiased(pooled),
+                        "offdiag_ratio_plugin": stats.offdiag_ratio(pooled),
+                        "offdiag_ratio_null": null_mean,
+                        "offdiag_ratio_null_sd": null_sd,
+                        "low_rank": model.low_rank(point),
+                    }
+                )
                 if point in covmat_names:
                     covmats.append(_long_form(stats.correlation(pooled).cpu(), {**keys, **where}))
     frames = {name: _rows(name, keys, rows) for name, rows in tables.items()}

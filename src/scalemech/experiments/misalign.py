@@ -85,7 +85,7 @@ def ordered_subsets(draws: int, n: int, size: int, generator: torch.Generator) -
     out = np.empty((size, draws), dtype=np.int32)
     for i in range(size):  # numpy: ~10x less overhead per step than torch for these small gathers
         out[i] = perm[targets[i]]
-        perm[targets[i]] = perm[i * draws:(i + 1) * draws]  # position i is not read again
+        perm[targets[i]] = perm[i * draws : (i + 1) * draws]  # position i is not read again
     return torch.from_numpy(np.ascontiguousarray(out.T, dtype=np.int64))
 
 
@@ -125,8 +125,10 @@ class _Slabs:
             warnings.simplefilter("ignore", UserWarning)
             indicator = torch.sparse_csr_tensor(  # (R, n): ones at segment[r] in row r
                 torch.arange(0, draws * size + 1, size, dtype=torch.int32, device=sums.device),
-                _sorted_rows(segment).reshape(-1), torch.ones(draws * size, dtype=sums.dtype, device=sums.device),
-                (draws, self.n))
+                _sorted_rows(segment).reshape(-1),
+                torch.ones(draws * size, dtype=sums.dtype, device=sums.device),
+                (draws, self.n),
+            )
         _for_each_slab(self.count, lambda q: sums[q].addmm_(indicator, self.slabs[q]), sums.device)
 
 
@@ -154,17 +156,21 @@ def _for_each_slab(count: int, work: Callable[[int], object], device: torch.devi
         torch.set_num_threads(before)
 
 
-def _block_means(C: _Slabs, rows: Tensor, cols: Tensor, Ms: Sequence[int], Ks: Sequence[int],
-                 sums: Tensor | None = None) -> Tensor:
+def _block_means(
+    C: _Slabs, rows: Tensor, cols: Tensor, Ms: Sequence[int], Ks: Sequence[int], sums: Tensor | None = None
+) -> Tensor:
     """``block_means`` of the slabbed ``C``, summing over its rows first (into ``sums``, zeroed here, if given)."""
     draws = rows.shape[0]
     device, dtype = C.slabs.device, C.slabs.dtype
     out = torch.empty(draws, len(Ms), len(Ks), dtype=dtype, device=device)
     shape = (C.count, draws, C.width)  # 1_Iᵀ C, slab by slab
     sums = sums.zero_() if sums is not None and sums.shape == shape else torch.zeros(shape, dtype=dtype, device=device)
-    picked = cols[:, :Ks[-1]]
-    at = ((picked // C.width) * (draws * C.width) + picked % C.width
-          + torch.arange(0, draws * C.width, C.width, device=device)[:, None])  # (R, K_max): picked[r, k] in sums
+    picked = cols[:, : Ks[-1]]
+    at = (
+        (picked // C.width) * (draws * C.width)
+        + picked % C.width
+        + torch.arange(0, draws * C.width, C.width, device=device)[:, None]
+    )  # (R, K_max): picked[r, k] in sums
     K_index = torch.as_tensor(Ks, device=device) - 1
     K_sizes = torch.as_tensor(Ks, dtype=dtype, device=device)
     done = 0
@@ -192,8 +198,9 @@ def block_means(C: Tensor, rows: Tensor, cols: Tensor, Ms: Sequence[int], Ks: Se
     return _block_means(_Slabs(C), rows, cols, Ms, Ks)
 
 
-def misalignment_draws(C: Tensor, grid: Sequence[tuple[int, int]], draws: int,
-                       seed: int) -> dict[tuple[int, int], Tensor]:
+def misalignment_draws(
+    C: Tensor, grid: Sequence[tuple[int, int]], draws: int, seed: int
+) -> dict[tuple[int, int], Tensor]:
     """``{(M, K): (draws,) values of μ_Mᵀ g_K}`` from the cross-Gram ``C`` (seeded, deterministic).
 
     Chunks of ``DRAW_CHUNK`` draws, each: ``ordered_subsets`` of the train rows, then of the test
@@ -213,8 +220,11 @@ def misalignment_draws(C: Tensor, grid: Sequence[tuple[int, int]], draws: int,
         size = min(DRAW_CHUNK, draws - start)
         rows = ordered_subsets(size, n_train, Ms[-1], generator).to(C.device)
         cols = ordered_subsets(size, n_test, Ks[-1], generator).to(C.device)
-        chunks.append(_block_means(slabs, cols, rows, Ks, Ms, sums).transpose(1, 2) if transpose
-                      else _block_means(slabs, rows, cols, Ms, Ks, sums))
+        chunks.append(
+            _block_means(slabs, cols, rows, Ks, Ms, sums).transpose(1, 2)
+            if transpose
+            else _block_means(slabs, rows, cols, Ms, Ks, sums)
+        )
     values = torch.cat(chunks)  # (draws, len(Ms), len(Ks))
     return {(M, K): values[:, Ms.index(M), Ks.index(K)] for M, K in grid}
 
@@ -222,14 +232,26 @@ def misalignment_draws(C: Tensor, grid: Sequence[tuple[int, int]], draws: int,
 def alignment_moments(dalign: pd.DataFrame) -> dict[tuple[str, str, str], stats.AlignmentStats]:
     """``{(point, view, split): AlignmentStats}`` from a model's ``dalign`` rows (the moments
     ``measure`` estimated, so no second Gram pass is needed)."""
-    return {(row["point"], row["view"], row["split"]): stats.AlignmentStats.from_moments(
-        row["n"], row["dim"], row["mu_sq"], row["mu_four"], row["mu_sigma_mu"], row["tr_sigma_sq"])
-        for row in dalign.to_dict("records")}
+    return {
+        (row["point"], row["view"], row["split"]): stats.AlignmentStats.from_moments(
+            row["n"], row["dim"], row["mu_sq"], row["mu_four"], row["mu_sigma_mu"], row["tr_sigma_sq"]
+        )
+        for row in dalign.to_dict("records")
+    }
 
 
-def misalignment(pool_dir: str | Path, keys: dict[str, Any], dalign: pd.DataFrame, *, sizes: Sequence[int],
-                 draws: int, seed: int, views: Sequence[str] = VIEWS, device: torch.device | str = "cpu",
-                 level: float = 0.95) -> pd.DataFrame:
+def misalignment(
+    pool_dir: str | Path,
+    keys: dict[str, Any],
+    dalign: pd.DataFrame,
+    *,
+    sizes: Sequence[int],
+    draws: int,
+    seed: int,
+    views: Sequence[str] = VIEWS,
+    device: torch.device | str = "cpu",
+    level: float = 0.95,
+) -> pd.DataFrame:
     """The ``misalignment`` table from the pools ``measure`` stored in ``pool_dir`` (its points are
     read from the pools), over the grid of every ``(M, K)`` pair of ``sizes``.
 
@@ -253,9 +275,22 @@ def misalignment(pool_dir: str | Path, keys: dict[str, Any], dalign: pd.DataFram
                 misaligned = int((value <= 0).sum())
                 p_lo, p_hi = wilson_interval(misaligned, draws, level)
                 common = stats.certificates(moments[point, view, "train"], M, K)
-                rows.append({**keys, "point": point, "point_index": pools["train"].meta["point_index"],
-                             "view": view, "M": M, "K": K, "draws": draws, "p_misalign": misaligned / draws,
-                             "p_lo": p_lo, "p_hi": p_hi, "b_exact": stats.two_sample_certificate(two_sample, M, K),
-                             "b_exact_common": common.b_exact, "b_align": common.b_align,
-                             "mu_cross": two_sample.mu_cross})
+                rows.append(
+                    {
+                        **keys,
+                        "point": point,
+                        "point_index": pools["train"].meta["point_index"],
+                        "view": view,
+                        "M": M,
+                        "K": K,
+                        "draws": draws,
+                        "p_misalign": misaligned / draws,
+                        "p_lo": p_lo,
+                        "p_hi": p_hi,
+                        "b_exact": stats.two_sample_certificate(two_sample, M, K),
+                        "b_exact_common": common.b_exact,
+                        "b_align": common.b_align,
+                        "mu_cross": two_sample.mu_cross,
+                    }
+                )
     return pd.DataFrame(rows, columns=columns("misalignment"))

@@ -30,16 +30,32 @@ from .measure import draw_pools, select_points
 SPLITS = ("train", "test")
 
 
-def gradient_rows(model: ResidualModel, x: torch.Tensor, y: torch.Tensor, points: Sequence[str], batch_size: int,
-                  device: torch.device | str) -> dict[tuple[str, str], torch.Tensor]:
+def gradient_rows(
+    model: ResidualModel,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    points: Sequence[str],
+    batch_size: int,
+    device: torch.device | str,
+) -> dict[tuple[str, str], torch.Tensor]:
     """``{(point, view): Q}``: the per-example activation gradients of the pool, float64 (n, D), in memory."""
     batches = list(iter_activation_grads(model, x, y, points, batch_size, to_device(device)))
     return {(p, v): torch.cat([b[p][v] for b in batches]).double() for p in points for v in VIEWS}
 
 
-def trajectory(model: ResidualModel, data: Prepared, snapshot_dir: str | Path, keys: dict[str, Any], *,
-               points: str | int | Sequence[str], pool: int, batch_size: int, interval_level: float, seed: int,
-               device: torch.device | str) -> pd.DataFrame:
+def trajectory(
+    model: ResidualModel,
+    data: Prepared,
+    snapshot_dir: str | Path,
+    keys: dict[str, Any],
+    *,
+    points: str | int | Sequence[str],
+    pool: int,
+    batch_size: int,
+    interval_level: float,
+    seed: int,
+    device: torch.device | str,
+) -> pd.DataFrame:
     """The ``trajectory`` table of ``model``: one row per snapshot × point × split × view.
 
     Pools of ``pool`` examples per split are drawn once for the model (``draw_pools``, seeded
@@ -54,15 +70,26 @@ def trajectory(model: ResidualModel, data: Prepared, snapshot_dir: str | Path, k
     rows = []
     for step, path in tqdm(snapshots.items(), desc="snapshots"):
         model.load_state_dict(torch.load(path, map_location=device, weights_only=True))
-        losses = {split: mean_loss(model, pools[split].x, pools[split].y, batch_size, to_device(device))
-                  for split in SPLITS}
+        losses = {
+            split: mean_loss(model, pools[split].x, pools[split].y, batch_size, to_device(device)) for split in SPLITS
+        }
         for split in SPLITS:
             grads = gradient_rows(model, pools[split].x, pools[split].y, points, batch_size, device)
             for (point, view), Q in grads.items():
                 G = Q @ Q.T
                 estimate = stats.stats_from_gram(G, Q.shape[1])
                 bounds = stats.alignment_intervals(G, Q.shape[1], interval_level)
-                rows.append({**keys, "step": step, "train_loss": losses["train"], "test_loss": losses["test"],
-                             "point": point, "point_index": model.index(point), "split": split, "view": view,
-                             **stats.table_row(estimate, bounds)})
+                rows.append(
+                    {
+                        **keys,
+                        "step": step,
+                        "train_loss": losses["train"],
+                        "test_loss": losses["test"],
+                        "point": point,
+                        "point_index": model.index(point),
+                        "split": split,
+                        "view": view,
+                        **stats.table_row(estimate, bounds),
+                    }
+                )
     return pd.DataFrame(rows)[columns("trajectory")]

@@ -55,8 +55,10 @@ def load_model(path: str | Path, map_location: str | torch.device = "cpu") -> tu
         payload = torch.load(path, map_location=map_location, weights_only=False)
     except Exception as err:  # torch.load fails in many ways on a damaged file (OSError, EOFError, pickle, zip)
         summary = " ".join(str(err).split())[:200]
-        raise ValueError(f"{path}: cannot read this model file, it is truncated or corrupt "
-                         f"({type(err).__name__}: {summary}); save or train it again") from err
+        raise ValueError(
+            f"{path}: cannot read this model file, it is truncated or corrupt "
+            f"({type(err).__name__}: {summary}); save or train it again"
+        ) from err
     if not isinstance(payload, dict) or "spec" not in payload:
         raise ValueError(f"{path}: not a scalemech model file (no 'spec' entry); write it with save_model")
     model = build_model(payload["spec"])

@@ -76,8 +76,9 @@ class ResidualModel(nn.Module):
         try:
             return self.block_names.index(point)
         except ValueError:
-            raise KeyError(f"unknown insertion point {point!r}; this {self.family} model has "
-                           f"{self.block_names}") from None
+            raise KeyError(
+                f"unknown insertion point {point!r}; this {self.family} model has {self.block_names}"
+            ) from None
 
     def low_rank(self, point: str) -> bool:
         """Whether the pooled gradient at ``point`` is low-rank by construction (``pooled_head``, last point)."""
@@ -87,7 +88,7 @@ class ResidualModel(nn.Module):
         """``(f_bot, f_top)`` sharing this model's modules, with ``f_top(f_bot(x)) == self(x)``."""
         i = self.index(point)
         f_bot = Chain([self.stem, *self.blocks[: i + 1]])
-        f_top = Chain([*self.blocks[i + 1:], self.head])
+        f_top = Chain([*self.blocks[i + 1 :], self.head])
         return f_bot, f_top
 
     def new_block(self, point: str) -> nn.Module:
@@ -151,8 +152,9 @@ class LanguageModel(ResidualModel):
     def per_example_loss(self, output: Tensor, target: Tensor) -> Tensor:
         """ℓ(sequence) = mean over its T positions of the next-token cross-entropy, shape ``(B,)``."""
         B, T, V = output.shape
-        token_loss = F.cross_entropy(_at_least_float32(output).reshape(B * T, V), target.reshape(B * T),
-                                     reduction="none")
+        token_loss = F.cross_entropy(
+            _at_least_float32(output).reshape(B * T, V), target.reshape(B * T), reduction="none"
+        )
         return token_loss.view(B, T).mean(dim=1)
 
     def task(self, data: Prepared) -> Task:
@@ -160,4 +162,3 @@ class LanguageModel(ResidualModel):
         from ..tasks import TextTask
 
         return TextTask(data, self.block_size)
-

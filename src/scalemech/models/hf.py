@@ -66,21 +66,29 @@ class DecoderLayout:
     """Attribute names of one ``model_type``'s parts, on its base model (``hf_model.base_model``)
     or, for ``output_projections``, on one decoder layer."""
 
-    layers: str                          # the list of decoder layers
-    embedding: str                       # token embedding (B, T) -> (B, T, d)
-    position_embedding: str | None       # learned absolute position embedding, added to it (GPT-2)
-    embedding_dropout: str | None        # dropout after the embedding, None if the model has none
-    final_norm: str                      # norm before lm_head
+    layers: str  # the list of decoder layers
+    embedding: str  # token embedding (B, T) -> (B, T, d)
+    position_embedding: str | None  # learned absolute position embedding, added to it (GPT-2)
+    embedding_dropout: str | None  # dropout after the embedding, None if the model has none
+    final_norm: str  # norm before lm_head
     output_projections: tuple[str, ...]  # linears that write a layer's branches into the stream
-    rotary: str | None                   # the shared rotary embedding module, None without rotary positions
+    rotary: str | None  # the shared rotary embedding module, None without rotary positions
 
 
-LLAMA_LAYOUT = DecoderLayout("layers", "embed_tokens", None, None, "norm", ("self_attn.o_proj", "mlp.down_proj"),
-                             "rotary_emb")
+LLAMA_LAYOUT = DecoderLayout(
+    "layers", "embed_tokens", None, None, "norm", ("self_attn.o_proj", "mlp.down_proj"), "rotary_emb"
+)
 DECODER_LAYOUTS = {
     "gpt2": DecoderLayout("h", "wte", "wpe", "drop", "ln_f", ("attn.c_proj", "mlp.c_proj"), None),
-    "gpt_neox": DecoderLayout("layers", "embed_in", None, "emb_dropout", "final_layer_norm",
-                              ("attention.dense", "mlp.dense_4h_to_h"), "rotary_emb"),
+    "gpt_neox": DecoderLayout(
+        "layers",
+        "embed_in",
+        None,
+        "emb_dropout",
+        "final_layer_norm",
+        ("attention.dense", "mlp.dense_4h_to_h"),
+        "rotary_emb",
+    ),
     "llama": LLAMA_LAYOUT,
     "mistral": LLAMA_LAYOUT,
     "qwen2": LLAMA_LAYOUT,
@@ -96,11 +104,15 @@ def attention_kind(config: PreTrainedConfig, index: int) -> str:
     """The attention of decoder layer ``index``: ``config.layer_types[index]`` where the config lists
     them (Qwen2/3), else sliding-window when ``config.sliding_window`` is set (Mistral), else full."""
     layer_types = getattr(config, "layer_types", None)
-    kind = layer_types[index] if layer_types else (
-        "sliding_attention" if getattr(config, "sliding_window", None) is not None else "full_attention")
+    kind = (
+        layer_types[index]
+        if layer_types
+        else ("sliding_attention" if getattr(config, "sliding_window", None) is not None else "full_attention")
+    )
     if kind not in MASKS:
-        raise ValueError(f"layer {index} of model_type {config.model_type!r} has attention {kind!r}; "
-                         f"supported: {sorted(MASKS)}")
+        raise ValueError(
+            f"layer {index} of model_type {config.model_type!r} has attention {kind!r}; supported: {sorted(MASKS)}"
+        )
     return kind
 
 
@@ -138,8 +150,14 @@ class DecoderBlock(nn.Module):
     the model (its ``layer_idx``).
     """
 
-    def __init__(self, layer: nn.Module, rotary: nn.Module | None, config: PreTrainedConfig,
-                 attention: str = "full_attention", index: int = 0):
+    def __init__(
+        self,
+        layer: nn.Module,
+        rotary: nn.Module | None,
+        config: PreTrainedConfig,
+        attention: str = "full_attention",
+        index: int = 0,
+    ):
         super().__init__()
         self.layer = layer
         self.rotary = rotary
@@ -149,15 +167,17 @@ class DecoderBlock(nn.Module):
 
     def forward(self, z: Tensor) -> Tensor:
         position_ids = torch.arange(z.shape[1], device=z.device).unsqueeze(0)  # (1, T)
-        mask = MASKS[self.attention](config=self.config, inputs_embeds=z, attention_mask=None,
-                                     past_key_values=None, position_ids=position_ids)
+        mask = MASKS[self.attention](
+            config=self.config, inputs_embeds=z, attention_mask=None, past_key_values=None, position_ids=position_ids
+        )
         extra = {} if self.rotary is None else {"position_embeddings": self.rotary(z, position_ids=position_ids)}
         return self.layer(z, attention_mask=mask, position_ids=position_ids, **extra)
 
 
 def unsupported(model_type: str, checkpoint: Any) -> ValueError:
-    return ValueError(f"model_type {model_type!r} of checkpoint {checkpoint!r} is not supported; "
-                      f"supported decoder LMs: {SUPPORTED}")
+    return ValueError(
+        f"model_type {model_type!r} of checkpoint {checkpoint!r} is not supported; supported decoder LMs: {SUPPORTED}"
+    )
 
 
 class HFCausalLM(LanguageModel):
@@ -177,7 +197,7 @@ class HFCausalLM(LanguageModel):
 
         stem = StreamStem(part(layout.embedding), part(layout.embedding_dropout), part(layout.position_embedding))
         rotary = part(layout.rotary)
-        layers = list(getattr(decoder, layout.layers))[:config.num_hidden_layers]
+        layers = list(getattr(decoder, layout.layers))[: config.num_hidden_layers]
         blocks = [DecoderBlock(layer, rotary, config, attention_kind(config, i), i) for i, layer in enumerate(layers)]
         head = Chain([part(layout.final_norm), hf_model.get_output_embeddings()])
         super().__init__(stem, blocks, [f"layer.{i}" for i in range(len(blocks))], head)
@@ -189,16 +209,23 @@ class HFCausalLM(LanguageModel):
         self.tokenizer_name: str = spec["checkpoint"]
         self.block_size: int = int(spec.get("block_size", config.max_position_embeddings))
         if not 1 <= self.block_size <= config.max_position_embeddings:
-            raise ValueError(f"block_size {self.block_size} is outside [1, {config.max_position_embeddings}] "
-                             f"(max_position_embeddings of {spec['checkpoint']!r})")
+            raise ValueError(
+                f"block_size {self.block_size} is outside [1, {config.max_position_embeddings}] "
+                f"(max_position_embeddings of {spec['checkpoint']!r})"
+            )
 
     def task(self, data: Prepared | TokenIds) -> TokenTask | TokenIdTask:
         """Next-token prediction on ``data``: a prepared text split in the checkpoint's own tokens
         (``TokenTask``), or token ids given directly (``TokenIds``: ``TokenIdTask``, no tokenizer)."""
         if getattr(data, "kind", None) == "tokens":
             return TokenIdTask(data, self.block_size, self.config.vocab_size)
-        return TokenTask(data, self.tokenizer_name, self.spec.get("revision"),
-                         bool(self.spec.get("local_files_only", False)), self.block_size)
+        return TokenTask(
+            data,
+            self.tokenizer_name,
+            self.spec.get("revision"),
+            bool(self.spec.get("local_files_only", False)),
+            self.block_size,
+        )
 
     def new_block(self, point: str) -> DecoderBlock:
         """A fresh decoder layer of this model's type and config for the stream at ``point``.
@@ -238,9 +265,11 @@ def _check_available(checkpoint: str, revision: str, local_files_only: bool) -> 
         cached = None
     if not isinstance(cached, str):
         why = "offline mode (HF_HUB_OFFLINE=1)" if offline else "local_files_only"
-        raise FileNotFoundError(f"{checkpoint!r} (revision {revision!r}) is neither a local directory nor in the "
-                                f"local Hugging Face cache ({constants.HF_HUB_CACHE}), and {why} "
-                                "forbids downloading it")
+        raise FileNotFoundError(
+            f"{checkpoint!r} (revision {revision!r}) is neither a local directory nor in the "
+            f"local Hugging Face cache ({constants.HF_HUB_CACHE}), and {why} "
+            "forbids downloading it"
+        )
 
 
 def build(spec: dict[str, Any]) -> HFCausalLM:
@@ -264,8 +293,13 @@ def build(spec: dict[str, Any]) -> HFCausalLM:
     config = AutoConfig.from_pretrained(spec["checkpoint"], revision=revision, local_files_only=local_files_only)
     if config.model_type not in DECODER_LAYOUTS:  # before any weight is downloaded
         raise unsupported(config.model_type, spec["checkpoint"])
-    hf_model = AutoModelForCausalLM.from_pretrained(spec["checkpoint"], config=config, revision=revision,
-                                                    local_files_only=local_files_only, dtype=DTYPES[dtype_name])
+    hf_model = AutoModelForCausalLM.from_pretrained(
+        spec["checkpoint"],
+        config=config,
+        revision=revision,
+        local_files_only=local_files_only,
+        dtype=DTYPES[dtype_name],
+    )
     if spec.get("frozen", True):
         hf_model.requires_grad_(False)
     return HFCausalLM(hf_model, spec).eval()
@@ -276,12 +310,11 @@ class TokenTask(WindowTask):
     replaced) and tokenized (``tokenize_text``) once; an example is a window of ``block_size``
     tokens of that stream (``tasks.WindowTask``)."""
 
-    def __init__(self, data: Prepared, tokenizer: str, revision: str | None, local_files_only: bool,
-                 block_size: int):
+    def __init__(self, data: Prepared, tokenizer: str, revision: str | None, local_files_only: bool, block_size: int):
         if data.kind != "text":
             raise ValueError(f"hf models take text data; {data.name!r} holds {data.kind}")
         self.data, self.block_size = data, block_size
-        self.tokenizer = (tokenizer, revision, local_files_only)   # tokenize_text's arguments after the text
+        self.tokenizer = (tokenizer, revision, local_files_only)  # tokenize_text's arguments after the text
         self._streams: dict[str, Tensor] = {}
 
     def stream(self, split: str) -> Tensor:

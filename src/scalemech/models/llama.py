@@ -25,14 +25,14 @@ from .base import LanguageModel
 
 @dataclass
 class LlamaConfig:
-    width: int = 256               # d_model
-    depth: int = 4                 # n_layer
-    head_dim: int = 64             # n_head = width // head_dim
-    vocab_size: int = 256          # bytes
-    block_size: int = 256          # longest sequence T (rotary tables are built for it)
+    width: int = 256  # d_model
+    depth: int = 4  # n_layer
+    head_dim: int = 64  # n_head = width // head_dim
+    vocab_size: int = 256  # bytes
+    block_size: int = 256  # longest sequence T (rotary tables are built for it)
     mlp_hidden: int | None = None  # SwiGLU hidden size; None = 8/3 · width rounded up to a multiple of 32
-    tie_embeddings: bool = False   # lm_head shares the token embedding matrix
-    rope_base: float = 10000.0     # rotary frequency base θ
+    tie_embeddings: bool = False  # lm_head shares the token embedding matrix
+    rope_base: float = 10000.0  # rotary frequency base θ
 
     def __post_init__(self) -> None:
         for key in ("width", "depth", "head_dim", "vocab_size", "block_size"):
@@ -41,8 +41,10 @@ class LlamaConfig:
         if self.head_dim % 2:
             raise ValueError(f"llama head_dim must be even for rotary embeddings, got {self.head_dim}")
         if self.width % self.head_dim:
-            raise ValueError(f"llama width {self.width} is not a multiple of head_dim {self.head_dim}; "
-                             f"allowed widths: multiples of {self.head_dim}")
+            raise ValueError(
+                f"llama width {self.width} is not a multiple of head_dim {self.head_dim}; "
+                f"allowed widths: multiples of {self.head_dim}"
+            )
         if self.mlp_hidden is None:
             self.mlp_hidden = 32 * math.ceil(8 * self.width / 3 / 32)
         if not isinstance(self.mlp_hidden, int) or self.mlp_hidden < 1:
@@ -75,7 +77,7 @@ class Rotary(nn.Module):
     def __init__(self, head_dim: int, block_size: int, base: float):
         super().__init__()
         inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)  # (hs/2,)
-        angles = torch.outer(torch.arange(block_size, dtype=torch.float64), inv_freq)     # (block_size, hs/2)
+        angles = torch.outer(torch.arange(block_size, dtype=torch.float64), inv_freq)  # (block_size, hs/2)
         self.register_buffer("cos", angles.cos().float(), persistent=False)
         self.register_buffer("sin", angles.sin().float(), persistent=False)
 
@@ -84,7 +86,7 @@ class Rotary(nn.Module):
         if T > self.cos.size(0):
             raise ValueError(f"sequence length {T} exceeds block_size {self.cos.size(0)}")
         cos, sin = self.cos[:T].to(x.dtype), self.sin[:T].to(x.dtype)  # (T, hs/2)
-        x1, x2 = x.chunk(2, dim=-1)                                     # (B, nh, T, hs/2) each
+        x1, x2 = x.chunk(2, dim=-1)  # (B, nh, T, hs/2) each
         return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
 
 
@@ -100,8 +102,8 @@ class CausalSelfAttention(nn.Module):
         B, T, C = x.shape
         q, k, v = self.qkv(x).split(C, dim=2)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
-        y = F.scaled_dot_product_attention(self.rotary(q), self.rotary(k), v, is_causal=True)      # (B, nh, T, hs)
-        return self.proj(y.transpose(1, 2).reshape(B, T, C))                                         # (B, T, C)
+        y = F.scaled_dot_product_attention(self.rotary(q), self.rotary(k), v, is_causal=True)  # (B, nh, T, hs)
+        return self.proj(y.transpose(1, 2).reshape(B, T, C))  # (B, T, C)
 
 
 class MLP(nn.Module):

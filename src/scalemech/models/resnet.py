@@ -36,17 +36,18 @@ STAGE_CHANNELS = (16, 32, 64)
 
 @dataclass
 class ResNetConfig:
-    depth: int = 20          # 6n + 2: n BasicBlocks per stage
-    width: float = 1.0       # channel multiplier k (16k, 32k, 64k)
-    norm: str = "batch"      # batch | layer | rms
+    depth: int = 20  # 6n + 2: n BasicBlocks per stage
+    width: float = 1.0  # channel multiplier k (16k, 32k, 64k)
+    norm: str = "batch"  # batch | layer | rms
     placement: str = "branch"  # branch: relu(x + Norm(F(x))); post: Norm(x + F(x))
-    in_channels: int = 3     # 1 for MNIST, 3 for CIFAR
+    in_channels: int = 3  # 1 for MNIST, 3 for CIFAR
     num_classes: int = 10
 
     def __post_init__(self) -> None:
         if not isinstance(self.depth, int) or self.depth < 8 or (self.depth - 2) % 6:
-            raise ValueError(f"resnet depth must be 6n+2 with n >= 1 (8, 14, 20, 32, 44, 56, 110, ...), "
-                             f"got {self.depth!r}")
+            raise ValueError(
+                f"resnet depth must be 6n+2 with n >= 1 (8, 14, 20, 32, 44, 56, 110, ...), got {self.depth!r}"
+            )
         if not isinstance(self.width, (int, float)) or not self.width > 0:
             raise ValueError(f"resnet width multiplier must be a number > 0, got {self.width!r}")
         if self.norm not in NORMS:
@@ -116,8 +117,9 @@ class BasicBlock(nn.Module):
         self.norm2 = make_norm(norm, out_channels)
         self.shortcut: nn.Module = nn.Identity()
         if stride != 1 or in_channels != out_channels:
-            self.shortcut = nn.Sequential(nn.Conv2d(in_channels, out_channels, 1, stride=stride, bias=False),
-                                          make_norm(norm, out_channels))
+            self.shortcut = nn.Sequential(
+                nn.Conv2d(in_channels, out_channels, 1, stride=stride, bias=False), make_norm(norm, out_channels)
+            )
 
     def forward(self, x: Tensor) -> Tensor:
         h = self.conv2(F.relu(self.norm1(self.conv1(x))))  # (B, C_out, H/stride, W/stride)

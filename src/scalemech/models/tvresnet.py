@@ -43,8 +43,8 @@ STAGE_PLANES = (64, 128, 256, 512)
 
 @dataclass
 class TVResNetConfig:
-    depth: int = 18          # 18 | 34 | 50 | 101 | 152
-    width: float = 1.0       # channel multiplier k on every stage (1 = torchvision's model)
+    depth: int = 18  # 18 | 34 | 50 | 101 | 152
+    width: float = 1.0  # channel multiplier k on every stage (1 = torchvision's model)
     in_channels: int = 3
     num_classes: int = 1000
 
@@ -108,7 +108,10 @@ class TVResNet(ResidualModel):
         inplanes = config.scaled(64)
         stem = nn.Sequential(
             nn.Conv2d(config.in_channels, inplanes, kernel_size=7, stride=2, padding=3, bias=False),
-            nn.BatchNorm2d(inplanes), nn.ReLU(inplace=True), nn.MaxPool2d(kernel_size=3, stride=2, padding=1))
+            nn.BatchNorm2d(inplanes),
+            nn.ReLU(inplace=True),
+            nn.MaxPool2d(kernel_size=3, stride=2, padding=1),
+        )
         blocks, names = [], []
         for i, (planes, count) in enumerate(zip(STAGE_PLANES, counts), start=1):
             planes = config.scaled(planes)
@@ -116,8 +119,10 @@ class TVResNet(ResidualModel):
                 stride = 2 if i > 1 and j == 0 else 1
                 downsample = None
                 if stride != 1 or inplanes != planes * block_type.expansion:
-                    downsample = nn.Sequential(conv1x1(inplanes, planes * block_type.expansion, stride),
-                                               nn.BatchNorm2d(planes * block_type.expansion))
+                    downsample = nn.Sequential(
+                        conv1x1(inplanes, planes * block_type.expansion, stride),
+                        nn.BatchNorm2d(planes * block_type.expansion),
+                    )
                 blocks.append(block_type(inplanes, planes, stride, downsample))
                 names.append(f"layer{i}.block{j}")
                 inplanes = planes * block_type.expansion
