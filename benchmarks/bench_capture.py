@@ -30,8 +30,10 @@ def main() -> None:
     points = model.insertion_points()
     one_pass = timed(lambda: activation_grads(model, x, y, points))
     per_point = timed(lambda: [activation_grads(model, x, y, [p]) for p in points])
-    print(f"ResNet-20, {len(points)} points, batch {BATCH}, {torch.get_num_threads()} threads: "
-          f"one pass {one_pass:.3f} s, one backward per point {per_point:.3f} s, ratio {per_point / one_pass:.1f}x")
+    print(
+        f"ResNet-20, {len(points)} points, batch {BATCH}, {torch.get_num_threads()} threads: "
+        f"one pass {one_pass:.3f} s, one backward per point {per_point:.3f} s, ratio {per_point / one_pass:.1f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -41,13 +41,15 @@ PREVIOUS_CHUNK = 2048
 
 # ----------------------------------------------------------------------------- the previous path (reference)
 
+
 def previous_ordered_subsets(draws: int, n: int, size: int, generator: torch.Generator) -> torch.Tensor:
     """The ``size`` largest of ``n`` i.i.d. float32 uniform keys per draw, in order."""
     return torch.rand(draws, n, generator=generator).topk(size, dim=1).indices
 
 
-def previous_block_means(C: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, Ms: Sequence[int],
-                         Ks: Sequence[int]) -> torch.Tensor:
+def previous_block_means(
+    C: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, Ms: Sequence[int], Ks: Sequence[int]
+) -> torch.Tensor:
     """Row sums ``1_Iᵀ C`` over whole rows (``embedding_bag``), then a gather of the columns and a cumsum."""
     if rows.shape[1] * C.shape[1] > cols.shape[1] * C.shape[0]:
         return previous_block_means(C.T.contiguous(), cols, rows, Ks, Ms).transpose(1, 2)
@@ -58,13 +60,14 @@ def previous_block_means(C: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor
     for a, M in enumerate(Ms):
         row_sums += F.embedding_bag(rows[:, done:M], C, mode="sum")
         done = M
-        corner_sums = row_sums.gather(1, cols[:, :Ks[-1]]).cumsum(1)[:, K_index]
+        corner_sums = row_sums.gather(1, cols[:, : Ks[-1]]).cumsum(1)[:, K_index]
         out[:, a] = corner_sums / (M * torch.as_tensor(Ks, dtype=C.dtype))
     return out
 
 
-def previous_draws(C: torch.Tensor, grid: Sequence[tuple[int, int]], draws: int,
-                   seed: int) -> dict[tuple[int, int], torch.Tensor]:
+def previous_draws(
+    C: torch.Tensor, grid: Sequence[tuple[int, int]], draws: int, seed: int
+) -> dict[tuple[int, int], torch.Tensor]:
     Ms, Ks = sorted({M for M, _ in grid}), sorted({K for _, K in grid})
     generator = torch.Generator().manual_seed(seed)
     chunks = []
@@ -79,6 +82,7 @@ def previous_draws(C: torch.Tensor, grid: Sequence[tuple[int, int]], draws: int,
 
 # ----------------------------------------------------------------------------- timing
 
+
 def best_of(repeats: int, work: Callable[[], object]) -> tuple[float, object]:
     best, result = float("inf"), None
     for _ in range(repeats):
@@ -92,8 +96,8 @@ def rows_baseline(Q_train: torch.Tensor, Q_test: torch.Tensor, M: int, K: int, d
     generator = torch.Generator().manual_seed(0)
     rows, cols = ordered_subsets(draws, N, M, generator), ordered_subsets(draws, N, K, generator)
     start = time.perf_counter()
-    for I, J in zip(rows, cols):
-        float(Q_train[I].double().mean(0) @ Q_test[J].double().mean(0))
+    for train_rows, test_rows in zip(rows, cols):
+        float(Q_train[train_rows].double().mean(0) @ Q_test[test_rows].double().mean(0))
     return time.perf_counter() - start
 
 
@@ -116,32 +120,40 @@ def main(argv: list[str] | None = None) -> None:
     start = time.perf_counter()
     C = (Q_train @ Q_test.T).double()  # formed once
     print(f"cross-Gram {N}x{N} from D={D}: {time.perf_counter() - start:.2f} s (once per point and view)")
-    print(f"threads: {torch.get_num_threads()}, CPU capability: {torch.backends.cpu.get_cpu_capability()}, "
-          f"best of {args.repeats}")
+    print(
+        f"threads: {torch.get_num_threads()}, CPU capability: {torch.backends.cpu.get_cpu_capability()}, "
+        f"best of {args.repeats}"
+    )
 
     subsets = torch.Generator().manual_seed(1)
     rows, cols = ordered_subsets(512, N, 256, subsets), ordered_subsets(512, N, 256, subsets)
     Ms = Ks = [M for M, _ in GRID]
     difference = (block_means(C, rows, cols, Ms, Ks) - previous_block_means(C, rows, cols, Ms, Ks)).abs().max()
-    print(f"kernels on the same 512 subsets, whole grid: max |current - previous| = {difference:.2e} "
-          f"(entries of C up to {C.abs().max():.3g})")
+    print(
+        f"kernels on the same 512 subsets, whole grid: max |current - previous| = {difference:.2e} "
+        f"(entries of C up to {C.abs().max():.3g})"
+    )
 
     goal = None
     for cells in [[cell] for cell in GRID] + [GRID]:
-        old_s, old = best_of(args.repeats, lambda: previous_draws(C, cells, DRAWS, seed=0))
-        new_s, new = best_of(args.repeats, lambda: misalignment_draws(C, cells, DRAWS, seed=0))
+        old_s, old = best_of(args.repeats, lambda cells=cells: previous_draws(C, cells, DRAWS, seed=0))
+        new_s, new = best_of(args.repeats, lambda cells=cells: misalignment_draws(C, cells, DRAWS, seed=0))
         label = f"(M, K) = {cells[0]}" if len(cells) == 1 else f"whole grid {cells} at once (nested prefixes)"
         shares = ", ".join(f"{_misaligned(old[cell]):.4f} vs {_misaligned(new[cell]):.4f}" for cell in cells)
-        print(f"{label}: previous {old_s:.3f} s, current {new_s:.3f} s / {DRAWS} draws, "
-              f"ratio x{old_s / new_s:.1f}; P(<= 0) previous vs current: {shares}")
+        print(
+            f"{label}: previous {old_s:.3f} s, current {new_s:.3f} s / {DRAWS} draws, "
+            f"ratio x{old_s / new_s:.1f}; P(<= 0) previous vs current: {shares}"
+        )
         if cells == [GOAL_CELL]:
             goal = new_s
         if args.rows and len(cells) == 1:
             M, K = cells[0]
             slow = rows_baseline(Q_train, Q_test, M, K, args.rows_draws) * DRAWS / args.rows_draws
             print(f"    rows baseline ~{slow:.1f} s (scaled from {args.rows_draws} draws), ratio x{slow / new_s:.0f}")
-    print(f"goal: {DRAWS} draws at (M, K) = {GOAL_CELL} in < {GOAL_SECONDS:.0f} s on {args.threads} threads: "
-          f"{goal:.3f} s, {'met' if goal < GOAL_SECONDS else 'NOT met'}")
+    print(
+        f"goal: {DRAWS} draws at (M, K) = {GOAL_CELL} in < {GOAL_SECONDS:.0f} s on {args.threads} threads: "
+        f"{goal:.3f} s, {'met' if goal < GOAL_SECONDS else 'NOT met'}"
+    )
 
 
 if __name__ == "__main__":

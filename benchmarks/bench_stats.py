@@ -53,8 +53,12 @@ def _truth(dim: int) -> dict[str, float]:
 
 def _gram_moments(rows: torch.Tensor) -> dict[str, float]:
     result = alignment_stats(rows)
-    return {"mu_sq": result.mu_sq, "mu_sigma_mu": result.mu_sigma_mu, "tr_sigma_sq": result.tr_sigma_sq,
-            "d_align": result.d_align}
+    return {
+        "mu_sq": result.mu_sq,
+        "mu_sigma_mu": result.mu_sigma_mu,
+        "tr_sigma_sq": result.tr_sigma_sq,
+        "d_align": result.d_align,
+    }
 
 
 def _gram_only(rows: torch.Tensor) -> dict[str, float]:
@@ -110,8 +114,10 @@ def main(argv: list[str] | None = None) -> None:
 
     columns = stats._chunk_columns(args.n, 8192)
     floor_mib = (8 * args.n**2 + 8 * args.n * columns) / 2**20
-    print(f"[1] D = {args.dim}, n = {args.n}  (threads: {torch.get_num_threads()}; Gram chunks of {columns} "
-          f"columns; floor n²·8 B + one chunk = {floor_mib:.1f} MiB)")
+    print(
+        f"[1] D = {args.dim}, n = {args.n}  (threads: {torch.get_num_threads()}; Gram chunks of {columns} "
+        f"columns; floor n²·8 B + one chunk = {floor_mib:.1f} MiB)"
+    )
     results = {method: measure(method, args.n, args.dim) for method in METHODS}
     for method, result in results.items():
         _report(method, *result)
@@ -119,13 +125,17 @@ def main(argv: list[str] | None = None) -> None:
     covariance = results["covariance"]
     for method in ("gram", "stats"):
         seconds, mib = results[method][:2]
-        print(f"  covariance / {method}: time x{covariance[0] / seconds:.1f}, "
-              f"peak extra memory x{covariance[1] / max(mib, 1e-3):.1f} (goal >= 100)")
+        print(
+            f"  covariance / {method}: time x{covariance[0] / seconds:.1f}, "
+            f"peak extra memory x{covariance[1] / max(mib, 1e-3):.1f} (goal >= 100)"
+        )
     print(f"  gram peak / floor: x{results['gram'][1] / floor_mib:.2f} (goal <= 2)")
 
-    print(f"[2] D = {args.big_dim}, n = {args.big_n}: Gram path only "
-          f"(rows {args.big_n * args.big_dim * 4 / 2**30:.2f} GiB float32; "
-          f"the D×D float32 covariance would need {args.big_dim**2 * 4 / 2**40:.1f} TiB)")
+    print(
+        f"[2] D = {args.big_dim}, n = {args.big_n}: Gram path only "
+        f"(rows {args.big_n * args.big_dim * 4 / 2**30:.2f} GiB float32; "
+        f"the D×D float32 covariance would need {args.big_dim**2 * 4 / 2**40:.1f} TiB)"
+    )
     _report("stats", *measure("stats", args.big_n, args.big_dim))
     _report("truth", 0.0, 0.0, None, _truth(args.big_dim))
 

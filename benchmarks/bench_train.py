@@ -32,8 +32,15 @@ from scalemech.data import Prepared, load_prepared, prepare_dataset
 from scalemech.models import build_model
 from scalemech.train import Recipe, make_optimizer, resolve_device, train
 
-SPEC = {"family": "resnet", "depth": 20, "width": 1, "norm": "batch", "placement": "branch",
-        "in_channels": 3, "num_classes": 10}
+SPEC = {
+    "family": "resnet",
+    "depth": 20,
+    "width": 1,
+    "norm": "batch",
+    "placement": "branch",
+    "in_channels": 3,
+    "num_classes": 10,
+}
 ARCHIVE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10-jpg.tar.gz"
 
 
@@ -47,9 +54,21 @@ def cifar_like(archive: Path, n_train: int, workdir: Path) -> tuple[Prepared, st
     x = torch.randint(0, 256, (n_train + 1000, 3, 32, 32), dtype=torch.uint8, generator=generator)
     y = torch.randint(0, 10, (n_train + 1000,), generator=generator)
     stats = {"mean": [0.5] * 3, "std": [0.29] * 3}
-    return (Prepared("random", "image", x[:n_train], y[:n_train], x[n_train:], y[n_train:], {"stats": stats},
-                     num_classes=10, in_channels=3, image_size=32),
-            f"random uint8 images of CIFAR shape ({archive} not found)")
+    return (
+        Prepared(
+            "random",
+            "image",
+            x[:n_train],
+            y[:n_train],
+            x[n_train:],
+            y[n_train:],
+            {"stats": stats},
+            num_classes=10,
+            in_channels=3,
+            image_size=32,
+        ),
+        f"random uint8 images of CIFAR shape ({archive} not found)",
+    )
 
 
 class PerExample(torch.utils.data.Dataset):
@@ -69,11 +88,21 @@ class PerExample(torch.utils.data.Dataset):
 def reference_loop(data: Prepared, recipe: Recipe, seed: int, device: torch.device) -> float:
     """Images/s of the plain loop: per-example torchvision augmentation, NCHW, fp32."""
     stats = data.manifest["stats"]
-    transform = transforms.Compose([
-        transforms.RandomCrop(32, padding=4), transforms.RandomHorizontalFlip(),
-        transforms.ConvertImageDtype(torch.float32), transforms.Normalize(stats["mean"], stats["std"])])
-    loader = DataLoader(PerExample(data.train_x, data.train_y, transform), batch_size=recipe.batch_size,
-                        shuffle=True, drop_last=True, generator=torch.Generator().manual_seed(seed))
+    transform = transforms.Compose(
+        [
+            transforms.RandomCrop(32, padding=4),
+            transforms.RandomHorizontalFlip(),
+            transforms.ConvertImageDtype(torch.float32),
+            transforms.Normalize(stats["mean"], stats["std"]),
+        ]
+    )
+    loader = DataLoader(
+        PerExample(data.train_x, data.train_y, transform),
+        batch_size=recipe.batch_size,
+        shuffle=True,
+        drop_last=True,
+        generator=torch.Generator().manual_seed(seed),
+    )
     torch.manual_seed(seed)
     model = build_model(SPEC).to(device).train()
     optimizer = make_optimizer(model, recipe)
@@ -110,8 +139,17 @@ def main() -> None:
         for r in range(args.repeats):
             reference_r = reference_loop(data, recipe, seed=r, device=device)
             run_dir = Path(tmp) / f"run{r}"
-            ours_r = train(SPEC, recipe, data, run_dir, run_dir / "ckpt", seed=r, device=device,
-                           checkpoint_every=10 ** 9, progress=False)["examples_per_second"]
+            ours_r = train(
+                SPEC,
+                recipe,
+                data,
+                run_dir,
+                run_dir / "ckpt",
+                seed=r,
+                device=device,
+                checkpoint_every=10**9,
+                progress=False,
+            )["examples_per_second"]
             print(f"repeat {r}: reference {reference_r:.0f} images/s, ours {ours_r:.0f} images/s")
             reference, ours = max(reference, reference_r), max(ours, ours_r)
     print("best of the repeats:")
