@@ -12,6 +12,7 @@ from scalemech.models.base import ResidualModel
 from scalemech.tables import check_columns
 from scalemech.tasks import Examples
 
+VIEWS = ("full", "pooled")
 KEYS = {"run": "t", "dataset": "d", "family": "f", "depth": 1, "width": 1.0, "seed": 0, "model": "m"}
 
 
@@ -40,21 +41,13 @@ def test_ratio_tends_to_one_for_linear_top_and_squared_loss(tmp_path):
     model = LinearTop().double()
     x, y = torch.randn(70, 5, 3, dtype=torch.float64), torch.randn(70, 2, dtype=torch.float64)
     _capture(model, x, y, "b0", tmp_path, "float32")
-    for view in ("full", "pooled"):
-        table = intervene_at(
-            model,
-            "b0",
-            view,
-            (x[:40], y[:40]),
-            (x[40:], y[40:]),
-            (x[40:], y[40:]),
-            tmp_path,
-            16,
-            to_device("cpu"),
-            KEYS,
-            step_fractions=(1e-1, 1e-2, 1e-3),
-        )
-        check_columns(table, "intervention")
+    pools = {"train": (x[:40], y[:40]), "test": (x[40:], y[40:]), "heldout": (x[40:], y[40:])}
+    tables = intervene_at(
+        model, "b0", VIEWS, pools, tmp_path, 16, to_device("cpu"), KEYS, step_fractions=(1e-1, 1e-2, 1e-3)
+    )
+    check_columns(tables, "intervention")
+    assert tables.view.tolist() == [view for view in VIEWS for _ in range(3)]
+    for _, table in tables.groupby("view"):
         errors = (table.ratio - 1).abs().tolist()
         # L(δ) is quadratic in δ: ratio − 1 is proportional to η, so each 10x smaller η cuts it ~10x
         assert errors[0] > errors[1] > errors[2]
@@ -78,22 +71,14 @@ def test_ratio_near_one_on_briefly_trained_model(tmp_path):
     x_pool, y_pool = torch.randn(100, 1, 8, 8), torch.randint(0, 3, (100,))
     x_pool[:, 0, :4] += 0.3  # a shifted test distribution: a clear nonzero first-order change
     _capture(model, x_pool[:70], y_pool[:70], point, tmp_path, "float16")
-    heldout = (x_pool[70:], y_pool[70:])  # test pool B, disjoint from A
-    for view in ("full", "pooled"):
-        table = intervene_at(
-            model,
-            point,
-            view,
-            (x_pool[:40], y_pool[:40]),
-            (x_pool[40:70], y_pool[40:70]),
-            heldout,
-            tmp_path,
-            16,
-            to_device("cpu"),
-            KEYS,
-            step_fractions=(1e-2, 1e-3),
-        )
-        check_columns(table, "intervention")
+    pools = {
+        "train": (x_pool[:40], y_pool[:40]),
+        "test": (x_pool[40:70], y_pool[40:70]),
+        "heldout": (x_pool[70:], y_pool[70:]),  # test pool B, disjoint from A
+    }
+    tables = intervene_at(model, point, VIEWS, pools, tmp_path, 16, to_device("cpu"), KEYS, step_fractions=(1e-2, 1e-3))
+    check_columns(tables, "intervention")
+    for _, table in tables.groupby("view"):
         assert 0.9 <= table.ratio.iloc[-1] <= 1.1, table  # same pool: first order holds
         assert table.sign_agree.all()
         assert (table.observed_heldout != table.observed).all()  # B is another sample than A

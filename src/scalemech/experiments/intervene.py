@@ -39,45 +39,32 @@ from ..tables import columns
 from ..tasks import draw_disjoint, fetch
 
 
-def _cast(dtype: torch.dtype, prepare_batch: PrepareBatch) -> PrepareBatch:
-    """``prepare_batch`` with floating inputs cast to ``dtype`` (token ids stay integers)."""
-
-    def prepare(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
-        x, y = prepare_batch(x, y)
-        return (x.to(dtype) if x.is_floating_point() else x), y
-
-    return prepare
-
-
 @torch.no_grad()
-def stream_rms(f_bot: torch.nn.Module, x: Tensor, y: Tensor, batch_size: int, prepare_batch: PrepareBatch) -> float:
-    """``RMS(z) = sqrt(mean over examples and elements of z²)``, ``z = f_bot(x)``."""
-    total, count = 0.0, 0
-    for xb, _ in iter_batches(x, y, batch_size, prepare_batch):
-        z = f_bot(xb)
-        total += float((z.double() ** 2).sum())
-        count += z.numel()
-    return math.sqrt(total / count)
+def streams(
+    f_bot: torch.nn.Module, x: Tensor, y: Tensor, batch_size: int, prepare_batch: PrepareBatch
+) -> list[tuple[Tensor, Tensor]]:
+    """The pool's streams ``z = f_bot(x)`` batch by batch, with their labels (in ``f_bot``'s dtype)."""
+    return [(f_bot(xb), yb) for xb, yb in iter_batches(x, y, batch_size, prepare_batch)]
+
+
+def stream_rms(batches: Sequence[tuple[Tensor, Tensor]]) -> float:
+    """``RMS(z) = sqrt(mean over examples and elements of z²)`` over the batches of ``streams``."""
+    total = sum(float((z.double() ** 2).sum()) for z, _ in batches)
+    return math.sqrt(total / sum(z.numel() for z, _ in batches))
 
 
 @torch.no_grad()
 def shifted_losses(
-    f_bot: torch.nn.Module,
-    f_top: torch.nn.Module,
-    model: ResidualModel,
-    shifts: Sequence[Tensor],
-    x: Tensor,
-    y: Tensor,
-    batch_size: int,
-    prepare_batch: PrepareBatch,
+    f_top: torch.nn.Module, model: ResidualModel, shifts: Sequence[Tensor], batches: Sequence[tuple[Tensor, Tensor]]
 ) -> list[float]:
-    """Mean pool loss of ``f_top(f_bot(x) + δ)`` for each ``δ`` in ``shifts`` (one ``f_bot`` pass per batch)."""
+    """Mean pool loss of ``f_top(z + δ)`` for each ``δ`` in ``shifts``, ``z`` from ``streams``, cast
+    to the shifts' dtype (``model`` holds the loss; ``f_top`` is one of its parts)."""
     totals = [0.0] * len(shifts)
-    for xb, yb in iter_batches(x, y, batch_size, prepare_batch):
-        z = f_bot(xb)
+    for z, yb in batches:
+        z = z.to(shifts[0].dtype)
         for k, delta in enumerate(shifts):
             totals[k] += float(model.per_example_loss(f_top(z + delta), yb).double().sum())
-    return [total / len(x) for total in totals]
+    return [total / sum(len(yb) for _, yb in batches) for total in totals]
 
 
 def intervene(
@@ -91,32 +78,20 @@ def intervene(
     batch_size: int,
     device: torch.device | str,
 ) -> pd.DataFrame:
-    """The ``intervention`` table of ``model``: ``intervene_at`` every point and view whose gradient
-    pools ``measure`` stored in ``pool_dir``, on the very examples behind them (read from the
-    pools' provenance), judged also on a held-out test pool of as many examples, disjoint from
-    the measured one (``tasks.draw_disjoint``). The keyword arguments are the config's
-    ``intervene`` section."""
+    """The ``intervention`` table of ``model``: ``intervene_at`` every point whose gradient pools
+    ``measure`` stored in ``pool_dir``, in each of ``views``, on the very examples behind them
+    (read from the pools' provenance), judged also on a held-out test pool of as many examples,
+    disjoint from the measured one (``tasks.draw_disjoint``). The keyword arguments are the
+    config's ``intervene`` section."""
     task, points = model.task(data), measured_points(pool_dir)
     train, test = (
         fetch(task, GradientPool(pool_path(pool_dir, split, points[0], views[0])).meta) for split in ("train", "test")
     )
     heldout = draw_disjoint(task, "test", len(test), derive_seed(test.seed, "heldout"), test.index)
+    pools = {"train": (train.x, train.y), "test": (test.x, test.y), "heldout": (heldout.x, heldout.y)}
     frames = [
-        intervene_at(
-            model,
-            point,
-            view,
-            (train.x, train.y),
-            (test.x, test.y),
-            (heldout.x, heldout.y),
-            pool_dir,
-            batch_size,
-            to_device(device),
-            keys,
-            step_fractions,
-        )
+        intervene_at(model, point, views, pools, pool_dir, batch_size, to_device(device), keys, step_fractions)
         for point in points
-        for view in views
     ]
     return pd.concat(frames, ignore_index=True)
 
@@ -131,10 +106,8 @@ def _ratio(observed: float, predicted: float) -> dict[str, float | bool]:
 def intervene_at(
     model: ResidualModel,
     point: str,
-    view: str,
-    train: tuple[Tensor, Tensor],
-    test: tuple[Tensor, Tensor],
-    heldout: tuple[Tensor, Tensor],
+    views: Sequence[str],
+    pools: dict[str, tuple[Tensor, Tensor]],
     pool_dir: str | Path,
     batch_size: int,
     prepare_batch: PrepareBatch,
@@ -142,27 +115,47 @@ def intervene_at(
     step_fractions: Sequence[float],
     dtype: torch.dtype | None = torch.float64,
 ) -> pd.DataFrame:
-    """The ``intervention`` rows of ``model`` at ``point`` in ``view``, one per step fraction.
+    """The ``intervention`` rows of ``model`` at ``point``, one per view and step fraction.
 
-    ``train``/``test`` are the examples whose gradients ``measure`` stored in ``pool_dir``
-    (``intervene`` fetches them); ``heldout`` is a test pool B disjoint from ``test`` (pool A).
-    The prediction ``−η μ_Mᵀ g_A`` is compared with the loss change on A (``observed``: a
-    first-order consistency check, which tends to the prediction as η → 0 for any alignment) and
-    on B (``observed_heldout``: the held-out test of W4). The losses are evaluated on a copy of the
-    model cast to ``dtype`` (float64 by default, so the small observed changes are not rounding
-    noise; ``None`` keeps the model's dtype). ``ratio = observed / predicted``; ``sign_agree``:
-    equal signs.
+    ``pools["train"]``/``pools["test"]`` are the examples whose gradients ``measure`` stored in
+    ``pool_dir`` (``intervene`` fetches them); ``pools["heldout"]`` is a test pool B disjoint from
+    the test pool A. The prediction ``−η μ_Mᵀ g_A`` is compared with the loss change on A
+    (``observed``: a first-order consistency check, which tends to the prediction as η → 0 for any
+    alignment) and on B (``observed_heldout``: the held-out test of W4). Each pool's streams
+    ``z = f_bot(x)`` are computed once, by the model as it is, and shared by every view and step;
+    ``f_top`` runs on a copy cast to ``dtype`` (float64 by default, so the small observed changes
+    are not rounding noise; ``None`` keeps the model's dtype). ``ratio = observed / predicted``;
+    ``sign_agree``: equal signs.
     """
-    train_pool, test_pool = (GradientPool(pool_path(pool_dir, split, point, view)) for split in ("train", "test"))
     evaluated = copy.deepcopy(model).eval()
-    if dtype is not None:
-        evaluated = evaluated.to(dtype)
-        prepare_batch = _cast(dtype, prepare_batch)
-    device = next(evaluated.parameters()).device
-    param_dtype = next(evaluated.parameters()).dtype
-    f_bot, f_top = evaluated.split(point)
-    mu_train = train_pool.mean(device)  # (D,) float64, D = P (full) or C (pooled)
-    g_test = test_pool.mean(device)
+    top_model = evaluated if dtype is None else copy.deepcopy(evaluated).to(dtype)
+    f_bot, _ = evaluated.split(point)
+    _, f_top = top_model.split(point)
+    batches = {name: streams(f_bot, *pool, batch_size, prepare_batch) for name, pool in pools.items()}
+    rms = stream_rms(batches["train"])
+    frames = [
+        _intervene_in_view(top_model, f_top, point, view, batches, rms, pool_dir, keys, step_fractions)
+        for view in views
+    ]
+    return pd.concat(frames, ignore_index=True)
+
+
+def _intervene_in_view(
+    top_model: ResidualModel,
+    f_top: torch.nn.Module,
+    point: str,
+    view: str,
+    batches: dict[str, list[tuple[Tensor, Tensor]]],
+    rms: float,
+    pool_dir: str | Path,
+    keys: dict[str, Any],
+    step_fractions: Sequence[float],
+) -> pd.DataFrame:
+    """``intervene_at``'s rows in one ``view``, from the pools' streams ``batches`` and ``RMS(z)``."""
+    train_pool, test_pool = (GradientPool(pool_path(pool_dir, split, point, view)) for split in ("train", "test"))
+    param = next(top_model.parameters())
+    mu_train = train_pool.mean(param.device)  # (D,) float64, D = P (full) or C (pooled)
+    g_test = test_pool.mean(param.device)
     if not float(mu_train.norm()) > 0:
         raise ValueError(
             f"the mean train gradient at {point!r} ({view} view) is {float(mu_train.norm())}; "
@@ -171,13 +164,10 @@ def intervene_at(
     stream_shape = train_pool.meta["stream_shape"]
     numel = math.prod(stream_shape)
     repeats = numel / mu_train.numel()  # elements of z that share one entry of δ
-    target_norm = stream_rms(f_bot, *train, batch_size, prepare_batch) * math.sqrt(numel)
-    direction = broadcast_shift(mu_train.to(param_dtype), view, stream_shape)  # (1, *stream_shape)
-    etas = [phi * target_norm / (float(mu_train.norm()) * math.sqrt(repeats)) for phi in step_fractions]
+    direction = broadcast_shift(mu_train.to(param.dtype), view, stream_shape)  # (1, *stream_shape)
+    etas = [phi * rms * math.sqrt(numel) / (float(mu_train.norm()) * math.sqrt(repeats)) for phi in step_fractions]
     shifts = [torch.zeros_like(direction)] + [-eta * direction for eta in etas]
-    losses, heldout_losses = (
-        shifted_losses(f_bot, f_top, evaluated, shifts, *pool, batch_size, prepare_batch) for pool in (test, heldout)
-    )
+    losses, heldout_losses = (shifted_losses(f_top, top_model, shifts, batches[pool]) for pool in ("test", "heldout"))
     alignment = float(mu_train @ g_test)
     rows = []
     for phi, eta, loss, heldout_loss in zip(step_fractions, etas, losses[1:], heldout_losses[1:]):
