@@ -1,21 +1,34 @@
-"""Depth expansion: identity at insertion, the jumpboard, the fallback rule and the control."""
+"""Depth expansion: identity at insertion, the jumpboard, the fallback rule, the control and the
+evaluation noise of its test losses (paired per-example standard errors)."""
 
+import copy
 import dataclasses
+import importlib
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from scalemech.config import schema
-from scalemech.experiments.expand import ExpandConfig, expand_at, jumpboard
+from scalemech.experiments.expand import (
+    ExpandConfig,
+    expand_at,
+    expand_points,
+    jumpboard,
+    paired_se,
+    per_example_losses,
+)
 from scalemech.grads import mean_loss, to_device
 from scalemech.models import build_model
 from scalemech.tables import check_columns
 
 KEYS = {"run": "t", "dataset": "d", "family": "resnet", "depth": 8, "width": 0.25, "seed": 0, "model": "m"}
 PREPARE = to_device("cpu")
+expand = importlib.import_module("scalemech.experiments.expand")  # the package's ``expand`` is the function
 DEFAULTS = {
     key: spec["default"]
     for key, spec in schema()["properties"]["expand"]["properties"].items()
@@ -138,3 +151,69 @@ def test_control_at_zero_steps_equals_the_old_model():
         model, model.insertion_points()[1], TensorTask(*train), train, test, settings(steps=0), PREPARE, KEYS
     ).iloc[0]
     assert row.train_loss_control == row.train_loss_old and row.test_loss_control == row.test_loss_old
+
+
+def _one_at_a_time(model, x, y) -> np.ndarray:
+    """Brute force: each example's cross-entropy from its own forward pass."""
+    with torch.no_grad():
+        return np.array([F.cross_entropy(model(x[i : i + 1]), y[i : i + 1]).item() for i in range(len(x))])
+
+
+def test_per_example_losses_and_paired_se_match_brute_force():
+    model, _, (x, y) = _setup()
+    other = copy.deepcopy(model)
+    with torch.no_grad():
+        other.head[-1].weight.add_(0.1 * torch.randn_like(other.head[-1].weight))
+    a, b = (per_example_losses(m, x, y, 7, PREPARE) for m in (model, other))  # 7 does not divide 40
+    assert a.dtype == torch.float64 and a.shape == (40,)
+    np.testing.assert_allclose(a.numpy(), _one_at_a_time(model, x, y), rtol=1e-5)
+    assert a.mean().item() == pytest.approx(mean_loss(model, x, y, 40, PREPARE))
+    diff = _one_at_a_time(other, x, y) - _one_at_a_time(model, x, y)
+    assert paired_se(b, a) == pytest.approx(np.std(diff, ddof=1) / np.sqrt(len(diff)), rel=1e-4)
+
+
+def _recording(monkeypatch) -> list:
+    """Record (model, losses) of every per-example evaluation while the test runs."""
+    seen = []
+    original = expand.per_example_losses
+
+    def record(model, *args):
+        seen.append((model, original(model, *args)))
+        return seen[-1][1]
+
+    monkeypatch.setattr(expand, "per_example_losses", record)
+    return seen
+
+
+def test_expansion_row_records_paired_evaluation_noise(monkeypatch):
+    model, train, test = _setup()
+    seen = _recording(monkeypatch)
+    config = settings(steps=4, batch_size=16, lr=0.05, eval_batch_size=40)
+    row = expand_at(model, model.insertion_points()[1], TensorTask(*train), train, test, config, PREPARE, KEYS).iloc[0]
+    assert seen[0][0] is model and len(seen) == 4  # old, jumpboard, trained f_new, control: once each
+    old, jump, new, control = (losses.numpy() for _, losses in seen)
+    np.testing.assert_allclose(old, _one_at_a_time(model, *test), rtol=1e-5)
+    selected = jump if row.fallback else new
+    for name, losses in dict(old=old, jump=jump, new=new, selected=selected, control=control).items():
+        assert row[f"test_loss_{name}"] == pytest.approx(losses.mean())
+
+    def se(a, b):
+        return np.std(a - b, ddof=1) / np.sqrt(len(a))
+
+    assert row.se_test_selected_minus_old == pytest.approx(se(selected, old))
+    assert row.se_test_control_minus_old == pytest.approx(se(control, old))
+    assert row.se_test_selected_minus_control == pytest.approx(se(selected, control))
+    assert row.se_test_selected_minus_control > 0
+
+
+def test_the_old_model_is_evaluated_once_per_model_not_per_point(monkeypatch):
+    model, train, test = _setup()
+    seen = _recording(monkeypatch)
+    train_means = []
+    monkeypatch.setattr(expand, "mean_loss", lambda m, *args: (train_means.append(m), mean_loss(m, *args))[1])
+    points = model.insertion_points()[:3]
+    table = expand_points(model, points, TensorTask(*train), train, test, settings(steps=1), PREPARE, KEYS)
+    assert len(table) == 3 and table["test_loss_old"].nunique() == 1
+    assert sum(m is model for m, _ in seen) == 1 and sum(m is model for m in train_means) == 1
+    assert len(seen) == 1 + 3 * 3  # + jumpboard, f_new and control at each point
+    assert table["train_loss_old"].iloc[0] == pytest.approx(mean_loss(model, *train, 40, PREPARE))

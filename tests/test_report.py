@@ -223,6 +223,9 @@ def make_tables(trend: int = 1, families: tuple[str, ...] = ("resnet",)) -> dict
         delta_r_test=0.01,
         delta_erm=0.03,
         fallback=expansion["point_index"] == 0,
+        se_test_selected_minus_old=0.005,
+        se_test_control_minus_old=0.005,
+        se_test_selected_minus_control=0.005,
     )
     trajectory = _points(_grid(families, point_index=POINTS, split=["train"], view=["full"], step=[0, 1, 4, 100]))
     early = trajectory["step"] < 100  # the signal is optimized away by the end
@@ -563,7 +566,9 @@ def test_write_report_lists_all_claims_figures_and_captions(tmp_path):
         write_contract_table(tables[name], tables_dir, name)
     tables["benchmarks"].to_csv(tables_dir / "benchmarks.csv", index=False)
     make_figure("F3_rebound", tables_dir, figures_dir, dpi=40)
-    out = write_report(tables_dir, figures_dir, tmp_path / "results" / "report.md", captions_dir=CAPTIONS)
+    out = tmp_path / "results" / "report.md"
+    verdicts = write_report(tables_dir, figures_dir, out, captions_dir=CAPTIONS)
+    assert verdicts["claim"].tolist() == [claim.id for claim in report.CLAIMS]
     text = out.read_text()
     for claim in CLAIM_IDS:
         assert f"| {claim} |" in text
@@ -579,8 +584,122 @@ def test_verdict_summary_lists_every_claim_of_the_report(tmp_path):
     tables_dir = tmp_path / "tables"
     for name, frame in make_tables(1).items():
         write_contract_table(frame, tables_dir, name)
-    out = write_report(tables_dir, tmp_path / "figures", tmp_path / "report.md", captions_dir=CAPTIONS)
+    out = tmp_path / "report.md"
+    write_report(tables_dir, tmp_path / "figures", out, captions_dir=CAPTIONS)
     summary = report.verdict_summary(out, tmp_path / "figures")
     assert str(out) in summary
     for claim in CLAIM_IDS:
         assert f"  {claim:<18} {CONFIRMED}" in summary, summary
+
+
+def trajectory_table(loss, d_align, steps=range(11)) -> pd.DataFrame:
+    """A full-view train-split trajectory of the ``make_tables`` grid: train loss ``loss(width, step)``,
+    d_align ``d_align(train_loss, width)`` with a ±20 % interval, except at step 0 where the interval
+    contains 0 (initialization not measurable)."""
+    frame = _points(_grid(("resnet",), point_index=POINTS, split=["train"], view=["full"], step=list(steps)))
+    width, step = frame["width"].astype(float), frame["step"].astype(float)
+    train_loss = loss(width, step)
+    d = pd.Series(d_align(train_loss, width), index=frame.index)
+    frame = _with_intervals(
+        frame.assign(train_loss=train_loss, test_loss=train_loss + 0.1, n=64),
+        {"d_align": d, "mu_sq": pd.Series(1.0, index=frame.index)},
+    )
+    frame = frame.assign(d_align_lo=np.where(step == 0, -d, frame["d_align_lo"]), d_par=2 * d, d_2=d)
+    return frame[contract("trajectory")]
+
+
+def test_first_crossing_interpolates_where_the_loss_first_reaches_each_level():
+    loss = np.array([3.0, 2.0, 2.5, 1.0])  # not monotone: 2.25 is reached three times
+    values = np.array([[10.0, 1.0], [20.0, np.nan], [30.0, 3.0], [40.0, 4.0]])
+    levels = np.array([2.25, 2.75, 0.5, 3.0, 1.0])
+    expected = [[17.5, np.nan], [12.5, np.nan], [np.nan, np.nan], [10.0, 1.0], [40.0, 4.0]]
+    np.testing.assert_allclose(report.first_crossing(loss, values, levels), expected)  # a NaN end of weight 0: ignored
+    np.testing.assert_allclose(report.first_crossing(np.array([2.0, 2.0, 1.0]), values[:3], np.array([2.0])), [[10, 1]])
+    assert np.isnan(report.first_crossing(loss[:1], values[:1], levels)).all()
+
+
+def test_matched_loss_levels_span_the_range_every_model_reaches():
+    tables = make_tables(1)
+    trajectory = tables["trajectory"].assign(train_loss=lambda f: 3 - 0.1 * f["width"] * np.log1p(f["step"]))
+    matched = report.at_matched_loss(trajectory)
+    reach = trajectory.groupby("model")["train_loss"].agg(["min", "max"])
+    levels = np.linspace(reach["min"].max(), reach["max"].min(), report.W1_LOSS_LEVELS)
+    for (model, point), rows in matched.groupby(["model", "point_index"]):
+        np.testing.assert_allclose(rows.sort_values("level")["train_loss"], levels)
+        series = trajectory[(trajectory["model"] == model) & (trajectory["point_index"] == point)].sort_values("step")
+        for column in ["d_align", "d_align_lo", "d_align_hi"]:  # monotone loss: np.interp on the reversed path
+            brute = np.interp(levels, series["train_loss"][::-1], series[column][::-1])
+            np.testing.assert_allclose(rows.sort_values("level")[column], brute, atol=1e-12)
+    assert len(matched) == len(trajectory.groupby(["model", "point_index"])) * report.W1_LOSS_LEVELS
+
+
+def test_w1_along_training_states_both_parts_and_confirms_when_they_agree():
+    text = statistic(make_tables(1), "W1 along training")
+    assert text.count(f"[{CONFIRMED}]") == 2 and "At equal step: 3 of 4 (dataset, family, step) measurable" in text
+    assert f"At equal train loss ({report.W1_LOSS_LEVELS} levels per (dataset, family, depth)" in text
+    assert "(dataset, family, depth, level) measurable" in text and "resnet 4" in text  # last measurable step
+
+
+@pytest.mark.parametrize("sign", [1, -1])
+def test_w1_along_training_is_not_confirmed_when_step_and_matched_loss_disagree(sign):
+    """Wider models train faster. d_align ∝ exp(−4·sign·L)·width^(−0.1·sign): at equal step the wider
+    model (lower loss) has the larger d_align for sign 1, at equal loss the smaller; sign −1: the reverse."""
+    trajectory = trajectory_table(
+        lambda w, s: 3 - 0.05 * w * s, lambda loss, w: np.exp(-4 * sign * loss) * w ** (-0.1 * sign)
+    )
+    text, verdict = report.rule_w1_training({"trajectory": trajectory})
+    step_part, loss_part = text.split("At equal train loss")
+    assert f"[{CONFIRMED if sign > 0 else REFUTED}]" in step_part
+    assert f"[{REFUTED if sign > 0 else CONFIRMED}]" in loss_part
+    assert verdict == NOT_CONFIRMED
+
+
+def test_w1_along_training_is_not_detectable_when_a_part_cannot_be_judged():
+    no_common_loss = trajectory_table(lambda w, s: 10 / w - 0.01 * s, lambda loss, w: w)  # disjoint loss ranges
+    text, verdict = report.rule_w1_training({"trajectory": no_common_loss})
+    assert f"[{CONFIRMED}]" in text and "0 of 0 (dataset, family, depth, level) measurable" in text
+    assert verdict == NOT_DETECTABLE
+    trajectory = make_tables(1)["trajectory"]
+    noise = trajectory.assign(d_align_lo=-trajectory["d_align_hi"])  # every interval contains 0
+    text, verdict = report.rule_w1_training({"trajectory": noise})
+    assert "0 of 4 (dataset, family, step) measurable" in text and verdict == NOT_DETECTABLE
+    assert rule_verdict("W1 along training", trajectory=make_tables(-1)["trajectory"]) == REFUTED
+
+
+def _expansion(gain: np.ndarray, se: float | np.ndarray) -> pd.DataFrame:
+    """The ``make_tables`` expansion rows with L_test(control) − L_test(selected) = ``gain`` and its SE ``se``."""
+    expansion = make_tables(1)["expansion"]
+    return expansion.assign(test_loss_selected=expansion["test_loss_control"] - gain, se_test_selected_minus_control=se)
+
+
+def test_e8_counts_a_gain_only_beyond_two_evaluation_standard_errors():
+    assert report.E8_NOISE_SES == 2.0
+    gain = np.full(36, 0.04)
+    assert rule_verdict("E8", expansion=_expansion(gain, 0.0199)) == CONFIRMED
+    within = claims(make_tables(1) | {"expansion": _expansion(gain, 0.0201)}).set_index("claim").loc["E8"]
+    assert within["verdict"] == NOT_DETECTABLE
+    assert "0 of 36 rows usable (36: interval contains 0)" in within["statistic"]
+    assert "at most half the rows are clear of evaluation noise" in within["statistic"]
+    assert rule_verdict("E8", expansion=_expansion(-gain, 0.0199)) == REFUTED
+
+
+def test_e8_wins_among_usable_rows_decide_with_a_wilson_interval():
+    rng = np.random.default_rng(0)
+    sign = np.where(rng.permutation(36) < 18, 1.0, -1.0)  # half wins, half losses, all beyond noise
+    text = statistic(make_tables(1) | {"expansion": _expansion(0.04 * sign, 0.005)}, "E8")
+    assert "36 of 36 rows usable" in text and "wins (gain > 0) 18 of 36 usable (Wilson 34%–66%)" in text
+    assert rule_verdict("E8", expansion=_expansion(0.04 * sign, 0.005)) == NOT_DETECTABLE
+    few = np.where(np.arange(36) < 16, 0.04, 0.001)  # 16 clear wins, 20 within noise: not a majority
+    assert rule_verdict("E8", expansion=_expansion(few, 0.005)) == NOT_DETECTABLE
+    many = np.where(np.arange(36) < 20, 0.04, 0.001)  # 20 of 36 usable, all wins
+    assert rule_verdict("E8", expansion=_expansion(many, 0.005)) == CONFIRMED
+
+
+def test_e8_without_evaluation_noise_is_counted_or_not_measured():
+    gain = np.full(36, 0.04)
+    se = np.where(np.arange(36) < 20, np.nan, 0.005)
+    text = statistic(make_tables(1) | {"expansion": _expansion(gain, se)}, "E8")
+    assert "16 of 36 rows usable (20: no interval)" in text
+    old = make_tables(1)["expansion"].drop(columns=report.E8_SE)  # a table written before the SE columns
+    result = claims(make_tables(1) | {"expansion": old}).set_index("claim").loc["E8"]
+    assert result["verdict"] == NOT_MEASURED and report.E8_SE in result["statistic"]

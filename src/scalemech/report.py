@@ -73,7 +73,9 @@ W4_MIN_SIGN_AGREE = 0.95
 W4_RATIO_RANGE = (0.9, 1.1)  # median held-out observed/predicted at the smallest η (paper: 0.96–0.99)
 W5_MAX_TIME_RATIO = 1.0  # Gram route no slower than forming the covariance
 W5_REFUTE_TIME_RATIO = 2.0  # Gram route more than twice slower
-E8_BOOTSTRAP = 2000  # resamples of the expansion rows
+W1_LOSS_LEVELS = 8  # train-loss levels per (dataset, family, depth) at which "W1 along training" compares widths
+E8_NOISE_SES = 2.0  # an expansion gain counts (win or loss) only beyond this many evaluation SEs
+E8_SE = "se_test_selected_minus_control"  # paired SE of L_test(selected) − L_test(control) over the test examples
 
 
 class NotMeasured(Exception):
@@ -400,19 +402,95 @@ def rule_w1(tables: Mapping[str, pd.DataFrame]) -> tuple[str, str]:
     return text, CONFIRMED if separated and np.mean(separated) > MAJORITY else NOT_CONFIRMED
 
 
-def _detectable_steps(rows: pd.DataFrame) -> pd.Series:
-    """Per (dataset, family, step): whether most of its rows have a d_align interval above 0."""
+def _measurable(rows: pd.DataFrame, group: list[str]) -> pd.Series:
+    """Per ``group``: whether most of its rows have a d_align interval above 0."""
     above = rows["d_align_lo"].astype(float) > 0
-    return above.groupby([rows["dataset"], rows["family"], rows["step"]]).mean() > MAJORITY
+    return above.groupby([rows[c] for c in group]).mean() > MAJORITY
+
+
+def first_crossing(loss: np.ndarray, values: np.ndarray, levels: np.ndarray) -> np.ndarray:
+    """(n,), (n, k), (L,) -> (L, k): ``values`` along the snapshot order where ``loss`` first reaches each
+    level ℓ: on the first segment i with ℓ between loss_i and loss_{i+1}, ``(1 − t)·v_i + t·v_{i+1}`` with
+    ``t = (ℓ − loss_i) / (loss_{i+1} − loss_i)`` (0 on a flat segment; an end of weight 0 is ignored, NaN or
+    not). NaN where the loss never reaches ℓ."""
+    out = np.full((len(levels), values.shape[1]), np.nan)
+    if len(loss) < 2:
+        return out
+    a, b = loss[:-1], loss[1:]
+    hit = (np.minimum(a, b) <= levels[:, None]) & (levels[:, None] <= np.maximum(a, b))  # (L, n − 1)
+    reached = hit.any(1)
+    i = hit.argmax(1)[reached]
+    span = b[i] - a[i]
+    t = np.divide(levels[reached] - a[i], span, out=np.zeros_like(span), where=span != 0)
+    weights = np.stack([1 - t, t])[..., None]  # (2, L', 1)
+    ends = np.stack([values[i], values[i + 1]])  # (2, L', k)
+    out[reached] = np.where(weights > 0, weights * ends, 0.0).sum(0)
+    return out
+
+
+def at_matched_loss(trajectory: pd.DataFrame) -> pd.DataFrame:
+    """The trajectory at common train losses. Per (dataset, family, depth): ``W1_LOSS_LEVELS`` levels
+    evenly spaced over the range every model's trajectory reaches, ``[max_m min_s L, min_m max_s L]``
+    (none where it is empty); per model × point, d_align and its interval at each level's first
+    crossing (``first_crossing``). Columns: model keys, point_index, level (0, 1, …), train_loss (ℓ),
+    d_align, d_align_lo, d_align_hi."""
+    keys, values = model_keys() + ["point_index"], ["d_align", "d_align_lo", "d_align_hi"]
+    parts = []
+    for _, stratum in trajectory.groupby(["dataset", "family", "depth"]):
+        reach = stratum.groupby("model")["train_loss"].agg(["min", "max"])
+        low, high = reach["min"].max(), reach["max"].min()
+        if not low < high:
+            continue
+        levels = np.linspace(low, high, W1_LOSS_LEVELS)
+        for key, series in stratum.sort_values("step").groupby(keys):
+            at = first_crossing(series["train_loss"].to_numpy(float), series[values].to_numpy(float), levels)
+            part = pd.DataFrame(at, columns=values).assign(level=range(len(levels)), train_loss=levels)
+            parts.append(part.assign(**dict(zip(keys, key))))
+    return (
+        pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=keys + ["level", "train_loss"] + values)
+    )
+
+
+def _w1_at(frame: pd.DataFrame, at: str, group: list[str], what: str) -> tuple[str, str]:
+    """W1's trend at each ``at`` (step or train-loss level) of the ``group``s where most d_align intervals
+    exclude 0: strata (dataset, family, depth, ``at``), units model × ``at``. Returns (text, verdict)."""
+    measurable = _measurable(frame, group)
+    keep = measurable[measurable].reset_index()[group]
+    head = f"{len(keep)} of {len(measurable)} {what} measurable"
+    rows = frame.merge(keep, on=group)
+    if rows.empty:
+        return f"{head}, so no trend is computed", NOT_DETECTABLE
+    text, verdict = judge_trend(
+        sort_rows(rows, "d_align", "d_align_lo", "d_align_hi", 0.0, "the estimate of ‖μ‖² is ≤ 0"),
+        "d_align",
+        "width",
+        ["dataset", "family", "depth", at],
+        +1,
+        "d_align",
+        f"(dataset, family, depth, {at}) groups",
+        by=[at],
+    )
+    return f"{head}: {text}", verdict
+
+
+def agreed(*verdicts: str) -> str:
+    """One verdict from parts that must agree: their common verdict; NOT_CONFIRMED when one part
+    confirms and another refutes; else NOT_DETECTABLE (some part's interval contains 0)."""
+    if len(set(verdicts)) == 1:
+        return verdicts[0]
+    return NOT_CONFIRMED if {CONFIRMED, REFUTED} <= set(verdicts) else NOT_DETECTABLE
 
 
 def rule_w1_training(tables: Mapping[str, pd.DataFrame]) -> tuple[str, str]:
-    """W1 at the snapshots where d_align is measurable: ρ(width, d_align) per (dataset, family, depth,
-    step) over the steps where most intervals exclude 0; and each family's last such step."""
-    trajectory = _table(tables, "trajectory", ["step", "view", "split", "d_align", "d_align_lo", "d_align_hi"])
+    """W1 along training, at equal step and at equal train loss (``at_matched_loss``): ρ(width, d_align)
+    where most d_align intervals exclude 0; the verdict needs both parts to agree (``agreed``). Each
+    family's last measurable step is stated."""
+    trajectory = _table(
+        tables, "trajectory", ["step", "train_loss", "view", "split", "d_align", "d_align_lo", "d_align_hi"]
+    )
     trajectory = _only(_only(trajectory, "view", W1_VIEW, "trajectory"), "split", W1_SPLIT, "trajectory")
     _levels_present(trajectory, ["dataset", "family", "depth"], "width", "trajectory", "(dataset, family, depth)")
-    detectable = _detectable_steps(trajectory)
+    detectable = _measurable(trajectory, ["dataset", "family", "step"])
     last = {
         f"{d}/{f}": int(s.index.get_level_values("step")[s.to_numpy()].max()) if s.any() else None
         for (d, f), s in detectable.groupby(level=["dataset", "family"])
@@ -420,46 +498,43 @@ def rule_w1_training(tables: Mapping[str, pd.DataFrame]) -> tuple[str, str]:
     last_text = "last step with most d_align intervals above 0: " + ", ".join(
         f"{k} {'none' if v is None else v}" for k, v in last.items()
     )
-    keep = detectable[detectable].reset_index()[["dataset", "family", "step"]]
-    measurable = trajectory.merge(keep, on=["dataset", "family", "step"])
-    if measurable.empty:
-        return f"view={W1_VIEW}, split={W1_SPLIT}: {last_text}; no snapshot where d_align is measurable", NOT_DETECTABLE
-    rows = sort_rows(measurable, "d_align", "d_align_lo", "d_align_hi", 0.0, "the estimate of ‖μ‖² is ≤ 0")
-    text, verdict = judge_trend(
-        rows,
-        "d_align",
-        "width",
-        ["dataset", "family", "depth", "step"],
-        +1,
-        "d_align",
-        "(dataset, family, depth, step) groups",
-        by=["step"],
+    step_text, step_verdict = _w1_at(trajectory, "step", ["dataset", "family", "step"], "(dataset, family, step)")
+    matched = at_matched_loss(trajectory)
+    loss_text, loss_verdict = _w1_at(
+        matched, "level", ["dataset", "family", "depth", "level"], "(dataset, family, depth, level)"
     )
-    return f"view={W1_VIEW}, split={W1_SPLIT}, {len(keep)} measurable snapshots: {text}; {last_text}", verdict
+    return (
+        f"view={W1_VIEW}, split={W1_SPLIT}. At equal step: {step_text} [{step_verdict}]. At equal train loss "
+        f"({W1_LOSS_LEVELS} levels per (dataset, family, depth) over the train-loss range all its models reach; "
+        f"{len(matched)} rows): {loss_text} [{loss_verdict}]. {last_text}",
+        agreed(step_verdict, loss_verdict),
+    )
 
 
 def rule_expansion(tables: Mapping[str, pd.DataFrame]) -> tuple[str, str]:
-    """Per (model, point): does the selected expanded model beat the control's test loss? The mean
-    difference L_test(selected) − L_test(control) with a bootstrap interval over rows decides."""
+    """Per (model, point): gain = L_test(control) − L_test(selected), the selected model's test-loss change
+    from the old model minus the control's; usable when |gain| > E8_NOISE_SES evaluation SEs (paired,
+    per-example, test examples); the share of wins (gain > 0) among usable rows with its Wilson interval."""
     expansion = _table(tables, "expansion", ["test_loss_selected", "test_loss_control", "test_loss_old"])
-    gain = (expansion["test_loss_control"] - expansion["test_loss_selected"]).astype(float).to_numpy()
-    finite = gain[np.isfinite(gain)]
-    if len(finite) < MIN_LEVELS:
-        raise NotMeasured(f"{len(finite)} finite expansion rows; the rule needs at least {MIN_LEVELS}")
-    rng = np.random.default_rng(TREND_SEED)
-    means = rng.choice(finite, size=(E8_BOOTSTRAP, len(finite))).mean(1)
-    lo, hi = np.quantile(means, [(1 - TREND_LEVEL) / 2, (1 + TREND_LEVEL) / 2])
-    beats = int((finite > 0).sum())
+    gain = (expansion["test_loss_control"] - expansion["test_loss_selected"]).astype(float)
+    if E8_SE not in expansion.columns:
+        raise NotMeasured(
+            f"expansion has no evaluation-noise column {E8_SE} (a table from before it was recorded); selected "
+            f"below the control's test loss in {int((gain > 0).sum())} of {len(gain)} rows, noise unknown"
+        )
+    noise = E8_NOISE_SES * expansion[E8_SE].astype(float)
+    frame = expansion.assign(gain=gain, gain_lo=gain - noise, gain_hi=gain + noise)
+    rows = sort_rows(frame, "gain", "gain_lo", "gain_hi", 0.0, "NaN test loss", two_sided=True)
+    wins, usable = int((rows.usable["gain"] > 0).sum()), len(rows.usable)
+    lo, hi = wilson(wins, usable)
     text = (
-        f"{len(finite)} of {len(gain)} (model, point) rows; expanded model below the control's test loss in "
-        f"{beats} ({beats / len(finite):.0%}); mean gain over the control {finite.mean():.4g} "
-        f"[{lo:.4g}, {hi:.4g}] ({TREND_LEVEL:.0%} bootstrap over rows)"
+        f"gain = L_test(control) − L_test(selected) ± {E8_NOISE_SES:g} evaluation SE ({E8_SE}): {rows.text()}; "
+        f"wins (gain > 0) {wins} of {usable} usable (Wilson {lo:.0%}–{hi:.0%}); median gain "
+        f"{gain.median():.3g}, median SE {expansion[E8_SE].median():.3g}"
     )
-    if lo > 0:
-        return text, CONFIRMED
-    if hi < 0:
-        return text, REFUTED
-    return text, NOT_DETECTABLE
+    if not rows.detectable:
+        return f"{text}; at most half the rows are clear of evaluation noise", NOT_DETECTABLE
+    return text, CONFIRMED if lo > P_NULL else REFUTED if hi < P_NULL else NOT_DETECTABLE
 
 
 MISALIGNMENT_VALUES = ["M", "K", "draws", "p_misalign", "p_lo", "p_hi", "b_exact", "b_exact_common", "b_align"]
@@ -753,9 +828,14 @@ CLAIMS = [
     Claim(
         "W1 along training",
         "d_align grows with width where the mechanism lives: early in training.",
-        f"the W1 rule on the E10 snapshots (view={W1_VIEW}, split={W1_SPLIT}) at the steps where most d_align "
-        f"intervals of a family exclude 0, strata (dataset, family, depth, step); the last such step per family "
-        f"is stated",
+        f"the W1 trend on the E10 snapshots (view={W1_VIEW}, split={W1_SPLIT}) in two parts: at equal step, "
+        f"strata (dataset, family, depth, step), at the steps where most d_align intervals of a family exclude 0; "
+        f"at equal train loss, strata (dataset, family, depth, level) at {W1_LOSS_LEVELS} levels evenly spaced over "
+        f"the train-loss range every model of the (dataset, family, depth) reaches, each model's d_align and "
+        f"interval interpolated linearly along its steps where its train loss first reaches the level, at the "
+        f"levels where most intervals exclude 0; {TREND_RULE}; confirmed (refuted) if both parts are, not "
+        f"confirmed if one confirms and the other refutes, else not detectable; the last measurable step per "
+        f"family is stated",
         rule_w1_training,
     ),
     Claim(
@@ -802,9 +882,13 @@ CLAIMS = [
         "E8",
         "Inserting a zero-initialized block (jumpboard, training, fallback) lowers test loss beyond what the "
         "same extra training gives the old model (Paper D).",
-        f"per (model, point): gain = L_test(control) − L_test(selected expanded model), both trained the same steps "
-        f"on the same batches; confirmed if the {TREND_LEVEL:.0%} bootstrap interval of the mean gain over rows is "
-        f"above 0, refuted if below, else not detectable",
+        f"per (model, point): gain = L_test(control) − L_test(selected expanded model) = the selected model's "
+        f"test-loss drop from the old model minus the control's (both trained the same steps on the same "
+        f"batches); a row is usable when |gain| > {E8_NOISE_SES:g} evaluation SEs (sd/√n of the per-example "
+        f"differences selected − control on the test examples); not detectable if at most half the rows are "
+        f"usable; confirmed if the {WILSON_LEVEL:.0%} Wilson interval of the share of wins (gain > 0) among the "
+        f"usable rows is above {P_NULL:g}, refuted if below, else not detectable; not measured without the SE "
+        f"column",
         rule_expansion,
     ),
 ]
@@ -901,10 +985,11 @@ def write_report(
     *,
     captions_dir: str | Path = "workflow/report",
     benchmarks: pd.DataFrame | Mapping[str, float] | None = None,
-) -> Path:
+) -> pd.DataFrame:
     """Write ``out_md``: the claims table from the tables in ``tables_dir`` (missing ones count as
     not measured; ``benchmarks.csv`` there is read if present), then each figure of ``figures_dir``
-    (relative PNG link) with its caption ``captions_dir/<stem>.rst`` (claims table: ``claims.rst``)."""
+    (relative PNG link) with its caption ``captions_dir/<stem>.rst`` (claims table: ``claims.rst``);
+    return the claims table."""
     tables_dir, figures_dir, out_md, captions_dir = map(Path, (tables_dir, figures_dir, out_md, captions_dir))
     tables = {name: read_table(path, name) for name in CLAIM_TABLES if (path := table_path(tables_dir, name)).exists()}
     if benchmarks is None and (tables_dir / "benchmarks.csv").exists():
@@ -925,4 +1010,4 @@ def write_report(
         lines += runtime_section(read_table(runtime, "runtime"))
     out_md.parent.mkdir(parents=True, exist_ok=True)
     out_md.write_text("\n".join(lines))
-    return out_md
+    return verdicts

@@ -19,7 +19,10 @@ running statistics and only parameters change (a fine-tuning of a trained model,
 in which the jumpboard's first-order argument holds).
 
 Columns: ``delta_r_test = L_test(f_old) − L_test(jumpboard)`` (Paper D's ``Δ^R_test``),
-``delta_erm = L_train(jumpboard) − L_train(selected) >= 0`` (``Δ_ERM``).
+``delta_erm = L_train(jumpboard) − L_train(selected) >= 0`` (``Δ_ERM``). Evaluation noise of the
+test losses, from the per-example losses ``ℓ_i`` of each model on the same ``n`` test examples:
+``se_test_a_minus_b = sd_i(ℓ_i(a) − ℓ_i(b)) / √n`` (paired, sd with ddof 1) for (selected, old),
+(control, old) and (selected, control). The old model is evaluated once per model, not per point.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ import torch
 from torch import Tensor, nn
 
 from ..data import Prepared
-from ..grads import PrepareBatch, block_grad, mean_loss, measured_points, to_device
+from ..grads import PrepareBatch, block_grad, iter_batches, mean_loss, measured_points, to_device
 from ..models.base import ResidualModel
 from ..seeding import derive_seed, model_identity, seeded
 from ..tables import columns
@@ -70,6 +73,51 @@ class ExpandConfig:
             raise ValueError(f"optimizer {self.optimizer!r}; allowed: {OPTIMIZERS}")
         if self.steps < 0 or not self.jump_lengths or min(self.jump_lengths) <= 0:
             raise ValueError(f"need steps >= 0 and positive jump_lengths; got {self.steps}, {self.jump_lengths}")
+
+
+@dataclass(frozen=True)
+class Evaluated:
+    """One model's losses: mean over the train pool, and per-example on the test examples (float64)."""
+
+    train: float
+    test: Tensor  # (n,)
+
+    @property
+    def test_mean(self) -> float:
+        return float(self.test.mean())
+
+
+@torch.no_grad()
+def per_example_losses(
+    model: ResidualModel, x: Tensor, y: Tensor, batch_size: int, prepare_batch: PrepareBatch
+) -> Tensor:
+    """``(ℓ(f(x_i), y_i))_i`` over the pool, float64 on the CPU, model in eval mode (batched as ``mean_loss``)."""
+    model.eval()
+    return torch.cat(
+        [
+            model.per_example_loss(model(xb), yb).double().cpu()
+            for xb, yb in iter_batches(x, y, batch_size, prepare_batch)
+        ]
+    )
+
+
+def paired_se(a: Tensor, b: Tensor) -> float:
+    """Standard error of ``mean(a) − mean(b)`` over the same examples: ``sd(a_i − b_i) / √n`` (ddof 1)."""
+    return float((a - b).std(correction=1) / math.sqrt(len(a)))
+
+
+def evaluate(
+    model: ResidualModel,
+    train_pool: tuple[Tensor, Tensor],
+    test_pool: tuple[Tensor, Tensor],
+    config: ExpandConfig,
+    prepare_batch: PrepareBatch,
+    train_loss: float | None = None,
+) -> Evaluated:
+    """``model``'s mean train-pool loss (``train_loss`` if already known) and per-example test losses."""
+    if train_loss is None:
+        train_loss = mean_loss(model, *train_pool, config.eval_batch_size, prepare_batch)
+    return Evaluated(train_loss, per_example_losses(model, *test_pool, config.eval_batch_size, prepare_batch))
 
 
 def _optimizer(params: list[nn.Parameter], config: ExpandConfig) -> torch.optim.Optimizer:
@@ -125,10 +173,13 @@ def jumpboard(
     norm = math.sqrt(sum(float((g**2).sum()) for g in grads))
     start = [p.detach().clone() for p in block.parameters()]
 
-    def step_to(s: float) -> float:
+    def set_step(s: float) -> None:
         with torch.no_grad():
             for p, p0, g in zip(block.parameters(), start, grads):
                 p.copy_(p0 - s * g.to(p.dtype))
+
+    def step_to(s: float) -> float:
+        set_step(s)
         return mean_loss(expanded, *pool, config.eval_batch_size, prepare_batch)
 
     if norm == 0:
@@ -148,7 +199,8 @@ def jumpboard(
         else:
             break
     chosen, lengths = best(), sorted(losses)
-    return chosen / norm, step_to(chosen / norm), lengths[0] < chosen < lengths[-1]
+    set_step(chosen / norm)
+    return chosen / norm, losses[chosen], lengths[0] < chosen < lengths[-1]
 
 
 def expand(
@@ -175,8 +227,23 @@ def expand(
     n_test = task.count("test") if test_examples is None else min(test_examples, task.count("test"))
     pools = draw_pools(model, data, {"train": pool, "test": n_test}, settings.seed, model_identity(keys))
     train_pool, test = (pools["train"].x, pools["train"].y), (pools["test"].x, pools["test"].y)
+    return expand_points(model, chosen, task, train_pool, test, settings, to_device(device), keys)
+
+
+def expand_points(
+    model: ResidualModel,
+    points: Sequence[str],
+    task: Task,
+    train_pool: tuple[Tensor, Tensor],
+    test_pool: tuple[Tensor, Tensor],
+    config: ExpandConfig,
+    prepare_batch: PrepareBatch,
+    keys: dict[str, Any],
+) -> pd.DataFrame:
+    """``expand_at`` each of ``points``, the old model evaluated once for all of them."""
+    old = evaluate(model, train_pool, test_pool, config, prepare_batch)
     return pd.concat(
-        [expand_at(model, point, task, train_pool, test, settings, to_device(device), keys) for point in chosen],
+        [expand_at(model, p, task, train_pool, test_pool, config, prepare_batch, keys, old) for p in points],
         ignore_index=True,
     )
 
@@ -190,15 +257,17 @@ def expand_at(
     config: ExpandConfig,
     prepare_batch: PrepareBatch,
     keys: dict[str, Any],
+    old: Evaluated | None = None,
 ) -> pd.DataFrame:
     """The one-row ``expansion`` table of inserting a block at ``point`` of ``model``.
 
     Training batches come from ``task``'s whole train split, the same for the expanded model
-    and the control; losses are measured on ``train_pool`` and ``test_pool``.
+    and the control; losses are measured on ``train_pool`` and ``test_pool``. ``old``: the old
+    model's losses on them (None: evaluated here).
     """
 
-    def losses(m: ResidualModel) -> tuple[float, float]:
-        return tuple(mean_loss(m, *pool, config.eval_batch_size, prepare_batch) for pool in (train_pool, test_pool))
+    def losses(m: ResidualModel, train_loss: float | None = None) -> Evaluated:
+        return evaluate(m, train_pool, test_pool, config, prepare_batch, train_loss)
 
     identity = model_identity(keys)
     order_seed = derive_seed(config.seed, identity, point, "order")  # the same batches for f_new and the control
@@ -214,13 +283,13 @@ def expand_at(
             f"inserting a block at {point!r} changed the model's output by {gap:.3g}; "
             f"new_block must return z at initialization"
         )
-    old = losses(model)
+    old = losses(model) if old is None else old
 
     jump_model = copy.deepcopy(expanded)
-    jump_step, _, jump_interior = jumpboard(
+    jump_step, jump_train, jump_interior = jumpboard(
         jump_model, jump_model.blocks[jump_model.index(f"{point}+new")], train_pool, config, prepare_batch
     )
-    jump = losses(jump_model)
+    jump = losses(jump_model, jump_train)
 
     train_params(
         expanded,
@@ -231,7 +300,7 @@ def expand_at(
         order_seed,
     )
     new = losses(expanded)
-    fallback = not new[0] <= jump[0]  # also when the trained loss is nan
+    fallback = not new.train <= jump.train  # also when the trained loss is nan
     selected = jump if fallback else new
 
     control = copy.deepcopy(model)
@@ -241,6 +310,7 @@ def expand_at(
     train_params(control, control_params, task, config, prepare_batch, order_seed)
     control_losses = losses(control)
 
+    models = {"old": old, "jump": jump, "new": new, "selected": selected, "control": control_losses}
     row = {
         **keys,
         "point": point,
@@ -249,18 +319,13 @@ def expand_at(
         "train_mode": config.train_mode,
         "jump_step": jump_step,
         "jump_interior": jump_interior,
-        "train_loss_old": old[0],
-        "test_loss_old": old[1],
-        "train_loss_jump": jump[0],
-        "test_loss_jump": jump[1],
-        "train_loss_new": new[0],
-        "test_loss_new": new[1],
-        "train_loss_selected": selected[0],
-        "test_loss_selected": selected[1],
-        "train_loss_control": control_losses[0],
-        "test_loss_control": control_losses[1],
-        "delta_r_test": old[1] - jump[1],
-        "delta_erm": jump[0] - selected[0],
+        **{f"train_loss_{name}": m.train for name, m in models.items()},
+        **{f"test_loss_{name}": m.test_mean for name, m in models.items()},
+        "delta_r_test": old.test_mean - jump.test_mean,
+        "delta_erm": jump.train - selected.train,
         "fallback": fallback,
+        "se_test_selected_minus_old": paired_se(selected.test, old.test),
+        "se_test_control_minus_old": paired_se(control_losses.test, old.test),
+        "se_test_selected_minus_control": paired_se(selected.test, control_losses.test),
     }
     return pd.DataFrame([row], columns=columns("expansion"))
