@@ -204,11 +204,11 @@ def _check_gram(G: Tensor, min_n: int = 4) -> Tensor:
     return G.to(torch.float64)
 
 
-def _offdiag(G: Tensor) -> Tensor:
-    """A copy of ``G`` with its diagonal set to zero (leading batch axes allowed)."""
-    offdiag = G.clone()
-    offdiag.diagonal(dim1=-2, dim2=-1).zero_()
-    return offdiag
+def _offdiag_row_sums(G: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """``(G_ii, r_i = Σ_{j≠i} G_ij, s_i = Σ_{j≠i} G_ij²)`` along the last axis, with no n×n temporary
+    (``s_i = ‖G_i‖² − G_ii²`` in float64: the memory floor is ``G`` itself)."""
+    diag = G.diagonal(dim1=-2, dim2=-1)
+    return diag, G.sum(-1) - diag, torch.linalg.vector_norm(G, dim=-1) ** 2 - diag**2
 
 
 def u_statistics(G: Tensor) -> Tensor:
@@ -220,9 +220,8 @@ def u_statistics(G: Tensor) -> Tensor:
     ``U4 = avg_{i,j,k,l distinct} G_ij G_kl`` (``E = ‖μ‖⁴``).
     """
     G = _check_gram(G)
-    offdiag = _offdiag(G)
-    row_sums = offdiag.sum(-1)  # (..., n)
-    return _u_from_sums(G.shape[-1], row_sums.sum(-1), (row_sums**2).sum(-1), (offdiag**2).sum((-2, -1)))
+    _, row_sums, row_sq = _offdiag_row_sums(G)  # (..., n) each
+    return _u_from_sums(G.shape[-1], row_sums.sum(-1), (row_sums**2).sum(-1), row_sq.sum(-1))
 
 
 def leave_one_out_u(G: Tensor) -> Tensor:
@@ -234,14 +233,13 @@ def leave_one_out_u(G: Tensor) -> Tensor:
     G = _check_gram(G, min_n=5)
     if G.ndim != 2:
         raise ValueError(f"G must be one (n, n) Gram matrix; got shape {tuple(G.shape)}")
-    offdiag = _offdiag(G)
-    row_sums = offdiag.sum(1)  # (n,)
-    row_sq = (offdiag**2).sum(1)  # (n,)
+    diag, row_sums, row_sq = _offdiag_row_sums(G)  # (n,) each
     total, row_sq_sum, offdiag_sq_sum = row_sums.sum(), (row_sums**2).sum(), row_sq.sum()
+    offdiag_times_row_sums = G @ row_sums - diag * row_sums  # A r
     return _u_from_sums(
         G.shape[0] - 1,
         total - 2 * row_sums,
-        row_sq_sum - row_sums**2 - 2 * (offdiag @ row_sums) + row_sq,
+        row_sq_sum - row_sums**2 - 2 * offdiag_times_row_sums + row_sq,
         offdiag_sq_sum - 2 * row_sq,
     )
 
