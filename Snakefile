@@ -36,7 +36,8 @@ include: "workflow/rules/experiments.smk"
 include: "workflow/rules/figures.smk"
 
 
-report: "workflow/report/workflow.rst"
+# The report's first page: the description and this run's verdicts once claims_report wrote them.
+report: str(Path(LAYOUT.front_page).resolve()) if Path(LAYOUT.front_page).exists() else "workflow/report/workflow.rst"
 
 
 # On a cluster (--profile workflow/profiles/slurm) these run on the submit host, not as SLURM

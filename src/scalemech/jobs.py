@@ -392,9 +392,9 @@ def collect_table(*, parts: Sequence[str], table: str, name: str) -> None:
 
 # -- figures and report --------------------------------------------------------------------------
 @job
-def figure(*, tables: Sequence[str], code: Sequence[str], pdf: str, png: str, stem: str, caption: str) -> None:
+def figure(*, tables: Sequence[str], code: Sequence[str], caption: str, pdf: str, png: str, stem: str) -> None:
     """Figure ``stem`` from the run's tables. ``code`` (the plotting modules) is an input so that
-    editing them reruns the figures; ``caption`` is shown by ``snakemake --report``."""
+    editing them reruns the figures; ``snakemake --report`` shows ``caption`` beside it."""
     from .plots import make_figure
 
     make_figure(stem, Path(tables[0]).parent, Path(pdf).parent)  # writes <stem>.pdf and <stem>.png
@@ -408,11 +408,18 @@ def claims_report(
     cost: str,
     runtime: str,
     code: Sequence[str],
+    captions: Sequence[str],
     report: str,
-    captions_dir: str,
+    front_page: str,
 ) -> None:
-    """``report.md``: the claims table with verdicts, every figure with its caption, and the runtime
-    of the run's jobs (``cost`` and ``runtime`` are read from the tables directory)."""
+    """``report.md``: the claims table with verdicts, every figure with its caption (``captions``:
+    ``workflow/report/*.rst``) and the runtime of the run's jobs (``cost`` and ``runtime`` are read
+    from the tables directory); ``front_page``: the description and the verdicts for the first
+    page of ``snakemake --report``."""
+    from .frontpage import front_page as first_page
     from .report import write_report
 
-    write_report(Path(tables[0]).parent, Path(figures[0]).parent, report, captions_dir=captions_dir)
+    captions_dir = Path(captions[0]).parent
+    verdicts = write_report(Path(tables[0]).parent, Path(figures[0]).parent, report, captions_dir=captions_dir)
+    description = (captions_dir / "workflow.rst").read_text()
+    Path(front_page).write_text(first_page(description, verdicts, {Path(f).name for f in figures}))

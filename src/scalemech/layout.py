@@ -12,6 +12,7 @@ so a step run by hand writes exactly where Snakemake would::
     results/<run>/pools/<dataset>/<model>/               gradient pools (split/point/view)
     results/<run>/tables/<table>.csv                     the tidy tables (covmats: .parquet)
     results/<run>/report.md                              the claims report
+    results/<run>/report.rst                             the first page of snakemake --report
     figures/<run>/<stem>.{pdf,png}
     logs/<run>/<step>/... .log, benchmarks/<run>/<step>/... .tsv
 """
@@ -70,6 +71,10 @@ class Layout:
     @property
     def report(self) -> str:
         return f"{self.results}/report.md"
+
+    @property
+    def front_page(self) -> str:
+        return f"{self.results}/report.rst"
 
     @property
     def figures(self) -> str:

@@ -1,13 +1,12 @@
 # F1-F7 from the tidy tables alone, and the claims report. Figure rules list the plotting
 # modules as inputs: editing them reruns figures and the report, never training or
 # measurement (whose rules do not depend on these files).
-from pathlib import Path
-
 import scalemech.plots
 import scalemech.report
 
 FIGURE_TABLES = {stem: names for stem, (_, names) in scalemech.plots.FIGURES.items()}
 PLOTTING_CODE = [scalemech.plots.__file__, scalemech.report.__file__]
+CAPTIONS = f"{workflow.basedir}/workflow/report"  # each figure's caption, <stem>.rst, shipped with the workflow
 CLAIM_TABLES = sorted({name for names in FIGURE_TABLES.values() for name in names})
 
 
@@ -15,6 +14,7 @@ rule figure:
     input:
         tables=lambda wc: [LAYOUT.table(name) for name in FIGURE_TABLES[wc.stem]],
         code=PLOTTING_CODE,
+        caption=f"{CAPTIONS}/{{stem}}.rst",
     output:
         pdf=LAYOUT.figure("{stem}", "pdf"),
         png=report(LAYOUT.figure("{stem}", "png"), caption="../report/figure.rst", category="Figures"),
@@ -28,7 +28,6 @@ rule figure:
         "../../environment.yml"
     params:
         stem=lambda wc: wc.stem,
-        caption=lambda wc: Path(workflow.basedir, "workflow", "report", f"{wc.stem}.rst").read_text(),
     script:
         JOB_SCRIPT
 
@@ -53,16 +52,16 @@ rule claims_report:
         cost=LAYOUT.table("benchmarks"),
         runtime=LAYOUT.table("runtime"),
         code=PLOTTING_CODE,
+        captions=[f"{CAPTIONS}/{stem}.rst" for stem in ["claims", "workflow", *FIGURE_TABLES]],
     output:
         report=report(LAYOUT.report, caption="../report/claims.rst", category="Claims"),
+        front_page=LAYOUT.front_page,
     log:
         LAYOUT.log("report", "report"),
     benchmark:
         LAYOUT.benchmark("report", "report")
     conda:
         "../../environment.yml"
-    params:
-        captions_dir=f"{workflow.basedir}/workflow/report",
     script:
         JOB_SCRIPT
 
