@@ -1,5 +1,7 @@
-"""Figures F1–F7: each draws a PDF and a PNG from synthetic tidy tables, names a missing column,
-keeps negative estimates, and draws estimates whose interval contains the null in open markers."""
+"""Figures F1–F8: each draws a PDF and a PNG from synthetic tidy tables, names a missing column,
+keeps negative estimates, and draws estimates whose interval contains the null in open markers;
+per-point figures use relative depth, single-depth families are left out of depth trends, and
+F6 shows one ratio per model at the smallest step."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ NEEDED = {  # one column each figure cannot do without, besides the model keys
     "F3_rebound": ("training", "test_loss"),
     "F4_dalign_vs_width": ("dalign", "d_align_hi"),
     "F5_misalignment": ("misalignment", "b_align"),
-    "F6_intervention": ("intervention", "sign_agree_heldout"),
+    "F6_intervention": ("intervention", "ratio_heldout"),
     "F7_expansion": ("expansion", "fallback"),
     "F8_dalign_over_training": ("trajectory", "d_align_lo"),
 }
@@ -119,7 +121,7 @@ def test_nan_rows_are_dropped_with_a_note(stem, table, column, tmp_path, monkeyp
     [
         ("F2_signal_decay", "signal", "mu_sq"),
         ("F4_dalign_vs_width", "dalign", "d_align"),
-        ("F6_intervention", "intervention", "observed_heldout"),
+        ("F6_intervention", "intervention", "ratio_heldout"),
     ],
 )
 def test_negative_estimates_are_plotted_not_dropped(stem, table, column, tmp_path, monkeypatch):
@@ -161,15 +163,6 @@ def test_misalignment_draws_both_certificates_and_counts_missing_ones(tmp_path, 
     fixed = table[(table["M"] == 64) & (table["K"] == 64)]
     medians = fixed.groupby(["depth", "width"])["b_exact"].median().to_numpy()
     assert np.isclose(_plotted(fig)[:, None], medians[None, :]).any(axis=0).all()
-
-
-def test_intervention_shows_the_held_out_ratio_beside_the_same_pool_one(tmp_path, monkeypatch):
-    seen = _drawn(monkeypatch)
-    table = make_tables(1)["intervention"]
-    plots.fig_intervention(table, tmp_path / "f.pdf", dpi=DPI)
-    titles = [ax.get_title() for ax in seen[-1][0].axes]
-    assert any("same pool" in t for t in titles) and any(t.endswith("held out") for t in titles)
-    assert np.isclose(_plotted(seen[-1][0])[:, None], table["ratio_heldout"].unique()[None, :]).any(axis=0).all()
 
 
 @pytest.mark.parametrize("stem", FIGURES)
@@ -219,3 +212,164 @@ def test_a_requested_split_or_view_that_is_absent_is_named(tmp_path):
         plots.fig_signal(make_tables(1)["signal"], tmp_path / "f.pdf", split="valid", dpi=DPI)
     with pytest.raises(ValueError, match=r"view='conv'"):
         plots.fig_dalign(make_tables(1)["dalign"], tmp_path / "f.pdf", view="conv", dpi=DPI)
+
+
+# -- relative depth (F1, F7) -------------------------------------------------------------
+def expected_relative_depth(frame: pd.DataFrame) -> pd.Series:
+    """(point_index + 1) / L written out per family: a CIFAR ResNet has 3 (depth − 2) / 6 blocks, a llama depth."""
+    blocks = np.where(frame["family"] == "resnet", (frame["depth"] - 2) // 2, frame["depth"])
+    return (frame["point_index"] + 1) / blocks
+
+
+@pytest.mark.parametrize("family, depth", [("resnet", 8), ("resnet", 20), ("resnet", 110), ("llama", 3)])
+def test_point_count_matches_the_built_model(family, depth):
+    import torch
+
+    from scalemech.models import build_model
+
+    with torch.device("meta"):
+        model = build_model({"family": family, "depth": depth, "width": 64 if family == "llama" else 1.0})
+    assert plots.point_count(family, depth) == len(model.insertion_points())
+    assert plots.point_count("hf", 0) is None
+
+
+def _xs(ax, labelled: str = "") -> set[float]:
+    """Every x value of the marked lines of ``ax`` (only those whose label contains ``labelled``), rounded."""
+    lines = [line for line in ax.lines if line.get_marker() in plots.MARKERS and labelled in str(line.get_label())]
+    return {round(float(x), 9) for line in lines for x in line.get_xdata()}
+
+
+def test_covariance_ratios_sit_at_relative_depth(tmp_path, monkeypatch):
+    seen = _drawn(monkeypatch)
+    tables = make_tables(1, ("resnet", "llama"))
+    plots.fig_covariance(tables["covmats"], tables["covariance"], tmp_path / "f.pdf", dpi=DPI)
+    ax = next(ax for ax in seen[-1][0].axes if "independence null" in ax.get_title())
+    llama = tables["covariance"][tables["covariance"]["family"] == "llama"]  # the first dataset/family
+    narrowest, widest = llama.sort_values(["width", "depth"]).iloc[[0, -1]]["model"]
+    drawn = llama[llama["model"].isin([narrowest, widest])]
+    assert _xs(ax, "measured") == {round(x, 9) for x in expected_relative_depth(drawn)}
+    assert ax.get_xlabel().startswith("relative depth l/L")
+
+
+def test_expansion_points_sit_at_relative_depth_with_a_colour_per_width(tmp_path, monkeypatch):
+    seen = _drawn(monkeypatch)
+    table = make_tables(1, ("resnet", "llama"))["expansion"]
+    plots.fig_expansion(table, tmp_path / "f.pdf", dpi=DPI)
+    fig, notes = seen[-1]
+    for ax in fig.axes:
+        family = ax.get_title().split(" / ")[1]
+        part = table[table["family"] == family]
+        assert _xs(ax) == {round(x, 9) for x in expected_relative_depth(part)}
+        drawn = [line for line in ax.lines if line.get_marker() in plots.MARKERS]
+        colours = {tuple(line.get_color()) for line in drawn}
+        markers = {line.get_marker() for line in drawn}
+        assert len(colours) == part["width"].nunique() and len(markers) == part["depth"].nunique()
+        assert not any("dropped" in note for note in notes)
+
+
+def test_rows_without_a_known_number_of_points_are_dropped_with_a_note(tmp_path, monkeypatch):
+    seen = _drawn(monkeypatch)
+    table = make_tables(1)["expansion"]
+    pretrained = table.iloc[:2].assign(family="hf", depth=0, model="hf-tiny")
+    plots.fig_expansion(pd.concat([table, pretrained]), tmp_path / "f.pdf", dpi=DPI)
+    fig, notes = seen[-1]
+    assert any("2 row(s)" in note and "relative_depth" in note for note in notes)
+    assert all("hf" not in ax.get_title() for ax in fig.axes)
+
+
+def test_heat_map_units_are_ordered_by_the_leading_eigenvector():
+    units = 6
+    matrix = np.full((units, units), 0.05)
+    linked = [1, 3, 5]
+    matrix[np.ix_(linked, linked)] = 0.9
+    np.fill_diagonal(matrix, 1.0)
+    ordered = plots._ordered(pd.DataFrame(matrix))
+    assert sorted(ordered.index[:3]) == linked and list(ordered.index) == list(ordered.columns)
+
+
+# -- depth trends (F2, F3) ---------------------------------------------------------------
+@pytest.mark.parametrize("draw, table", [(plots.fig_signal, "signal"), (plots.fig_rebound, "training")])
+def test_a_family_with_one_depth_is_left_out_with_a_note(draw, table, tmp_path, monkeypatch):
+    seen = _drawn(monkeypatch)
+    frame = make_tables(1, ("resnet", "llama"))[table]
+    frame = frame[(frame["family"] == "resnet") | (frame["depth"] == 8)]
+    draw(frame, tmp_path / "f.pdf", dpi=DPI)
+    fig, notes = seen[-1]
+    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    assert titles and all("llama" not in t for t in titles)
+    assert any("synth / llama has one depth (8)" in note for note in notes)
+    draw(frame[frame["family"] == "llama"], tmp_path / "g.pdf", dpi=DPI)  # nothing left: a placeholder
+    assert_written(tmp_path / "g.pdf")
+
+
+def test_signal_depth_axis_is_logarithmic_with_ticks_at_the_depths(tmp_path, monkeypatch):
+    seen = _drawn(monkeypatch)
+    table = make_tables(1)["signal"]
+    plots.fig_signal(table, tmp_path / "f.pdf", dpi=DPI)
+    for ax in seen[-1][0].axes:
+        assert ax.get_xscale() == "log"
+        assert list(ax.get_xticks()) == sorted(table["depth"].unique())
+
+
+def test_heat_map_labels_integer_widths_as_integers(tmp_path, monkeypatch):
+    seen = _drawn(monkeypatch)
+    table = make_tables(1)["training"]
+    table = table.assign(width=table["width"].map({1: 0.5, 2: 64.0, 4: 128.0}).astype(float))
+    plots.fig_rebound(table, tmp_path / "f.pdf", dpi=DPI)
+    heat = next(ax for ax in seen[-1][0].axes if "best cell" in ax.get_title())
+    assert [t.get_text() for t in heat.get_xticklabels()] == ["0.5", "64", "128"]
+
+
+# -- F4, F5 ------------------------------------------------------------------------------
+def test_infinite_estimates_are_drawn_on_the_top_edge(tmp_path, monkeypatch):
+    seen = _drawn(monkeypatch)
+    table = make_tables(1)["dalign"].copy()
+    rows = table.index[(table["view"] == "full") & (table["split"] == "train")][:3]
+    table.loc[rows, "d_par"] = np.inf
+    plots.fig_dalign(table, tmp_path / "f.pdf", dpi=DPI)
+    fig, notes = seen[-1]
+    triangles = [
+        line for ax in fig.axes for line in ax.lines if line.get_marker() == "^" and line.get_color() == "black"
+    ]
+    assert sum(len(line.get_xdata()) for line in triangles) == 3
+    assert any("3 row(s) with d_par = +∞" in note for note in notes) and not any("dropped" in n for n in notes)
+
+
+def test_misalignment_legends_sit_beside_the_panels_under_a_short_title(tmp_path, monkeypatch):
+    seen = _drawn(monkeypatch)
+    plots.fig_misalignment(make_tables(1, ("resnet", "llama"))["misalignment"], tmp_path / "f.pdf", dpi=DPI)
+    fig = seen[-1][0]
+    assert len(fig.get_suptitle()) < 100
+    fig.draw_without_rendering()
+    for ax in fig.axes:
+        assert ax.get_legend() is not None
+        assert ax.get_legend().get_window_extent().x0 >= ax.get_window_extent().x1
+
+
+# -- F6 ----------------------------------------------------------------------------------
+def test_intervention_draws_one_marker_per_model_at_the_smallest_step(tmp_path, monkeypatch):
+    seen = _drawn(monkeypatch)
+    table = make_tables(1, ("resnet", "llama"))["intervention"]
+    table = table.assign(ratio_heldout=table["ratio_heldout"] * (1 + table["point_index"]) * (1 + table["eta"]))
+    plots.fig_intervention(table, tmp_path / "f.pdf", dpi=DPI)
+    fig = seen[-1][0]
+    smallest = table[table["eta"] == table["eta"].min()]
+    for column, pool in (("ratio_heldout", "held out"), ("ratio", "same pool")):
+        expected = smallest.groupby(["family", "model", "view"])[column].median().sort_values()
+        panels = [ax for ax in fig.axes if pool in ax.get_title()]
+        drawn = np.sort(
+            [y for ax in panels for line in ax.lines if line.get_marker() in plots.MARKERS for y in line.get_ydata()]
+        )
+        assert len(drawn) == len(expected)  # one marker per model and view
+        np.testing.assert_allclose(drawn, expected.to_numpy())
+        assert all(any(line.get_ydata()[0] == 1 for line in ax.lines if line.get_label() == "ratio 1") for ax in panels)
+
+
+def test_signed_axis_is_linear_to_a_power_of_ten():
+    from matplotlib.figure import Figure
+
+    ax = Figure().subplots()
+    ax.plot([0, 1, 2, 3], [-3e-5, 2e-5, 0.4, 7.0])
+    plots._signed(ax, [-3e-5, 2e-5, 0.4, 7.0])
+    linthresh = ax.yaxis.get_transform().linthresh
+    assert linthresh == pytest.approx(1e-5) and ax.get_yscale() == "symlog"

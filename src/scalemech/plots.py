@@ -1,4 +1,4 @@
-"""Figures F1–F7 of docs/science.md §5, one function per claim, drawn from tidy tables only.
+"""Figures F1–F8 of docs/science.md §5, one function per claim, drawn from tidy tables only.
 
 Each ``fig_<name>(tables..., out)`` checks the columns it needs
 (``scalemech.tables.check_columns``), drops rows with NaN (an estimate that is undefined:
@@ -8,19 +8,22 @@ changes, ratios) sit on linear or symlog axes with a zero line, each insertion p
 estimate with its interval (``_estimates``); a marker is filled where the interval excludes
 the null value (0; 1/2 for a misalignment probability) and open, with a grey bar, where it
 does not ("not detectable"). Lines run through the median over all estimates, negative ones
-included. Lines differ in colour (a cubehelix palette, whose lightness falls monotonically,
-so it survives grayscale printing), marker and line style. ``FIGURES`` maps each figure's
-file stem to its function and the tables it reads; ``make_figure`` draws one from a tables
-folder.
+included. Lines differ in colour (viridis, whose lightness rises monotonically, so it survives
+grayscale printing), marker and line style. Per-point figures (F1, F7) place an insertion point
+at its relative depth l/L (``relative_depth``), so models of different depths line up. A family
+with a single depth shows no trend in depth: F2 and F3 leave it out and say so under the figure.
+``FIGURES`` maps each figure's file stem to its function and the tables it reads;
+``make_figure`` draws one from a tables folder.
 
-F3 and F7 show per-model values: insertion points aggregated by the median over points of each
-model (``over_points``), seeds by the mean (``over_seeds``); each title says so.
+F3 and F7 show per-model values: seeds aggregated by the mean (``over_seeds``); F6 one value per
+model, the median over its insertion points (``over_points``) with their range.
 References: matplotlib (Hunter 2007), seaborn (Waskom 2021).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +33,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
-from matplotlib.ticker import FormatStrFormatter, LogLocator, MaxNLocator, NullFormatter
+from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
 from .tables import check_columns, model_keys, read_table
 
@@ -92,6 +95,29 @@ def table_path(tables_dir: str | Path, table: str) -> Path:
     return Path(tables_dir) / f"{table}{'.parquet' if table == 'covmats' else '.csv'}"
 
 
+@cache
+def point_count(family: str, depth: int) -> int | None:
+    """Insertion points (one after each residual block) of a ``family`` model of ``depth``, from the
+    family's architecture (they depend on depth alone); None where the depth does not fix them
+    (``hf``: the checkpoint does, and the tables hold depth 0)."""
+    if family == "resnet":
+        from .models.resnet import STAGE_CHANNELS, ResNetConfig  # torch: imported when a figure needs it
+
+        return len(STAGE_CHANNELS) * ResNetConfig(depth=depth).blocks_per_stage
+    if family == "tvresnet":
+        from .models.tvresnet import ARCHITECTURES
+
+        return sum(ARCHITECTURES[depth][1])
+    return depth if family == "llama" else None  # a llama has one block per layer
+
+
+def relative_depth(frame: pd.DataFrame) -> pd.Series:
+    """l/L of each row's insertion point: blocks below it (``point_index`` + 1) over the model's points
+    (``point_count``), so the last block's output is at 1 for every depth; NaN where L is unknown."""
+    counts = [point_count(family, int(depth)) for family, depth in zip(frame["family"], frame["depth"])]
+    return (frame["point_index"] + 1) / pd.Series(counts, index=frame.index, dtype=float)
+
+
 # -- drawing helpers ---------------------------------------------------------------------
 def _required(frame: pd.DataFrame, table: str, extra: Sequence[str]) -> None:
     check_columns(frame, table, required=model_keys() + list(extra))
@@ -112,7 +138,8 @@ def _clean(
 
 
 def _palette(n: int) -> list:
-    return sns.cubehelix_palette(max(n, 1), start=0.3, rot=-0.6, dark=0.1, light=0.62, reverse=True)
+    """``n`` viridis colours, dark purple to green (the pale yellow end, invisible on white, left out)."""
+    return [tuple(c) for c in sns.color_palette("viridis", as_cmap=True)(np.linspace(0, 0.85, max(n, 1)))]
 
 
 def _style(i: int, n: int) -> dict:
@@ -231,22 +258,49 @@ def _detection_key(null: float = 0.0) -> list[Line2D]:
 
 
 def _signed(ax: Axes, values: Sequence[float], axis: str = "y") -> None:
-    """Symlog ``axis`` (linear within the 10th percentile of the nonzero |values|, log beyond), so both signs
-    and several decades show, with a zero line."""
+    """Symlog ``axis`` with a zero line, so both signs and several decades show: linear within ± the power
+    of ten at or below the 10th percentile of the nonzero |values| (the ticks next to 0 sit a decade
+    from it), log beyond, at most seven ticks."""
     size = np.abs(np.asarray(values, dtype=float))
     size = size[np.isfinite(size) & (size > 0)]
-    linthresh = float(np.quantile(size, 0.1)) if len(size) else 1.0
+    linthresh = float(10 ** np.floor(np.log10(np.quantile(size, 0.1)))) if len(size) else 1.0
     if axis == "y":
         ax.set_yscale("symlog", linthresh=linthresh)
         ax.axhline(0, color="black", linewidth=0.8)
     else:
         ax.set_xscale("symlog", linthresh=linthresh)
         ax.axvline(0, color="black", linewidth=0.8)
+    getattr(ax, f"{axis}axis").get_major_locator().set_params(numticks=7)
 
 
 def _panels(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     """(``"dataset / family"``, rows) per dataset/family, sorted."""
     return [(f"{ds} / {fam}", part) for (ds, fam), part in frame.groupby(PANEL_KEYS, sort=True)]
+
+
+RELATIVE = "relative depth l/L (blocks below the point / blocks)"  # the x label of per-point figures
+
+
+def _at_relative_depth(frame: pd.DataFrame, notes: list[str]) -> pd.DataFrame:
+    """``frame`` with a ``relative_depth`` column, rows whose number of insertion points is unknown dropped."""
+    return _clean(
+        frame.assign(relative_depth=relative_depth(frame)),
+        ["relative_depth"],
+        notes,
+        why="number of insertion points unknown: a pretrained model's depth is not in the table",
+    )
+
+
+def _depth_panels(frame: pd.DataFrame, notes: list[str]) -> list[tuple[str, pd.DataFrame]]:
+    """``_panels`` of the dataset/families with more than one depth; a note names each one left out."""
+    panels = []
+    for name, part in _panels(frame):
+        depths = part["depth"].unique()
+        if len(depths) > 1:
+            panels.append((name, part))
+        else:
+            notes.append(f"{name} has one depth ({depths[0]:g}), so no trend in depth: not drawn")
+    return panels
 
 
 def _figure(nrows: int, ncols: int, width: float = 3.6, height: float = 2.9) -> tuple[Figure, np.ndarray]:
@@ -283,10 +337,11 @@ def _finish(
     xticks: Sequence[float] | None = None,
     extra: Sequence[Line2D] = (),
     outside: bool = False,
+    legend: bool = True,
 ) -> None:
-    """Labels, log scales with plain-number ticks (``xticks`` where given), grid, and a legend
-    (labelled lines, then the ``extra`` key entries) that moves outside the axes beyond six entries
-    (always when ``outside``: panels full of markers)."""
+    """Labels, log scales with plain-number ticks (``xticks`` where given), grid, and (if ``legend``) a
+    legend (labelled lines, then the ``extra`` key entries) that moves outside the axes beyond six
+    entries (always when ``outside``: panels full of markers)."""
     ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
     ax.title.set_fontsize(9)
     if logx:
@@ -302,7 +357,7 @@ def _finish(
         ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
         ax.xaxis.set_minor_formatter(NullFormatter())
     ax.grid(alpha=0.3, which="both")
-    handles = ax.get_legend_handles_labels()[0] + list(extra)
+    handles = ax.get_legend_handles_labels()[0] + list(extra) if legend else []
     if len(handles) > 6 or (outside and handles):
         ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
     elif handles:
@@ -325,11 +380,20 @@ def _model_label(depth: float, width: float) -> str:
 
 
 # -- F1 ----------------------------------------------------------------------------------
+def _ordered(matrix: pd.DataFrame) -> pd.DataFrame:
+    """A |correlation| matrix with its units sorted by their weight in its leading eigenvector: units
+    correlated with many others first, so off-diagonal structure gathers in the top-left corner."""
+    weights = np.linalg.eigh(matrix.fillna(0).to_numpy())[1][:, -1]
+    order = np.argsort(-np.abs(weights), kind="stable")
+    return matrix.iloc[order, order]
+
+
 def fig_covariance(covmats: pd.DataFrame, covariance: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -> None:
-    """F1 (claim D1): |corr| heat maps of the pooled activation gradient at up to three points
-    (first, middle, last) for the narrowest and widest model of the first dataset/family, and the
-    bias-corrected off-diagonal energy ratio ‖Σ − diag Σ‖²_F / ‖Σ‖²_F beside its permutation null
-    (± 2 sd: above it counts as structure) per point; low-rank points (by construction) are framed."""
+    """F1 (claim D1): |corr| heat maps of the pooled activation gradient (units ordered by the leading
+    eigenvector) at up to three points (first, middle, last) for the narrowest and widest model of the
+    first dataset/family, and the bias-corrected off-diagonal energy ratio ‖Σ − diag Σ‖²_F / ‖Σ‖²_F
+    beside its permutation null (± 2 sd: above it counts as structure) against relative depth l/L;
+    low-rank points (by construction) are framed."""
     _required(covmats, "covmats", ["point", "point_index", "row", "col", "corr"])
     _required(
         covariance,
@@ -350,14 +414,14 @@ def fig_covariance(covmats: pd.DataFrame, covariance: pd.DataFrame, out: str | P
     chosen = models.iloc[[0, -1]].drop_duplicates()
     heat = _only(covmats, dataset, family)
     n_points = max((min(3, heat[heat["model"] == m]["point_index"].nunique()) for m in chosen["model"]), default=0)
-    fig = Figure(figsize=(2.4 * n_points + 4.2, 2.4 * len(chosen) + 0.6), layout="constrained")
+    fig = Figure(figsize=(2.8 * n_points + 4.6, 2.8 * len(chosen) + 0.6), layout="constrained")
     grid = fig.add_gridspec(len(chosen), n_points + 1, width_ratios=[1] * n_points + [1.8])
     for r, (_, model) in enumerate(chosen.iterrows()):
         maps = heat[heat["model"] == model["model"]]
         points = _spread(maps["point_index"].unique(), 3)
         for c, index in enumerate(points):
             at = maps[maps["point_index"] == index]
-            matrix = at.pivot_table(index="row", columns="col", values="corr").abs()  # (dim, dim)
+            matrix = _ordered(at.pivot_table(index="row", columns="col", values="corr").abs())  # (dim, dim)
             ax = fig.add_subplot(grid[r, c])
             sns.heatmap(
                 matrix,
@@ -371,23 +435,27 @@ def fig_covariance(covmats: pd.DataFrame, covariance: pd.DataFrame, out: str | P
                 cbar=c == len(points) - 1,
                 cbar_kws={"label": "|correlation|"},
             )
-            ax.set(xlabel="unit", ylabel="unit" if c == 0 else "")
-            ax.set_title(f"{_model_label(model['depth'], model['width'])}\npoint {at['point'].iloc[0]}", fontsize=8)
+            ax.set(xlabel=f"{len(matrix)} units, ordered", ylabel="units, ordered" if c == 0 else "")
+            depth = relative_depth(at.iloc[:1]).iloc[0]
+            ax.set_title(
+                f"{_model_label(model['depth'], model['width'])}\npoint {at['point'].iloc[0]} (l/L = {depth:.2g})",
+                fontsize=8,
+            )
     ax = fig.add_subplot(grid[:, -1])
-    ratios = _only(covariance, dataset, family)
+    ratios = _at_relative_depth(_only(covariance, dataset, family), notes)
     marked = False
     for i, (_, model) in enumerate(chosen.iterrows()):
         part = over_seeds(
             ratios[(ratios["depth"] == model["depth"]) & (ratios["width"] == model["width"])],
             ["offdiag_ratio", "offdiag_ratio_null", "offdiag_ratio_null_sd", "low_rank"],
-            by=["point_index"],
+            by=["relative_depth"],
         )
-        part = part.sort_values("point_index")
+        part = part.sort_values("relative_depth")
         style = _style(i, len(chosen))
         label = _model_label(model["depth"], model["width"])
-        ax.plot(part["point_index"], part["offdiag_ratio"], label=f"{label}: measured", **style)
+        ax.plot(part["relative_depth"], part["offdiag_ratio"], label=f"{label}: measured", **style)
         ax.errorbar(
-            part["point_index"],
+            part["relative_depth"],
             part["offdiag_ratio_null"],
             yerr=D1_BAND_SDS * part["offdiag_ratio_null_sd"].fillna(0),
             color=style["color"],
@@ -400,7 +468,7 @@ def fig_covariance(covmats: pd.DataFrame, covariance: pd.DataFrame, out: str | P
         low = part[part["low_rank"] > 0]
         if len(low):
             ax.scatter(
-                low["point_index"],
+                low["relative_depth"],
                 low["offdiag_ratio"],
                 marker="s",
                 s=120,
@@ -414,11 +482,10 @@ def fig_covariance(covmats: pd.DataFrame, covariance: pd.DataFrame, out: str | P
     ax.axhline(0, color="black", linewidth=0.8)
     _finish(
         ax,
-        "insertion point index (block, input → output)",
+        RELATIVE,
         "off-diagonal energy ratio, corrected (unitless)",
         f"{dataset} / {family}: measured vs independence null",
     )
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     _save(fig, out, title, notes, dpi)
 
 
@@ -430,9 +497,10 @@ SIGNALS = {
 
 
 def fig_signal(signal: pd.DataFrame, out: str | Path, *, split: str = "test", dpi: int = DPI) -> None:
-    """F2 (claim D2): ‖μ‖² (with its jackknife interval) and the inserted block's gradient norm vs depth on
-    ``split``, every insertion point and seed of every model, one colour per width, a line through the
-    median over all of them; symlog y with a zero line (negative estimates of ‖μ‖² stay in)."""
+    """F2 (claim D2): ‖μ‖² (with its jackknife interval) and the inserted block's gradient norm vs depth (log
+    x, ticks at the depths) on ``split``, every insertion point and seed of every model, one colour per
+    width, a line through the median over all of them; symlog y with a zero line (negative estimates of
+    ‖μ‖² stay in). Families with one depth are left out (``_depth_panels``)."""
     _required(signal, "signal", ["point_index", "split", "mu_sq", "mu_sq_lo", "mu_sq_hi", "block_grad_norm"])
     title = (
         f"Claim D2: does the first-order signal decay with depth? ({split} split; every insertion point, line: median)"
@@ -440,34 +508,44 @@ def fig_signal(signal: pd.DataFrame, out: str | Path, *, split: str = "test", dp
     notes: list[str] = []
     if signal.empty:
         return _empty(out, title, notes, dpi)
-    frame = signal[signal["split"] == choose(signal, "split", split)]
-    panels = _panels(frame)
+    panels = _depth_panels(signal[signal["split"] == choose(signal, "split", split)], notes)
+    if not panels:
+        return _empty(out, title, notes, dpi)
     fig, axes = _figure(len(SIGNALS), len(panels), width=4.0)
     for c, (name, part) in enumerate(panels):
         for r, (quantity, (label, lo, hi)) in enumerate(SIGNALS.items()):
             kept = _clean(part, [quantity], notes, why="no estimate")
-            _estimates(axes[r, c], kept, "depth", quantity, "width", "width", lo=lo, hi=hi)
-            _finish(axes[r, c], "depth (layers)", label, name, extra=_detection_key() if lo else (), outside=True)
+            _estimates(axes[r, c], kept, "depth", quantity, "width", "width", lo=lo, hi=hi, logx=True)
+            _finish(
+                axes[r, c],
+                "depth (layers, log scale)",
+                label,
+                name,
+                logx=True,
+                xticks=kept["depth"],
+                extra=_detection_key() if lo else (),
+                outside=True,
+            )
             _signed(axes[r, c], kept[quantity])
     _save(fig, out, title, notes, dpi)
 
 
 # -- F3 ----------------------------------------------------------------------------------
 def fig_rebound(training: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -> None:
-    """F3 (claim D3): test loss vs depth, one line per width, and a depth × width heat map of
-    test loss (mean over seeds; the best cell framed)."""
+    """F3 (claim D3): test loss vs depth (ticks at the depths), one line per width, and a depth × width
+    heat map of test loss (mean over seeds; the best cell framed). Families with one depth are left out
+    (``_depth_panels``)."""
     _required(training, "training", ["test_loss"])
     title = "Claim D3: does test loss improve with joint depth-width scaling, and rebound in depth at small width?"
     notes: list[str] = []
-    frame = _clean(training, ["test_loss"], notes)
-    if frame.empty:
+    panels = _depth_panels(_clean(training, ["test_loss"], notes), notes)
+    if not panels:
         return _empty(out, title, notes, dpi)
-    panels = _panels(frame)
     fig, axes = _figure(2, len(panels), width=4.0, height=3.2)
     for c, (name, part) in enumerate(panels):
         grid = over_seeds(part, ["test_loss"])
         _lines(axes[0, c], grid, "depth", "test_loss", "width", "width")
-        _finish(axes[0, c], "depth (layers)", "test loss (nats)", name)
+        _finish(axes[0, c], "depth (layers)", "test loss (nats)", name, xticks=grid["depth"])
         table = grid.pivot_table(index="depth", columns="width", values="test_loss")  # (depths, widths)
         table.index, table.columns = [f"{v:g}" for v in table.index], [f"{v:g}" for v in table.columns]
         ax = axes[1, c]
@@ -488,6 +566,27 @@ def fig_rebound(training: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -> N
 
 
 # -- F4 ----------------------------------------------------------------------------------
+UNBOUNDED_KEY = [Line2D([], [], color="black", marker="^", linestyle="none", label="+∞ (along the top edge)")]
+
+
+def _unbounded(ax: Axes, frame: pd.DataFrame, x: str, y: str, notes: list[str]) -> bool:
+    """Rows of ``frame`` (all ``y`` = +∞: a denominator estimate ≤ 0, no detectable spread) as black
+    triangles along the top edge of ``ax`` at their ``x``, with a note; whether there were any."""
+    if frame.empty:
+        return False
+    ax.plot(
+        frame[x],
+        np.full(len(frame), 0.96),  # axes coordinates: just inside the top edge
+        transform=ax.get_xaxis_transform(),
+        linestyle="none",
+        marker="^",
+        color="black",
+        zorder=3,
+    )
+    notes.append(f"{len(frame)} row(s) with {y} = +∞ (denominator estimate ≤ 0) drawn as ▲ along the top edge")
+    return True
+
+
 DIMENSIONS = {"d_align": "d_align = min(d_∥, d_2)", "d_par": "d_∥ = ‖μ‖⁴ / μᵀΣμ", "d_2": "d_2 = ‖μ‖⁴ / tr(Σ²)"}
 
 
@@ -510,8 +609,11 @@ def fig_dalign(
     panels = _panels(frame)
     fig, axes = _figure(len(panels), len(DIMENSIONS), width=4.0)
     for r, (name, part) in enumerate(panels):
+        unbounded = False
         for c, (quantity, label) in enumerate(DIMENSIONS.items()):
-            kept = _clean(part, [quantity], notes, why="undetermined: the estimate of ‖μ‖² is ≤ 0")
+            infinite = np.isposinf(part[quantity].astype(float))
+            unbounded |= _unbounded(axes[r, c], part[infinite], "width", quantity, notes)
+            kept = _clean(part[~infinite], [quantity], notes, why="undetermined: the estimate of ‖μ‖² is ≤ 0")
             _estimates(
                 axes[r, c],
                 kept,
@@ -530,18 +632,20 @@ def fig_dalign(
                 label,
                 name,
                 logx=True,
-                xticks=kept["width"],
-                extra=_detection_key() if last else (),
-                outside=last,
+                xticks=part["width"],
+                extra=_detection_key() + (UNBOUNDED_KEY if unbounded else []),
+                outside=True,
+                legend=last,
             )
-            if not last and axes[r, c].get_legend():
-                axes[r, c].get_legend().remove()
             _signed(axes[r, c], kept[quantity])
     _save(fig, out, title, notes, dpi)
 
 
 # -- F5 ----------------------------------------------------------------------------------
-CERTIFICATES = {"b_exact": ("--", "B_exact (two-sample)"), "b_align": (":", "B_align (one-sample)")}
+CERTIFICATES = {  # line style, marker (shows a bound at a width without neighbours), legend
+    "b_exact": ("--", "x", "B_exact (two-sample)"),
+    "b_align": (":", "+", "B_align (one-sample)"),
+}
 
 
 def fig_misalignment(
@@ -556,7 +660,8 @@ def fig_misalignment(
     """F5 (claims W2, W3): P(μ_Mᵀ g_K ≤ 0) over draws from each model's own pools, every insertion point
     and seed with its Wilson interval (filled where it excludes 1/2), vs width at fixed (M, K), one colour
     per depth, beside the median certificates B_exact (two-sample, dashed) and B_align (one-sample,
-    dotted) where defined; and vs M = K, one colour per width, at the depth with most widths."""
+    dotted) where defined (a gap: no certificate at that width); and vs M = K, one colour per width, at
+    the depth with most widths. Legends sit outside the panels."""
     values = ["p_misalign", "p_lo", "p_hi", "b_exact", "b_align"]
     _required(misalignment, "misalignment", ["point_index", "view", "M", "K", *values])
     notes: list[str] = []
@@ -567,11 +672,8 @@ def fig_misalignment(
     frame = frame[frame["view"] == view]
     if M is None or K is None:
         M, K = default_mk(frame)
-    title = (
-        f"Claims W2, W3: does misalignment fall with width and with M = K? (M={M}, K={K}, view={view}; "
-        f"P over draws from each model's own pools, every insertion point, line: median)"
-    )
-    for bound, (_, label) in CERTIFICATES.items():
+    title = f"Claims W2, W3: misalignment vs width and vs M = K (M={M}, K={K}, view={view})"
+    for bound, (_, _, label) in CERTIFICATES.items():
         missing = int(frame[bound].isna().sum())
         if missing:
             notes.append(f"{missing} row(s) without a {label} certificate (NaN: undefined), not in its median")
@@ -596,20 +698,24 @@ def fig_misalignment(
         depths = sorted(fixed["depth"].unique())
         for i, depth in enumerate(depths):
             line = fixed[fixed["depth"] == depth].groupby("width")[list(CERTIFICATES)].median()  # NaN skipped
-            for bound, (linestyle, _) in CERTIFICATES.items():
+            for bound, (linestyle, marker, _) in CERTIFICATES.items():
                 ax.plot(
                     line.index,
                     line[bound],
                     color=_style(i, len(depths))["color"],
                     linestyle=linestyle,
                     linewidth=1,
-                    marker="_",
-                    markersize=8,
-                )  # the marker shows a bound at a single width
+                    marker=marker,
+                    markersize=4,
+                )
         ax.axhline(0.5, color="black", linewidth=0.8, linestyle="-.")
         kinds = [
-            Line2D([], [], color="black", linestyle=s, label=t)
-            for s, t in [("-", "P: median (Wilson 95% bars)"), *CERTIFICATES.values(), ("-.", "P = 1/2")]
+            Line2D([], [], color="black", linestyle=style, marker=marker, label=text)
+            for style, marker, text in [
+                ("-", "None", "P: median (Wilson 95% bars)"),
+                *CERTIFICATES.values(),
+                ("-.", "None", "P = 1/2"),
+            ]
         ]
         _finish(
             ax,
@@ -649,121 +755,106 @@ def fig_misalignment(
             f"{name}: depth {depth:g}",
             logx=True,
             xticks=square["M"],
+            outside=True,
         )
         axes[r, 1].set_ylim(-0.02, 1.02)
     _save(fig, out, title, notes, dpi)
 
 
 # -- F6 ----------------------------------------------------------------------------------
-def _ratio_panel(ax: Axes, frame: pd.DataFrame, ratio: str, title: str, xlabel: str) -> None:
-    """Observed/predicted ``ratio`` vs η, one line per model × point × view, one colour per width."""
-    ax.axhspan(0.96, 0.99, color="0.85", label="paper: 96–99 %")
-    ax.axhline(1.0, color="black", linewidth=1)
-    ax.axhline(0.0, color="black", linewidth=0.6, linestyle=":")
-    widths = sorted(frame["width"].unique())
-    for i, width in enumerate(widths):
-        style = _style(i, len(widths))
-        for j, (_, line) in enumerate(frame[frame["width"] == width].groupby(model_keys() + ["point_index", "view"])):
-            line = line.sort_values("eta")
-            ax.plot(
-                line["eta"], line[ratio], alpha=0.8, markersize=4, label=f"width {width:g}" if j == 0 else None, **style
-            )
-    _finish(ax, xlabel, "observed / predicted (unitless)", title, logx=True)
-    ax.set_yscale("symlog", linthresh=2.0)  # linear around the first-order regime (ratio ≈ 1), log beyond
+POOLS = {"ratio": "same pool (implementation check)", "ratio_heldout": "held out (the W4 verdict)"}
+
+
+def smallest_step(intervention: pd.DataFrame) -> pd.DataFrame:
+    """Rows at the smallest η of each model × insertion point × view (the rows the W4 verdict reads)."""
+    series = model_keys() + ["point_index", "view"]
+    return intervention[intervention["eta"] == intervention.groupby(series)["eta"].transform("min")]
+
+
+def _per_model(frame: pd.DataFrame, value: str) -> pd.DataFrame:
+    """One row per model × view: the median of ``value`` over insertion points, their range as ``lo``–``hi``."""
+    groups = frame.groupby(model_keys() + ["view"], as_index=False)[value]
+    return groups.agg(**{value: "median", "lo": "min", "hi": "max"})
+
+
+def _ratio_axis(ax: Axes, values: pd.Series) -> None:
+    """A linear y axis with a zero line; symlog (``_signed``) where |values| reach beyond ten times their
+    median, so that a few large ratios do not flatten the rest."""
+    size = np.abs(values.to_numpy(float))
+    if len(size) and size.max() > 10 * np.median(size):
+        _signed(ax, values)
+    else:
+        ax.axhline(0, color="black", linewidth=0.8)
 
 
 def fig_intervention(intervention: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -> None:
-    """F6 (claim W4): held out (prediction −η μ_Mᵀ g_A from test pool A, loss change observed on an
-    independent test pool B): observed vs predicted, signed, symlog both axes (filled: signs agree, open:
-    they differ) with y = x; then observed/predicted vs η on the same pool (a first-order consistency
-    check of the implementation) beside the held-out one, one line per model × point × view."""
-    _required(
-        intervention,
-        "intervention",
-        [
-            "point_index",
-            "view",
-            "eta",
-            "predicted",
-            "observed",
-            "ratio",
-            "sign_agree",
-            "observed_heldout",
-            "ratio_heldout",
-            "sign_agree_heldout",
-        ],
-    )
-    title = "Claim W4: does a zero-init residual step change held-out test loss as predicted to first order?"
+    """F6 (claim W4): observed / predicted loss change at each model's smallest η, on the same test pool
+    (a first-order consistency check of the implementation) and held out (prediction from test pool A,
+    outcome on pool B), against width: one marker per model and view (the median over its insertion
+    points, bar: their range; filled where the range excludes 0), one colour per depth, a line through
+    the median; a zero line and a reference line at ratio 1 (symlog y where a few ratios are large)."""
+    _required(intervention, "intervention", ["point_index", "view", "eta", *POOLS])
+    title = "Claim W4: observed / predicted test-loss change at the smallest step η (ratio > 0: signs agree)"
     notes: list[str] = []
-    frame = _clean(intervention, ["eta", "predicted", "observed", "ratio"], notes)
-    frame = _clean(frame, ["eta"], notes, positive=True)
+    frame = smallest_step(_clean(intervention, ["eta"], notes))
     if frame.empty:
         return _empty(out, title, notes, dpi)
-    held = _clean(frame, ["observed_heldout", "ratio_heldout"], notes, why="no held-out measurement")
-    held = held.assign(sign_agree_heldout=as_flag(held["sign_agree_heldout"]) == 1)
+    views = sorted(frame["view"].unique())
     panels = _panels(frame)
-    fig, axes = _figure(len(panels), 3, width=4.0, height=3.4)
+    fig, axes = _figure(len(panels), len(POOLS) * len(views), width=3.4)
     for r, (name, part) in enumerate(panels):
-        ax = axes[r, 0]
-        dots_all = _only(held, *part[PANEL_KEYS].iloc[0])
-        widths = sorted(dots_all["width"].unique())
-        for i, width in enumerate(widths):
-            style = _style(i, len(widths))
-            for agree, suffix in ((True, ""), (False, " (sign differs)")):
-                dots = dots_all[(dots_all["width"] == width) & (dots_all["sign_agree_heldout"] == agree)]
-                if len(dots):
-                    ax.scatter(
-                        dots["predicted"],
-                        dots["observed_heldout"],
-                        marker=style["marker"],
-                        s=18,
-                        edgecolors=style["color"],
-                        facecolors=style["color"] if agree else "none",
-                        label=f"width {width:g}{suffix}",
-                    )
-        both = dots_all[["predicted", "observed_heldout"]].to_numpy(float)
-        if len(both):
-            ends = [both.min(), both.max()]
-            ax.plot(ends, ends, color="black", linestyle="--", linewidth=1, label="y = x")
-        _finish(
-            ax,
-            "predicted ΔL = −η μ_Mᵀ g_A (nats)",
-            "observed ΔL on test pool B (nats)",
-            f"{name}: held out; filled = signs agree",
-        )
-        _signed(ax, both.ravel(), "x")
-        _signed(ax, both.ravel(), "y")
-        _ratio_panel(
-            axes[r, 1], part, "ratio", f"{name}: same pool (implementation check)", "step size η (parameter units)"
-        )
-        _ratio_panel(
-            axes[r, 2],
-            _only(held, *part[PANEL_KEYS].iloc[0]),
-            "ratio_heldout",
-            f"{name}: held out",
-            "step size η (parameter units)",
-        )
-        low = min(axes[r, 1].get_ylim()[0], axes[r, 2].get_ylim()[0])
-        high = max(axes[r, 1].get_ylim()[1], axes[r, 2].get_ylim()[1])
-        for ax in axes[r, 1:]:
-            ax.set_ylim(low, high)
-            if -2.0 <= low and high <= 2.0:  # all within the linear part of the symlog axis
-                ax.yaxis.set_major_locator(MaxNLocator(6))
-                ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+        for p, (value, pool) in enumerate(POOLS.items()):
+            models = _per_model(_clean(part, [value], notes, why="no measurement"), value)
+            for v, view in enumerate(views):
+                ax = axes[r, p * len(views) + v]
+                shown = models[models["view"] == view]
+                _estimates(ax, shown, "width", value, "depth", "depth", lo="lo", hi="hi", logx=True)
+                ax.axhline(1, color="black", linewidth=0.8, linestyle="--", label="ratio 1")
+                last = ax is axes[r, -1]
+                _finish(
+                    ax,
+                    "width",
+                    "observed / predicted (unitless)",
+                    f"{name}, view {view}\n{pool}",
+                    logx=True,
+                    xticks=part["width"],
+                    extra=_detection_key(),
+                    outside=True,
+                    legend=last,
+                )
+                _ratio_axis(ax, pd.concat([shown[value], shown["lo"], shown["hi"]]))
     _save(fig, out, title, notes, dpi)
 
 
 # -- F7 ----------------------------------------------------------------------------------
+def _model_key(widths: Sequence[float], depths: Sequence[float]) -> list[Line2D]:
+    """Legend entries of ``_model_style``: one colour per width, one marker per depth."""
+    palette = _palette(len(widths))
+    colours = [Line2D([], [], color=c, linewidth=3, label=f"width {w:g}") for w, c in zip(widths, palette)]
+    markers = [
+        Line2D([], [], color="black", marker=MARKERS[i % len(MARKERS)], linestyle="none", label=f"depth {d:g}")
+        for i, d in enumerate(depths)
+    ]
+    return colours + markers
+
+
+def _model_style(width: float, depth: float, widths: Sequence[float], depths: Sequence[float]) -> dict:
+    """Colour of ``width`` among ``widths``, marker of ``depth`` among ``depths`` (see ``_model_key``)."""
+    i, j = list(widths).index(width), list(depths).index(depth)
+    return {"color": _palette(len(widths))[i], "marker": MARKERS[j % len(MARKERS)]}
+
+
 def fig_expansion(expansion: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -> None:
     """F7 (claim D3, Paper D mechanism): test-loss change of the selected expanded model
-    (L_test(f_selected) − L_test(f_old), solid, filled) and of the control (dashed, open) per
-    insertion point, one colour per model (mean over seeds); × marks points where fallback was used."""
+    (L_test(f_selected) − L_test(f_old), solid, filled) and of the control (dashed, open) against the
+    insertion point's relative depth l/L, per model (mean over seeds): one colour per width, one marker
+    per depth; × marks points where fallback was used."""
     _required(
         expansion, "expansion", ["point_index", "test_loss_old", "test_loss_selected", "test_loss_control", "fallback"]
     )
     title = "Paper D mechanism (claim D3): does inserting a zero-init block lower test loss?"
     notes: list[str] = []
-    frame = _clean(expansion, ["test_loss_old", "test_loss_selected"], notes)
+    frame = _at_relative_depth(_clean(expansion, ["test_loss_old", "test_loss_selected"], notes), notes)
     frame = frame.assign(
         d_selected=frame["test_loss_selected"] - frame["test_loss_old"],
         d_control=frame["test_loss_control"] - frame["test_loss_old"],
@@ -775,41 +866,31 @@ def fig_expansion(expansion: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -
     fig, axes = _figure(1, len(panels), width=4.6, height=3.4)
     for c, (name, part) in enumerate(panels):
         ax = axes[0, c]
-        summary = over_seeds(part, ["d_selected", "d_control", "fallback"], by=["point_index"])
-        models = summary[["depth", "width"]].drop_duplicates().sort_values(["width", "depth"])
-        for i, (depth, width) in enumerate(models.itertuples(index=False)):
-            line = summary[(summary["depth"] == depth) & (summary["width"] == width)].sort_values("point_index")
-            style = _style(i, len(models))
+        summary = over_seeds(part, ["d_selected", "d_control", "fallback"], by=["relative_depth"])
+        widths, depths = sorted(summary["width"].unique()), sorted(summary["depth"].unique())
+        for (depth, width), line in summary.sort_values("relative_depth").groupby(["depth", "width"]):
+            style = _model_style(width, depth, widths, depths)
+            ax.plot(line["relative_depth"], line["d_selected"], linestyle="-", markersize=5, **style)
             ax.plot(
-                line["point_index"],
-                line["d_selected"],
-                markersize=5,
-                label=_model_label(depth, width),
-                **{**style, "linestyle": "-"},
-            )
-            ax.plot(
-                line["point_index"],
+                line["relative_depth"],
                 line["d_control"],
-                color=style["color"],
-                marker=style["marker"],
-                markerfacecolor="none",
                 linestyle="--",
+                markerfacecolor="none",
                 markersize=5,
+                **style,
             )
             fell = line[line["fallback"] > 0]
-            ax.scatter(fell["point_index"], fell["d_selected"], marker="x", s=60, color="black", zorder=3)
+            ax.scatter(fell["relative_depth"], fell["d_selected"], marker="x", s=60, color="black", zorder=3)
         ax.axhline(0, color="black", linewidth=1)
         kinds = [
-            Line2D([], [], color="black", linestyle="-", marker="o", label="selected − old"),
-            Line2D([], [], color="black", linestyle="--", marker="o", markerfacecolor="none", label="control − old"),
+            Line2D([], [], color="black", linestyle="-", label="selected − old (filled)"),
+            Line2D([], [], color="black", linestyle="--", label="control − old (open)"),
             Line2D([], [], color="black", linestyle="none", marker="x", label="fallback used"),
         ]
-        _finish(ax, "insertion point index (block, input → output)", "Δ test loss (nats)", name, extra=kinds)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        _finish(ax, RELATIVE, "Δ test loss (nats)", name, extra=_model_key(widths, depths) + kinds, outside=True)
     _save(fig, out, title, notes, dpi)
 
 
-# -- registry ----------------------------------------------------------------------------
 # -- F8 ----------------------------------------------------------------------------------
 def fig_trajectory(
     trajectory: pd.DataFrame, out: str | Path, *, view: str = "full", split: str = "train", dpi: int = DPI
@@ -848,6 +929,7 @@ def fig_trajectory(
     _save(fig, out, title, notes, dpi)
 
 
+# -- registry ----------------------------------------------------------------------------
 FIGURES: dict[str, tuple[Callable[..., None], list[str]]] = {
     "F1_covariance": (fig_covariance, ["covmats", "covariance"]),
     "F2_signal_decay": (fig_signal, ["signal"]),
