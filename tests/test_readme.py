@@ -27,7 +27,14 @@ def test_update_rewrites_only_the_results_block(tmp_path):
     )
     (results / "reproduce.json").write_text(
         json.dumps(
-            {"cores": 2, "cpu": "Test CPU", "date": "2026-11-30", "wall_seconds": 754.2, "user_cpu_seconds": 1400.0}
+            {
+                "cores": 2,
+                "cpu": "Test CPU",
+                "date": "2026-11-30",
+                "wall_seconds": 754.2,
+                "user_cpu_seconds": 1400.0,
+                "kernel_caps": {"ONEDNN_MAX_CPU_ISA": "AVX2"},
+            }
         )
     )
     (figures / "F4_dalign_vs_width.png").write_bytes(b"png")
@@ -37,6 +44,7 @@ def test_update_rewrites_only_the_results_block(tmp_path):
     text = readme.read_text()
     assert text.startswith("# title\n\nbefore\n") and text.endswith("\nafter\n") and "old table" not in text
     assert "12 min 34 s of wall time, 1400 s of user CPU" in text and "Test CPU" in text
+    assert "CPU kernels capped with ONEDNN_MAX_CPU_ISA=AVX2" in text
     assert "| D1 | refuted |" in text and "| ![F4_dalign_vs_width](docs/r/F4_dalign_vs_width.png) |  |" in text
     assert (docs / "F4_dalign_vs_width.png").read_bytes() == b"png"
     assert "](F4_dalign_vs_width.png)" in (docs / "report.md").read_text()

@@ -38,12 +38,14 @@ def claims_table(report_md: str) -> list[str]:
 def results_block(run: str, report_md: str, record: dict, shown: list[str]) -> str:
     """The README block: where the numbers came from, the claims table, the figures ``shown``."""
     minutes, seconds = divmod(round(record["wall_seconds"]), 60)
+    caps = record.get("kernel_caps") or {}
+    kernels = f", CPU kernels capped with {' '.join(f'{k}={v}' for k, v in caps.items())}" if caps else ""
     figures = [f"![{stem}](docs/{run}/{stem}.png)" for stem in shown] + [""] * (len(shown) % 2)
     grid = ["| | |", "|---|---|"] + [f"| {a} | {b} |" for a, b in zip(figures[::2], figures[1::2])]
     return "\n".join(
         [
             START,
-            f"`make reproduce` on {record['cores']} cores of an {record['cpu']} (no GPU), {record['date']}: "
+            f"`make reproduce` on {record['cores']} cores of an {record['cpu']} (no GPU{kernels}), {record['date']}: "
             f"{minutes} min {seconds} s of wall time, {record['user_cpu_seconds']:.0f} s of user CPU "
             f"(`results/{run}/reproduce.json`; regenerate this block with `make docs`).",
             "",

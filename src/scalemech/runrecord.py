@@ -3,8 +3,10 @@
     python -m scalemech.runrecord results/quick/reproduce.json -- snakemake --cores all
 
 writes ``{"command", "date", "wall_seconds", "user_cpu_seconds", "system_cpu_seconds", "cpu",
-"cores", "returncode"}``: wall time of the whole command, and the CPU time of every process it
+"cores", "kernel_caps", "returncode"}``: wall time of the whole command, and the CPU time of every process it
 started (``getrusage(RUSAGE_CHILDREN)``), so the README's numbers come from a run, not a hand.
+``kernel_caps``: the variables that cap the instruction set of PyTorch's CPU kernels, when set
+(``ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2`` runs an AVX-512 machine on AVX2 kernels).
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+KERNEL_CAPS = ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY")
+
+
 def record(command: list[str], out: str | Path) -> int:
     """Run ``command``, write its record to ``out`` (JSON) and return its exit status."""
     start = time.perf_counter()
@@ -43,6 +48,7 @@ def record(command: list[str], out: str | Path) -> int:
         "system_cpu_seconds": round(usage.ru_stime, 1),
         "cpu": cpu_model(),
         "cores": os.cpu_count(),
+        "kernel_caps": {name: os.environ[name] for name in KERNEL_CAPS if name in os.environ},
         "returncode": returncode,
     }
     Path(out).parent.mkdir(parents=True, exist_ok=True)
