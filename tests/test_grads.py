@@ -13,7 +13,7 @@ from scalemech.grads import (
     PoolError,
     activation_grads,
     block_grad,
-    block_grad_norm,
+    block_grad_norms,
     broadcast_shift,
     capture_pools,
     to_device,
@@ -213,6 +213,31 @@ def test_block_grad_matches_full_batch_autograd():
     reference = torch.autograd.grad(loss, list(block.parameters()))
     for g, r in zip(grads, reference):
         torch.testing.assert_close(g.float(), r, rtol=1e-4, atol=1e-7)
-    norm = block_grad_norm(model, "b1", x, y, 3, to_device("cpu"), seed=3)  # the same new block
+    [norm] = block_grad_norms(model, ["b1"], x, y, 3, to_device("cpu"), seeds=[3])  # the same new block
     assert norm > 0
     assert norm == pytest.approx(torch.cat([r.flatten() for r in reference]).norm().item(), rel=1e-4)
+
+
+@pytest.mark.parametrize(
+    "spec, shape",
+    [
+        ({"family": "resnet", "depth": 8, "width": 0.5, "in_channels": 1, "num_classes": 3}, (12, 1, 8, 8)),
+        ({"family": "llama", "depth": 3, "width": 32, "head_dim": 16, "vocab_size": 11, "block_size": 6}, (12, 6)),
+    ],
+)
+def test_block_grad_norms_from_one_pass_equal_each_block_inserted_alone(spec, shape):
+    torch.manual_seed(0)
+    model = build_model(spec).double().eval()
+    x = torch.randn(shape, dtype=torch.float64) if len(shape) == 4 else torch.randint(0, 11, shape)
+    y = torch.randint(0, 3, (12,)) if len(shape) == 4 else torch.randint(0, 11, shape)
+    points = model.insertion_points()
+    seeds = [7 + k for k in range(len(points))]
+    at_once = block_grad_norms(model, points, x, y, 5, to_device("cpu"), seeds)
+    for point, seed, norm in zip(points, seeds, at_once):
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            expanded, block = model.insert_block(point)
+        expanded.eval()  # BatchNorm on running statistics, as measured
+        loss = expanded.per_example_loss(expanded(x), y).mean()  # brute force: one block, full batch
+        alone = torch.cat([g.flatten() for g in torch.autograd.grad(loss, list(block.parameters()))]).norm()
+        assert norm > 0 and norm == pytest.approx(alone.item(), rel=1e-9)

@@ -18,7 +18,7 @@ Two views of ``q`` per point:
 
 ``GradientPool`` keeps the rows ``Q`` (n×D) of one split × point × view on disk, so a pass over a
 pool never holds all of ``Q`` in memory; its files are checked on every open (``PoolError``).
-``block_grad_norm`` is the first-order signal of a zero-initialized inserted block (Paper D's
+``block_grad_norms`` is the first-order signal of a zero-initialized inserted block (Paper D's
 Condition 1): ``‖∇_θ L(f_new)‖`` at ``θ = 0``.
 """
 
@@ -370,14 +370,40 @@ def block_grad(
     return [g / len(x) for g in total]
 
 
-def block_grad_norm(
-    model: ResidualModel, point: str, x: Tensor, y: Tensor, batch_size: int, prepare_batch: PrepareBatch, seed: int = 0
-) -> float:
-    """``‖∇_θ L(f_new)‖`` at ``θ = 0`` for the block ``model.insert_block(point)`` inserts (Condition 1).
+def block_grad_norms(
+    model: ResidualModel,
+    points: Sequence[str],
+    x: Tensor,
+    y: Tensor,
+    batch_size: int,
+    prepare_batch: PrepareBatch,
+    seeds: Sequence[int],
+) -> list[float]:
+    """``‖∇_θ L(f_new)‖`` at ``θ = 0`` for the block ``model.insert_block(point)`` inserts at each of
+    ``points`` (Condition 1), with one forward and backward of ``model`` per batch.
 
-    The new block's random weights come from ``seed`` (the global RNG state is left as it was).
+    With ``f_new = f_top ∘ b_θ ∘ f_bot`` and ``b_0(z) = z``, the stream and its gradient at the
+    point are those of ``model``: ``∇_θ L = (1/n) Σ_i J_θ b(z_i)ᵀ q_i`` with ``z_i`` the stream and
+    ``q_i = ∂ℓ_i/∂z_i``, so each block needs only its own vector-Jacobian product. Block ``k``'s
+    random weights come from ``seeds[k]`` (the global RNG state is left as it was), as in
+    ``insert_block``.
     """
-    with seeded(seed):
-        expanded, block = model.insert_block(point)
-    grads = block_grad(expanded, block, x, y, batch_size, prepare_batch)
-    return math.sqrt(sum(float((g**2).sum()) for g in grads))
+    model.eval()
+    blocks = []
+    for point, seed in zip(points, seeds):
+        with seeded(seed):
+            blocks.append(model.new_block(point).eval())
+    totals = [[torch.zeros_like(p, dtype=torch.float64) for p in block.parameters()] for block in blocks]
+    for xb, yb in iter_batches(x, y, batch_size, prepare_batch):
+        with torch.enable_grad(), _stream_requires_grad(model):
+            output, streams = model.forward_streams(xb, points)
+            loss = model.per_example_loss(output, yb).sum()
+            stream_grads = torch.autograd.grad(loss, [streams[p] for p in points])
+        for point, block, q, total in zip(points, blocks, stream_grads, totals):
+            with torch.enable_grad():
+                params = list(block.parameters())
+                grads = torch.autograd.grad(block(streams[point].detach()), params, q, allow_unused=True)
+            for acc, g in zip(total, grads):
+                if g is not None:
+                    acc += g
+    return [math.sqrt(sum(float((g**2).sum()) for g in total)) / len(x) for total in totals]

@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 
 from .. import stats
 from ..data import Prepared
-from ..grads import VIEWS, block_grad_norm, capture_pools, to_device
+from ..grads import VIEWS, block_grad_norms, capture_pools, to_device
 from ..models.base import ResidualModel
 from ..seeding import derive_seed, model_identity
 from ..tables import columns
@@ -140,6 +140,8 @@ def measure(
             labels={"model": identity},
             progress=True,
         )
+        new_block_seeds = [derive_seed(seed, identity, point, "new_block") for point in points]
+        grad_norms = dict(zip(points, block_grad_norms(model, points, x, y, batch_size, prepare, new_block_seeds)))
         for point in tqdm(points, desc=f"statistics {split}"):
             where = {"point": point, "point_index": index[point]}
             for view in VIEWS:
@@ -158,9 +160,7 @@ def measure(
                             "mu_sq_lo": bounds["mu_sq"][0],
                             "mu_sq_hi": bounds["mu_sq"][1],
                             "mu_norm": math.sqrt(max(estimate.mu_sq, 0.0)),
-                            "block_grad_norm": block_grad_norm(
-                                model, point, x, y, batch_size, prepare, derive_seed(seed, identity, point, "new_block")
-                            ),
+                            "block_grad_norm": grad_norms[point],
                         }
                     )
             if split == "train":
