@@ -38,6 +38,8 @@ def test_update_rewrites_only_the_results_block(tmp_path):
         )
     )
     (figures / "F4_dalign_vs_width.png").write_bytes(b"png")
+    (results / "tables").mkdir()
+    (results / "tables" / "runtime.csv").write_text("step,job,wall_seconds\ntrain,d/m,1.5\n")
     readme = tmp_path / "README.md"
     readme.write_text(f"# title\n\nbefore\n{START}\nold table\n{END}\nafter\n")
     update(readme, results, figures, docs, "r")
@@ -47,4 +49,5 @@ def test_update_rewrites_only_the_results_block(tmp_path):
     assert "CPU kernels capped with ONEDNN_MAX_CPU_ISA=AVX2" in text
     assert "| D1 | refuted |" in text and "| ![F4_dalign_vs_width](docs/r/F4_dalign_vs_width.png) |  |" in text
     assert (docs / "F4_dalign_vs_width.png").read_bytes() == b"png"
+    assert (docs / "runtime.csv").read_text() == "step,job,wall_seconds\ntrain,d/m,1.5\n"
     assert "](F4_dalign_vs_width.png)" in (docs / "report.md").read_text()

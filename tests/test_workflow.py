@@ -67,7 +67,12 @@ def test_dry_run_plans_every_job(config: str, expected: dict[str, int], tmp_path
     counts = planned(result.stdout)
     for rule, count in expected.items():
         assert counts.get(rule) == count, (rule, counts)
+    # the estimate from recorded job times: the quick run's are shipped (docs/quick/runtime.csv, written
+    # by make docs), so every job of the default config has one; the paper's models have none
+    if config == "config/config.yaml":
+        assert "estimated run time:" in result.stderr and "74 of 74 computing jobs recorded" in result.stderr
     if config == "config/paper.yaml":
+        assert "not counted, no record: data 5," in result.stderr
         for data in ("cifar10", "cifar100", "imagenet", "tinyshakespeare", "corpus"):
             assert f"results/paper/data/{data}" in result.stdout
         assert "hf-pythia-6.9b" in result.stdout and "llama-d12-w3072-s0" in result.stdout

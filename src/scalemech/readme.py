@@ -60,13 +60,15 @@ def results_block(run: str, report_md: str, record: dict, shown: list[str]) -> s
 
 
 def update(readme: Path, results: Path, figures: Path, docs: Path, run: str) -> None:
-    """Copy the run's report and figures into ``docs`` and rewrite the README's results block."""
+    """Copy the run's report, figures and job runtimes into ``docs`` and rewrite the README's results
+    block (``docs/<run>/runtime.csv`` is the reference that ``snakemake -n`` estimates from)."""
     report_md = (results / "report.md").read_text()
     record = json.loads((results / "reproduce.json").read_text())
     docs.mkdir(parents=True, exist_ok=True)
     (docs / "report.md").write_text(report_md.replace(f"../../figures/{run}/", ""))
     for png in sorted(figures.glob("*.png")):
         shutil.copyfile(png, docs / png.name)
+    shutil.copyfile(results / "tables" / "runtime.csv", docs / "runtime.csv")
     text = readme.read_text()
     if START not in text or END not in text:
         raise ValueError(f"{readme} has no {START} … {END} block to replace")

@@ -108,18 +108,21 @@ def cluster_request(rule, key):
     return request
 
 
+# The per-model steps that compute and the models each runs on (besides data, one job per dataset).
+COMPUTING_STEPS = {
+    "train": TRAINED,
+    "pretrained": PRETRAINED,
+    "measure": list(JOBS),
+    "misalign": list(JOBS),
+    "intervene": list(JOBS),
+    "expand": EXPANDED,
+    "trajectory": TRAINED,
+}
+
+
 def computing_records():
     """Snakemake's benchmark records of every job that computes (data, models, measurements)."""
-    per_step = {
-        "train": TRAINED,
-        "pretrained": PRETRAINED,
-        "measure": JOBS,
-        "misalign": JOBS,
-        "intervene": JOBS,
-        "expand": EXPANDED,
-        "trajectory": TRAINED,
-    }
     records = [LAYOUT.benchmark("data", dataset) for dataset in sorted(config["datasets"])]
-    for step, keys in per_step.items():
+    for step, keys in COMPUTING_STEPS.items():
         records += per_model(LAYOUT.benchmark(step, "{dataset}/{model}"), keys)
     return records
