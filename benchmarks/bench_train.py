@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -85,8 +86,8 @@ class PerExample(torch.utils.data.Dataset):
         return self.transform(x), y
 
 
-def reference_loop(data: Prepared, recipe: Recipe, seed: int, device: torch.device) -> float:
-    """Images/s of the plain loop: per-example torchvision augmentation, NCHW, fp32."""
+def reference_loader(data: Prepared, recipe: Recipe, seed: int) -> DataLoader:
+    """The plain loop's batches: per-example torchvision crop, flip and normalization."""
     stats = data.manifest["stats"]
     transform = transforms.Compose(
         [
@@ -96,28 +97,47 @@ def reference_loop(data: Prepared, recipe: Recipe, seed: int, device: torch.devi
             transforms.Normalize(stats["mean"], stats["std"]),
         ]
     )
-    loader = DataLoader(
+    return DataLoader(
         PerExample(data.train_x, data.train_y, transform),
         batch_size=recipe.batch_size,
         shuffle=True,
         drop_last=True,
         generator=torch.Generator().manual_seed(seed),
     )
+
+
+def batches(loader: DataLoader, steps: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """``steps`` batches of ``loader``, cycling through epochs."""
+    step = 0
+    while True:
+        for batch in loader:
+            yield batch
+            step += 1
+            if step == steps:
+                return
+
+
+def reference_data_seconds(data: Prepared, recipe: Recipe, seed: int) -> float:
+    """Seconds the plain loop's data path alone takes for ``recipe.steps`` batches."""
+    start = time.perf_counter()
+    for _ in batches(reference_loader(data, recipe, seed), recipe.steps):
+        pass
+    return time.perf_counter() - start
+
+
+def reference_loop(data: Prepared, recipe: Recipe, seed: int, device: torch.device) -> float:
+    """Images/s of the plain loop: per-example torchvision augmentation, NCHW, fp32."""
     torch.manual_seed(seed)
     model = build_model(SPEC).to(device).train()
     optimizer = make_optimizer(model, recipe)
-    step, start = 0, time.perf_counter()
-    while step < recipe.steps:
-        for x, y in loader:
-            loss = F.cross_entropy(model(x.to(device)), y.to(device))
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            step += 1
-            if step == recipe.steps:
-                break
+    start = time.perf_counter()
+    for x, y in batches(reference_loader(data, recipe, seed), recipe.steps):
+        loss = F.cross_entropy(model(x.to(device)), y.to(device))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
     loss.item()  # wait for the device
-    return step * recipe.batch_size / (time.perf_counter() - start)
+    return recipe.steps * recipe.batch_size / (time.perf_counter() - start)
 
 
 def main() -> None:
@@ -136,6 +156,7 @@ def main() -> None:
         data, what = cifar_like(args.archive, args.train_images, Path(tmp))
         print(f"data: {what}\nmodel: ResNet-20 k=1, batch 128, {args.steps} steps, {args.threads} threads, {device}")
         ours, reference = 0.0, 0.0
+        data_s = min(reference_data_seconds(data, recipe, seed=r) for r in range(args.repeats))
         for r in range(args.repeats):
             reference_r = reference_loop(data, recipe, seed=r, device=device)
             run_dir = Path(tmp) / f"run{r}"
@@ -156,6 +177,13 @@ def main() -> None:
     print(f"reference loop (DataLoader + per-example torchvision): {reference:8.0f} images/s")
     print(f"scalemech.train (on-device batched augmentation):      {ours:8.0f} images/s")
     print(f"ratio ours/reference: {ours / reference:.2f}x")
+    # Amdahl: the plain loop spends data_s of its step time on data; a data path that took no time
+    # at all, with the same model step, would run at most step / (step - data_s) times faster.
+    step_s = args.steps * 128 / reference
+    print(
+        f"the reference spends {data_s / step_s:.0%} of its time on data ({data_s:.2f} of {step_s:.2f} s): "
+        f"a faster data path alone can gain at most {step_s / (step_s - data_s):.2f}x; the rest is the model step"
+    )
 
 
 if __name__ == "__main__":
