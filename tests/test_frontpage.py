@@ -4,12 +4,14 @@ import re
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from docutils.core import publish_parts
 from jinja2 import Environment
 
 from scalemech.frontpage import CLAIM_FIGURES, front_page, rst_text
 
-DESCRIPTION = (Path(__file__).parents[1] / "workflow" / "report" / "workflow.rst").read_text()
+CAPTIONS = Path(__file__).parents[1] / "workflow" / "report"
+DESCRIPTION = (CAPTIONS / "workflow.rst").read_text()
 VERDICTS = pd.DataFrame(
     {
         "claim": ["D1", "W1", "W5"],
@@ -64,3 +66,10 @@ def test_link_only_to_figures_the_run_made():
 
 def test_rst_text_escapes_markup_and_joins_lines():
     assert rst_text("a*b*\n  c_ `d` |e|") == r"a\*b\* c\_ \`d\` \|e\|"
+
+
+@pytest.mark.parametrize("caption", sorted(CAPTIONS.glob("[FC]*.rst")), ids=lambda path: path.stem)
+def test_every_caption_renders_without_rst_errors(caption):
+    """``snakemake --report`` renders each caption with docutils: a stray ``|x|`` or backquote would
+    show as an error box beside the figure."""
+    publish_parts(caption.read_text(), writer="html", settings_overrides={"halt_level": 2, "report_level": 2})
