@@ -48,14 +48,14 @@ def test_first_page_shows_every_verdict_in_an_html_table_with_figure_links():
     html = render(front_page(DESCRIPTION, VERDICTS, set(figures)), figures)
     rows = cells(html)
     assert [row[0] for row in rows] == ["D1", "W1", "W5"]
-    assert [row[3] for row in rows] == ["refuted", "not detectable", "confirmed"]
+    assert [row[1] for row in rows] == ["refuted", "not detectable", "confirmed"]
     # statistics come through literally: no RST emphasis, no Jinja expression evaluated
-    assert rows[0][2] == "median r_off = 0.12 [0.1, 0.2]; *3 of 4* rows"
-    assert rows[1][2] == "ρ = 0.5 {{ not jinja }} |x|_2"
-    assert rows[2][2] == "x`y"
+    assert rows[0][4] == "median r_off = 0.12 [0.1, 0.2]; *3 of 4* rows"
+    assert rows[1][4] == "ρ = 0.5 {{ not jinja }} |x|_2"
+    assert rows[2][4] == "x`y"
     assert "javascript:app.showResultInfo('F1_covariance.png')" in html  # D1 links to its figure
     assert "javascript:app.showResultInfo('F4_dalign_vs_width.png')" in html
-    assert rows[2][4] == ""  # W5 has no figure
+    assert rows[2][2] == ""  # W5 has no figure
     assert "problematic" not in html and "System Message" not in html
 
 

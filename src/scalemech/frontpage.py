@@ -37,27 +37,27 @@ def rst_text(text: object) -> str:
 
 
 def verdict_table(verdicts: pd.DataFrame, figures: Mapping[str, str], title: str = "Verdicts") -> str:
-    """An RST ``list-table`` of ``verdicts`` (columns claim, statement, statistic, verdict), with a
-    column linking each claim to the report's entry of its figure (``figures``: claim → PNG name)."""
+    """An RST ``list-table`` of ``verdicts``: claim, verdict, a link to the report's entry of the
+    claim's figure (``figures``: claim → PNG name), statement and statistic."""
     lines = [
         f".. list-table:: {title}",
         "   :header-rows: 1",
-        "   :widths: 8 28 44 10 10",
+        "   :widths: 8 10 10 24 48",
         "",
         "   * - claim",
-        "     - statement",
-        "     - statistic",
         "     - verdict",
         "     - figure",
+        "     - statement",
+        "     - statistic",
     ]
     for row in verdicts.itertuples(index=False):
         figure = f"`{figures[row.claim]}`_" if row.claim in figures else ""
         lines += [
             f"   * - {rst_text(row.claim)}",
-            f"     - {rst_text(row.statement)}",
-            f"     - {rst_text(row.statistic)}",
             f"     - **{rst_text(row.verdict)}**",
             f"     - {figure}",
+            f"     - {rst_text(row.statement)}",
+            f"     - {rst_text(row.statistic)}",
         ]
     return "\n".join(lines)
 
