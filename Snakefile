@@ -64,13 +64,9 @@ rule all:
         rules.trajectory.input,
 
 
-# Before planning (snakemake -n too): how long the whole run takes from scratch, from recorded job times.
+# Before planning a run (snakemake -n too): how long the whole run takes from scratch.
 if workflow.is_main_process:
-    from scalemech.estimate import estimate, planned_jobs, read_records
-
-    records, source = read_records([LAYOUT.table("runtime"), f"{workflow.basedir}/docs/{config['run']}/runtime.csv"])
-    planned = estimate(planned_jobs(config["datasets"], COMPUTING_STEPS), records, source)
-    print(planned.line(workflow.cores or 1, config["threads"]), file=sys.stderr)
+    print_estimate()
 
 
 onsuccess:

@@ -34,8 +34,8 @@ def test_defaults_are_filled_in() -> None:
 def test_quick_grid_is_the_issue_grid() -> None:
     jobs = model_jobs(validate_config(quick()))
     resnets = {(j.depth, j.width) for j in jobs if j.family == "resnet"}
-    assert resnets == {(d, w) for d in (8, 14, 20) for w in (0.5, 1, 2)}
-    assert sorted(j.width for j in jobs if j.family == "llama") == [64, 128, 256]
+    assert resnets == {(d, w) for d in (8, 14, 20) for w in (0.5, 1, 1.5)}
+    assert sorted(j.width for j in jobs if j.family == "llama") == [32, 64, 128]
     assert "mnist5k/resnet-d8-w0.5-s0" in {j.key for j in jobs}
 
 
@@ -164,8 +164,8 @@ CROSS_CHECKED = {
     ),
     "tvresnet depth": (_grid("tv", TV_GRID), ["grids.tv.depths[1]", "[18, 34, 50, 101, 152]"]),
     "llama width not a multiple of head_dim": (
-        _set("grids.llama_stdlib.widths.1", 96),
-        ["grids.llama_stdlib.widths[1]", "multiples of 64"],
+        _set("grids.llama_stdlib.widths.1", 80),
+        ["grids.llama_stdlib.widths[1]", "multiples of 32"],
     ),
     "llama odd head_dim": (
         _both(_set("grids.llama_stdlib.model.head_dim", 33), _set("grids.llama_stdlib.widths", [66])),
@@ -413,7 +413,11 @@ def test_malformed_cluster_section_is_rejected(cluster: dict, expected: list[str
     "cluster, edit, expected",
     [
         # threads: every model job asks for them as CPUs
-        ({"max_cpus": 1}, None, ["threads: 2", "cluster.max_cpus 1", "train_model", "cost_table", "at most 1"]),
+        (
+            {"max_cpus": 1},
+            _set("threads", 2),
+            ["threads: 2", "cluster.max_cpus 1", "train_model", "cost_table", "at most 1"],
+        ),
         # a grid's memory, named with its rules and models
         (
             {"max_mem_mb": 3000},
@@ -460,7 +464,7 @@ def test_jobs_that_fit_the_nodes_pass_and_fixed_requests_are_capped() -> None:
     config = validate_config(with_cluster({**NODE, "max_mem_mb": 4096, "max_runtime": 60}))
     requests = cluster_requests(config)
     assert requests["prepare_data:mnist5k"] == {"cpus": 1, "mem_mb": 4096, "runtime": 60}
-    assert requests["cost_table"] == {"cpus": 2, "mem_mb": 4072, "runtime": 60}
+    assert requests["cost_table"] == {"cpus": 1, "mem_mb": 4072, "runtime": 60}  # the config's threads: 1
     requests = cluster_requests(validate_config(quick()))
     assert requests["prepare_data:mnist5k"] == {"cpus": 1, "mem_mb": 8000, "runtime": 120}
 

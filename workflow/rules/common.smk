@@ -1,6 +1,7 @@
 # Config validation (before any job is planned), the model jobs, the run's layout, and the
 # named inputs/outputs/params of the per-model rules (from scalemech.jobs, which the CLI uses too).
 import re
+import sys
 
 from scalemech import jobs
 from scalemech.config import ConfigError, model_jobs, read_yaml, validate_config
@@ -126,3 +127,23 @@ def computing_records():
     for step, keys in COMPUTING_STEPS.items():
         records += per_model(LAYOUT.benchmark(step, "{dataset}/{model}"), keys)
     return records
+
+
+def planned_cores():
+    """The cores Snakemake plans with; None for invocations that plan no jobs (--report)."""
+    try:
+        return workflow.cores
+    except WorkflowError:
+        return None
+
+
+def print_estimate():
+    """Print how long the whole run takes from scratch, from recorded job times (scalemech.estimate)."""
+    from scalemech.estimate import estimate, planned_jobs, read_records
+
+    if planned_cores():
+        records, source = read_records(
+            [LAYOUT.table("runtime"), f"{workflow.basedir}/docs/{config['run']}/runtime.csv"]
+        )
+        planned = estimate(planned_jobs(config["datasets"], COMPUTING_STEPS), records, source)
+        print(planned.line(planned_cores(), config["threads"]), file=sys.stderr)
