@@ -845,14 +845,14 @@ def _model_style(width: float, depth: float, widths: Sequence[float], depths: Se
 
 
 def fig_expansion(expansion: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -> None:
-    """F7 (claim D3, Paper D mechanism): test-loss change of the selected expanded model
+    """F7 (E8, the Paper D mechanism behind D3): test-loss change of the selected expanded model
     (L_test(f_selected) − L_test(f_old), solid, filled) and of the control (dashed, open) against the
     insertion point's relative depth l/L, per model (mean over seeds): one colour per width, one marker
     per depth; × marks points where fallback was used."""
     _required(
         expansion, "expansion", ["point_index", "test_loss_old", "test_loss_selected", "test_loss_control", "fallback"]
     )
-    title = "Paper D mechanism (claim D3): does inserting a zero-init block lower test loss?"
+    title = "E8, Paper D mechanism: does an inserted zero-init block lower test loss more than the control?"
     notes: list[str] = []
     frame = _at_relative_depth(_clean(expansion, ["test_loss_old", "test_loss_selected"], notes), notes)
     frame = frame.assign(
