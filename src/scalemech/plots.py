@@ -23,7 +23,6 @@ References: matplotlib (Hunter 2007), seaborn (Waskom 2021).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -95,20 +94,11 @@ def table_path(tables_dir: str | Path, table: str) -> Path:
     return Path(tables_dir) / f"{table}{'.parquet' if table == 'covmats' else '.csv'}"
 
 
-@cache
 def point_count(family: str, depth: int) -> int | None:
-    """Insertion points (one after each residual block) of a ``family`` model of ``depth``, from the
-    family's architecture (they depend on depth alone); None where the depth does not fix them
-    (``hf``: the checkpoint does, and the tables hold depth 0)."""
-    if family == "resnet":
-        from .models.resnet import STAGE_CHANNELS, ResNetConfig  # torch: imported when a figure needs it
+    """``models.point_count``, imported when a figure needs it (the models import torch)."""
+    from .models import point_count as count
 
-        return len(STAGE_CHANNELS) * ResNetConfig(depth=depth).blocks_per_stage
-    if family == "tvresnet":
-        from .models.tvresnet import ARCHITECTURES
-
-        return sum(ARCHITECTURES[depth][1])
-    return depth if family == "llama" else None  # a llama has one block per layer
+    return count(family, depth)
 
 
 def relative_depth(frame: pd.DataFrame) -> pd.Series:

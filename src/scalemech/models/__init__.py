@@ -15,6 +15,7 @@ config), whose ``family`` picks the builder:
 from __future__ import annotations
 
 import importlib
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +26,23 @@ from .base import LanguageModel, ResidualModel
 FAMILIES = {"resnet": "resnet", "tvresnet": "tvresnet", "llama": "llama", "hf": "hf"}
 
 
-def build_model(spec: dict[str, Any]) -> ResidualModel:
-    """A fresh model of ``spec['family']`` (weights from the seed set by the caller)."""
-    family = spec.get("family")
+def _family(family: Any):
+    """The module of ``family`` (its ``build`` and ``point_count``)."""
     if family not in FAMILIES:
         raise ValueError(f"unknown model family {family!r}; allowed: {sorted(FAMILIES)}")
-    module = importlib.import_module(f"scalemech.models.{FAMILIES[family]}")
-    return module.build(spec)
+    return importlib.import_module(f"scalemech.models.{FAMILIES[family]}")
+
+
+def build_model(spec: dict[str, Any]) -> ResidualModel:
+    """A fresh model of ``spec['family']`` (weights from the seed set by the caller)."""
+    return _family(spec.get("family")).build(spec)
+
+
+@cache
+def point_count(family: str, depth: int) -> int | None:
+    """Insertion points of a ``family`` model of ``depth`` without building it (they depend on depth
+    alone); None where depth does not fix them (``hf``: the checkpoint does)."""
+    return _family(family).point_count(depth)
 
 
 def save_model(path: str | Path, model: ResidualModel, spec: dict[str, Any], **extra: Any) -> None:
@@ -67,4 +78,4 @@ def load_model(path: str | Path, map_location: str | torch.device = "cpu") -> tu
     return model.to(map_location).eval(), payload
 
 
-__all__ = ["FAMILIES", "LanguageModel", "ResidualModel", "build_model", "load_model", "save_model"]
+__all__ = ["FAMILIES", "LanguageModel", "ResidualModel", "build_model", "load_model", "point_count", "save_model"]

@@ -327,3 +327,8 @@ class TokenTask(WindowTask):
 
     def examples(self, split: str, index: Tensor) -> tuple[Tensor, Tensor]:
         return text_windows(self.stream(split), index, self.block_size)
+
+
+def point_count(depth: int) -> None:
+    """None: a checkpoint's layer count, not the tables' depth, fixes its insertion points."""
+    return None

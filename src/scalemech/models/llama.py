@@ -181,6 +181,11 @@ class Llama(LanguageModel):
         return block.to(next(self.parameters()))  # this model's device and dtype
 
 
+def point_count(depth: int) -> int:
+    """Insertion points of a ``depth``-layer llama: one after each layer."""
+    return depth
+
+
 def build(spec: dict[str, Any]) -> Llama:
     """A llama decoder from ``spec`` (keys: the fields of ``LlamaConfig`` and ``family``)."""
     return Llama(LlamaConfig(**{k: v for k, v in spec.items() if k != "family"}))

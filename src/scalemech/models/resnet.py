@@ -168,6 +168,11 @@ class CifarResNet(ResidualModel):
         return block.to(next(self.parameters()))  # this model's device and dtype
 
 
+def point_count(depth: int) -> int:
+    """Insertion points of a depth-``depth`` model: one after each block of the three stages."""
+    return len(STAGE_CHANNELS) * ResNetConfig(depth=depth).blocks_per_stage
+
+
 def build(spec: dict[str, Any]) -> CifarResNet:
     """A CIFAR ResNet from ``spec`` (keys: the fields of ``ResNetConfig`` and ``family``)."""
     return CifarResNet(ResNetConfig(**{k: v for k, v in spec.items() if k != "family"}))

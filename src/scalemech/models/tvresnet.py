@@ -152,6 +152,11 @@ def torchvision_key(key: str, model: TVResNet) -> str:
     return f"blocks.{model.index(f'{first}.block{block}')}.{rest}"
 
 
+def point_count(depth: int) -> int:
+    """Insertion points of ResNet-``depth``: one after each block of its four stages."""
+    return sum(ARCHITECTURES[depth][1])
+
+
 def build(spec: dict[str, Any]) -> TVResNet:
     """A torchvision-style ResNet from ``spec`` (keys: the fields of ``TVResNetConfig`` and ``family``)."""
     return TVResNet(TVResNetConfig(**{k: v for k, v in spec.items() if k != "family"}))
