@@ -109,13 +109,22 @@ def iter_batches(x: Tensor, y: Tensor, batch_size: int, prepare_batch: PrepareBa
 
 
 @torch.no_grad()
-def mean_loss(model: ResidualModel, x: Tensor, y: Tensor, batch_size: int, prepare_batch: PrepareBatch) -> float:
-    """``L = (1/n) Σ_i ℓ(f(x_i), y_i)`` over the pool, float64 accumulation, model in eval mode."""
+def per_example_losses(
+    model: ResidualModel, x: Tensor, y: Tensor, batch_size: int, prepare_batch: PrepareBatch
+) -> Tensor:
+    """``(ℓ(f(x_i), y_i))_i`` over the pool, float64 on the CPU, model in eval mode."""
     model.eval()
-    total = sum(
-        model.per_example_loss(model(xb), yb).double().sum() for xb, yb in iter_batches(x, y, batch_size, prepare_batch)
+    return torch.cat(
+        [
+            model.per_example_loss(model(xb), yb).double().cpu()
+            for xb, yb in iter_batches(x, y, batch_size, prepare_batch)
+        ]
     )
-    return float(total) / len(x)
+
+
+def mean_loss(model: ResidualModel, x: Tensor, y: Tensor, batch_size: int, prepare_batch: PrepareBatch) -> float:
+    """``L = (1/n) Σ_i ℓ(f(x_i), y_i)`` over the pool (``per_example_losses``, float64)."""
+    return float(per_example_losses(model, x, y, batch_size, prepare_batch).sum()) / len(x)
 
 
 # ----------------------------------------------------------------------------- capture

@@ -39,7 +39,7 @@ import torch
 from torch import Tensor, nn
 
 from ..data import Prepared
-from ..grads import PrepareBatch, block_grad, iter_batches, mean_loss, measured_points, to_device
+from ..grads import PrepareBatch, block_grad, mean_loss, measured_points, per_example_losses, to_device
 from ..models.base import ResidualModel
 from ..seeding import derive_seed, model_identity, seeded
 from ..tables import columns
@@ -85,20 +85,6 @@ class Evaluated:
     @property
     def test_mean(self) -> float:
         return float(self.test.mean())
-
-
-@torch.no_grad()
-def per_example_losses(
-    model: ResidualModel, x: Tensor, y: Tensor, batch_size: int, prepare_batch: PrepareBatch
-) -> Tensor:
-    """``(ℓ(f(x_i), y_i))_i`` over the pool, float64 on the CPU, model in eval mode (batched as ``mean_loss``)."""
-    model.eval()
-    return torch.cat(
-        [
-            model.per_example_loss(model(xb), yb).double().cpu()
-            for xb, yb in iter_batches(x, y, batch_size, prepare_batch)
-        ]
-    )
 
 
 def paired_se(a: Tensor, b: Tensor) -> float:
