@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from test_hf import VOCAB, tiny_tokenizer
+from test_hf import TINY_DECODER, VOCAB, tiny_tokenizer
 from transformers import AutoModelForCausalLM, GPTNeoXConfig
 
 from scalemech import stats
@@ -42,14 +42,7 @@ COMPACT_HEADER = ["point", "mu_sq [lo, hi]", "d_align [lo, hi]", "b_exact", "b_a
 def neox_checkpoint(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("neox")
     torch.manual_seed(0)
-    config = GPTNeoXConfig(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        num_hidden_layers=3,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=64,
-    )
+    config = GPTNeoXConfig(**TINY_DECODER, num_hidden_layers=3)
     AutoModelForCausalLM.from_config(config).save_pretrained(path)
     tiny_tokenizer().save_pretrained(path)
     return path

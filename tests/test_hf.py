@@ -46,67 +46,47 @@ CORPUS = [
     "Or to take arms against a sea of troubles",
 ]
 VOCAB = 300
+TINY_DECODER = dict(
+    vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, intermediate_size=64, max_position_embeddings=64
+)
+"""What every tiny decoder config below shares (GPT-2 names its fields differently)."""
 CONFIGS = {
     "gpt_neox": lambda: GPTNeoXConfig(
-        vocab_size=VOCAB,
-        hidden_size=32,
+        **TINY_DECODER,
         num_hidden_layers=3,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=64,
         rotary_pct=0.25,
     ),
     "gpt_neox_sequential": lambda: GPTNeoXConfig(
-        vocab_size=VOCAB,
-        hidden_size=32,
+        **TINY_DECODER,
         num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=64,
         use_parallel_residual=False,
     ),
     "llama": lambda: LlamaConfig(
-        vocab_size=VOCAB,
-        hidden_size=32,
+        **TINY_DECODER,
         num_hidden_layers=3,
-        num_attention_heads=4,
         num_key_value_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=64,
     ),
     "gpt2": lambda: GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=3, n_head=4, n_positions=64),
     # sliding window 4 < T = 12: a full causal mask would change the logits
     "mistral": lambda: MistralConfig(
-        vocab_size=VOCAB,
-        hidden_size=32,
+        **TINY_DECODER,
         num_hidden_layers=2,
-        num_attention_heads=4,
         num_key_value_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=64,
         sliding_window=4,
     ),
     "qwen2": lambda: Qwen2Config(
-        vocab_size=VOCAB,
-        hidden_size=32,
+        **TINY_DECODER,
         num_hidden_layers=3,
-        num_attention_heads=4,
         num_key_value_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=64,
         use_sliding_window=True,
         sliding_window=4,
         max_window_layers=1,
     ),
     "qwen3": lambda: Qwen3Config(
-        vocab_size=VOCAB,
-        hidden_size=32,
+        **TINY_DECODER,
         num_hidden_layers=2,
-        num_attention_heads=4,
         num_key_value_heads=2,
         head_dim=8,
-        intermediate_size=64,
-        max_position_embeddings=64,
     ),
 }
 B, T = 5, 12
