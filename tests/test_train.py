@@ -76,20 +76,28 @@ RESUME_RECIPE = Recipe(
 )
 
 
+def train_tiny(
+    data: Prepared, out: Path, recipe: Recipe = RESUME_RECIPE, *, seed: int = 3, checkpoint_every: int = 6, **options
+) -> dict:
+    """``train`` TINY_RESNET on ``data`` into ``out`` (checkpoints in ``out/ckpt``), on the CPU, quietly."""
+    return train(
+        TINY_RESNET,
+        recipe,
+        data,
+        out,
+        out / "ckpt",
+        seed=seed,
+        device="cpu",
+        checkpoint_every=checkpoint_every,
+        progress=False,
+        **options,
+    )
+
+
 @pytest.fixture(scope="module")
 def uninterrupted(small_mnist, tmp_path_factory) -> tuple[dict, Path]:
     out = tmp_path_factory.mktemp("uninterrupted")
-    metrics = train(
-        TINY_RESNET,
-        RESUME_RECIPE,
-        small_mnist,
-        out,
-        out / "ckpt",
-        seed=3,
-        device="cpu",
-        checkpoint_every=6,
-        progress=False,
-    )
+    metrics = train_tiny(small_mnist, out)
     return metrics, out
 
 
@@ -143,32 +151,10 @@ def test_resume_after_crash_matches_uninterrupted_run(uninterrupted, small_mnist
             raise KeyboardInterrupt("simulated crash")
 
     with pytest.raises(KeyboardInterrupt):
-        train(
-            TINY_RESNET,
-            RESUME_RECIPE,
-            small_mnist,
-            tmp_path,
-            tmp_path / "ckpt",
-            seed=3,
-            device="cpu",
-            checkpoint_every=6,
-            progress=False,
-            on_step=crash_after_13,
-        )
+        train_tiny(small_mnist, tmp_path, on_step=crash_after_13)
     assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["step-000000006.pt", "step-000000012.pt"]
     resumed_steps = []
-    metrics = train(
-        TINY_RESNET,
-        RESUME_RECIPE,
-        small_mnist,
-        tmp_path,
-        tmp_path / "ckpt",
-        seed=3,
-        device="cpu",
-        checkpoint_every=6,
-        progress=False,
-        on_step=resumed_steps.append,
-    )
+    metrics = train_tiny(small_mnist, tmp_path, on_step=resumed_steps.append)
     assert resumed_steps[0] == 13  # resumed from step 12, not from 0
     assert list(pd.read_csv(expected_dir / "curve.csv")["step"]) == [0, 8, 16, 20]  # 8 steps per epoch
     assert untimed(metrics) == untimed(expected)
@@ -181,28 +167,10 @@ def test_resume_after_crash_matches_uninterrupted_run(uninterrupted, small_mnist
 
 def test_same_seed_same_metrics_other_seed_differs(uninterrupted, small_mnist, tmp_path):
     expected, _ = uninterrupted
-    again = train(
-        TINY_RESNET,
-        RESUME_RECIPE,
-        small_mnist,
-        tmp_path / "a",
-        tmp_path / "a" / "ckpt",
-        seed=3,
-        device="cpu",
-        checkpoint_every=200,
-        progress=False,
-    )
+    again = train_tiny(small_mnist, tmp_path / "a", checkpoint_every=200)
     assert untimed(again) == untimed(expected)
-    other = train(
-        TINY_RESNET,
-        dataclasses.replace(RESUME_RECIPE, steps=4),
-        small_mnist,
-        tmp_path / "b",
-        tmp_path / "b" / "ckpt",
-        seed=4,
-        device="cpu",
-        checkpoint_every=200,
-        progress=False,
+    other = train_tiny(
+        small_mnist, tmp_path / "b", dataclasses.replace(RESUME_RECIPE, steps=4), seed=4, checkpoint_every=200
     )
     assert other["train_loss"] != expected["train_loss"]
 
@@ -218,19 +186,7 @@ def steps_run(recipe: Recipe, data: Prepared, out: Path, crash_at: int | None = 
             raise KeyboardInterrupt("simulated crash")
 
     try:
-        train(
-            TINY_RESNET,
-            recipe,
-            data,
-            out,
-            out / "ckpt",
-            seed=3,
-            device="cpu",
-            checkpoint_every=6,
-            progress=False,
-            on_step=on_step,
-            **options,
-        )
+        train_tiny(data, out, recipe, on_step=on_step, **options)
     except KeyboardInterrupt:
         assert crash_at is not None
     return steps
@@ -291,17 +247,7 @@ def test_truncated_newest_checkpoint_falls_back_to_the_previous(small_mnist, tmp
 def test_huge_lr_raises_non_finite_loss(small_mnist, tmp_path):
     recipe = Recipe(steps=6, batch_size=64, lr=1e6, eval_examples=64, eval_batch_size=256)
     with pytest.raises(NonFiniteLossError, match=r"non-finite .* at step \d+ of 6.*lower the recipe lr"):
-        train(
-            TINY_RESNET,
-            recipe,
-            small_mnist,
-            tmp_path,
-            tmp_path / "ckpt",
-            seed=0,
-            device="cpu",
-            checkpoint_every=200,
-            progress=False,
-        )
+        train_tiny(small_mnist, tmp_path, recipe, seed=0, checkpoint_every=200)
     assert not (tmp_path / "model.pt").exists()
 
 
@@ -387,29 +333,8 @@ def test_recipe_validation():
 @pytest.mark.slow
 def test_compiled_run_matches_eager(small_mnist, tmp_path):
     recipe = dataclasses.replace(RESUME_RECIPE, steps=4)
-    eager = train(
-        TINY_RESNET,
-        recipe,
-        small_mnist,
-        tmp_path / "eager",
-        tmp_path / "eager" / "ckpt",
-        seed=3,
-        device="cpu",
-        checkpoint_every=200,
-        progress=False,
-    )
-    compiled = train(
-        TINY_RESNET,
-        recipe,
-        small_mnist,
-        tmp_path / "compiled",
-        tmp_path / "compiled" / "ckpt",
-        seed=3,
-        device="cpu",
-        checkpoint_every=200,
-        compile=True,
-        progress=False,
-    )
+    eager = train_tiny(small_mnist, tmp_path / "eager", recipe, checkpoint_every=200)
+    compiled = train_tiny(small_mnist, tmp_path / "compiled", recipe, checkpoint_every=200, compile=True)
     assert compiled["test_loss"] == pytest.approx(eager["test_loss"], rel=1e-3)
     assert compiled["train_loss"] == pytest.approx(eager["train_loss"], rel=1e-3)
 
