@@ -45,6 +45,12 @@ def _error(capsys, argv: list[str]) -> str:
     return err.removeprefix("scalemech: error: ").strip()
 
 
+def certify_argv(checkpoint: Path, data: Path) -> list[str]:
+    """``scalemech certify`` on ``checkpoint`` and ``data`` with sizes small enough for the test data."""
+    sizes = ["--pool", "8", "--M", "4", "--K", "4", "--device", "cpu"]
+    return ["certify", "--checkpoint", str(checkpoint), "--data", str(data), *sizes]
+
+
 def test_version(capsys) -> None:
     with pytest.raises(SystemExit) as exit_:
         main(["--version"])
@@ -100,24 +106,7 @@ def test_unusable_data_file_is_refused(capsys, tmp_path, model_pt, name, content
         torch.save({"x": torch.arange(100)}, data)
     else:
         data.write_bytes(content)
-    error = _error(
-        capsys,
-        [
-            "certify",
-            "--checkpoint",
-            str(model_pt),
-            "--data",
-            str(data),
-            "--pool",
-            "8",
-            "--M",
-            "4",
-            "--K",
-            "4",
-            "--device",
-            "cpu",
-        ],
-    )
+    error = _error(capsys, certify_argv(model_pt, data))
     assert name in error and message in error
     if "binary file" in message:
         assert "prepared dataset directory" in error and ".npy of token ids (1-D integer array)" in error
@@ -195,24 +184,7 @@ def test_corrupt_model_file_is_named(capsys, tmp_path, mnist, model_pt, damage) 
     }[damage]
     path = tmp_path / "model.pt"
     path.write_bytes(broken)
-    message = _error(
-        capsys,
-        [
-            "certify",
-            "--checkpoint",
-            str(path),
-            "--data",
-            str(mnist),
-            "--pool",
-            "8",
-            "--M",
-            "4",
-            "--K",
-            "4",
-            "--device",
-            "cpu",
-        ],
-    )
+    message = _error(capsys, certify_argv(path, mnist))
     assert message.startswith(f"{path}: cannot read this model file, it is truncated or corrupt")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from test_train import RESNET
 
 from scalemech.checkpoints import snapshot_schedule
 from scalemech.data import load_prepared, prepare_dataset
@@ -13,15 +14,6 @@ from scalemech.models import load_model
 from scalemech.tables import check_columns
 from scalemech.train import Recipe, train
 
-SPEC = {
-    "family": "resnet",
-    "depth": 8,
-    "width": 0.5,
-    "norm": "batch",
-    "placement": "branch",
-    "in_channels": 1,
-    "num_classes": 10,
-}
 KEYS = {"run": "t", "dataset": "mnist5k", "family": "resnet", "depth": 8, "width": 0.5, "seed": 0, "model": "m"}
 
 
@@ -33,7 +25,7 @@ def trained(tmp_path_factory):
     data = dataclasses.replace(data, train_x=data.train_x[:1024], train_y=data.train_y[:1024])
     recipe = Recipe(steps=40, batch_size=64, lr=0.1, eval_examples=128, eval_batch_size=256)
     train(
-        SPEC,
+        RESNET,
         recipe,
         data,
         out,
