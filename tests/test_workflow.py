@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 import torch
 import yaml
+from jobstats import planned
 
 import scalemech.plots
 from scalemech import cli
@@ -34,20 +35,6 @@ def snakemake(
         timeout=timeout,
         env=None if env is None else {**os.environ, **env},
     )
-
-
-def planned(output: str) -> dict[str, int]:
-    """``{rule: count}`` from the job-stats table of a dry run."""
-    counts, table = {}, False
-    for line in output.splitlines():
-        parts = line.split()
-        if parts[:2] == ["job", "count"]:
-            table = True
-        elif table and len(parts) == 2 and parts[1].isdigit():
-            counts[parts[0]] = int(parts[1])
-        elif table and parts and parts[0] == "total":
-            break
-    return counts
 
 
 @pytest.mark.parametrize(

@@ -28,6 +28,9 @@ import yaml
 
 from scalemech.config import cluster_requests, validate_config
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the job-stats reader
+from jobstats import planned  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[2]
 # The Snakefile's localrules: they must run on the host, every other rule as a SLURM job.
 LOCAL = set(
@@ -36,19 +39,6 @@ LOCAL = set(
     )
 )
 TARGETS = {"all"}  # rules without a script: nothing runs
-
-
-def planned(log: str) -> dict[str, int]:
-    counts, table = {}, False
-    for line in log.splitlines():
-        parts = line.split()
-        if parts[:2] == ["job", "count"]:
-            table = True
-        elif table and parts and parts[0] == "total":
-            break
-        elif table and len(parts) == 2 and parts[1].isdigit():
-            counts[parts[0]] = int(parts[1])
-    return counts
 
 
 def show_job(slurm_id: str) -> dict[str, str]:
