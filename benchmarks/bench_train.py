@@ -22,6 +22,7 @@ it bounds the ratio whatever the data path does. Data: CIFAR-10 from
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import tempfile
 import time
@@ -167,6 +168,28 @@ def model_step_alone(
     return step_loop(itertools.repeat(batch, recipe.steps), recipe, seed, device, memory_format)
 
 
+LOOPS = ("reference", "ours", "step NCHW", "step ours")
+
+
+def ours_format(device: torch.device) -> torch.memory_format:
+    """The layout ``train()`` gives this model on ``device``."""
+    return memory_format_for(build_model(SPEC), device)
+
+
+def images_per_second(
+    loop: str, data: Prepared, recipe: Recipe, seed: int, device: torch.device, workdir: Path
+) -> float:
+    """Images/s of one of ``LOOPS``: the reference loop, ``train()``, or the model step alone in either layout."""
+    if loop == "reference":
+        return reference_loop(data, recipe, seed, device)
+    if loop == "ours":
+        metrics = train(
+            SPEC, recipe, data, workdir, workdir / "ckpt", seed, device, checkpoint_every=10**9, progress=False
+        )
+        return metrics["examples_per_second"]
+    return model_step_alone(data, recipe, seed, device, NCHW if loop == "step NCHW" else ours_format(device))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=30)
@@ -174,38 +197,26 @@ def main() -> None:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--archive", type=Path, default=ARCHIVE)
     parser.add_argument("--train-images", type=int, default=5000)
-    parser.add_argument("--repeats", type=int, default=2, help="alternate the two loops this often; best of each")
+    parser.add_argument(
+        "--repeats", type=int, default=4, help="run the four loops this often, rotating their order; best of each"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
     recipe = Recipe(steps=args.steps, batch_size=128, lr=0.1, augment=True, eval_examples=1000, eval_batch_size=1000)
-    ours_format = memory_format_for(build_model(SPEC), device)
     best: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         data, what = cifar_like(args.archive, args.train_images, Path(tmp))
         print(f"data: {what}\nmodel: ResNet-20 k=1, batch 128, {args.steps} steps, {args.threads} threads, {device}")
+        for memory_format in (NCHW, ours_format(device)):  # oneDNN builds its kernels outside every timed loop
+            model_step_alone(data, dataclasses.replace(recipe, steps=2), 0, device, memory_format)
         data_s = min(reference_data_seconds(data, recipe, seed=r) for r in range(args.repeats))
         for r in range(args.repeats):
-            run_dir = Path(tmp) / f"run{r}"
-            repeat = {
-                "reference": reference_loop(data, recipe, seed=r, device=device),
-                "ours": train(
-                    SPEC,
-                    recipe,
-                    data,
-                    run_dir,
-                    run_dir / "ckpt",
-                    seed=r,
-                    device=device,
-                    checkpoint_every=10**9,
-                    progress=False,
-                )["examples_per_second"],
-                "step NCHW": model_step_alone(data, recipe, r, device, NCHW),
-                "step ours": model_step_alone(data, recipe, r, device, ours_format),
-            }
+            order = LOOPS[r % len(LOOPS) :] + LOOPS[: r % len(LOOPS)]  # no loop always runs first
+            repeat = {name: images_per_second(name, data, recipe, r, device, Path(tmp) / f"run{r}") for name in order}
             print(f"repeat {r}: " + ", ".join(f"{k} {v:.0f}" for k, v in repeat.items()) + " images/s")
             best = {k: max(best.get(k, 0.0), v) for k, v in repeat.items()}
-    reference, ours, layout = best["reference"], best["ours"], str(ours_format).removeprefix("torch.")
+    reference, ours, layout = best["reference"], best["ours"], str(ours_format(device)).removeprefix("torch.")
     print("best of the repeats:")
     print(f"reference loop (DataLoader + per-example torchvision, NCHW): {reference:8.0f} images/s")
     print(f"scalemech.train (on-device batched augmentation, {layout}): {ours:8.0f} images/s")
