@@ -47,7 +47,7 @@ SPEC = {
     "in_channels": 3,
     "num_classes": 10,
 }
-NCHW, CHANNELS_LAST = torch.contiguous_format, torch.channels_last
+NCHW = torch.contiguous_format
 ARCHIVE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10-jpg.tar.gz"
 
 
@@ -171,15 +171,17 @@ def model_step_alone(
 LOOPS = ("reference", "ours", "step NCHW", "step ours")
 
 
-def ours_format(device: torch.device) -> torch.memory_format:
-    """The layout ``train()`` gives this model on ``device``."""
-    return memory_format_for(build_model(SPEC), device)
-
-
 def images_per_second(
-    loop: str, data: Prepared, recipe: Recipe, seed: int, device: torch.device, workdir: Path
+    loop: str,
+    data: Prepared,
+    recipe: Recipe,
+    seed: int,
+    device: torch.device,
+    workdir: Path,
+    ours_format: torch.memory_format,
 ) -> float:
-    """Images/s of one of ``LOOPS``: the reference loop, ``train()``, or the model step alone in either layout."""
+    """Images/s of one of ``LOOPS``: the reference loop, ``train()``, or the model step alone in NCHW or
+    ``ours_format`` (the layout ``train()`` gives the model)."""
     if loop == "reference":
         return reference_loop(data, recipe, seed, device)
     if loop == "ours":
@@ -187,7 +189,7 @@ def images_per_second(
             SPEC, recipe, data, workdir, workdir / "ckpt", seed, device, checkpoint_every=10**9, progress=False
         )
         return metrics["examples_per_second"]
-    return model_step_alone(data, recipe, seed, device, NCHW if loop == "step NCHW" else ours_format(device))
+    return model_step_alone(data, recipe, seed, device, NCHW if loop == "step NCHW" else ours_format)
 
 
 def main() -> None:
@@ -204,19 +206,23 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
     recipe = Recipe(steps=args.steps, batch_size=128, lr=0.1, augment=True, eval_examples=1000, eval_batch_size=1000)
+    ours_format = memory_format_for(build_model(SPEC), device)
     best: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         data, what = cifar_like(args.archive, args.train_images, Path(tmp))
         print(f"data: {what}\nmodel: ResNet-20 k=1, batch 128, {args.steps} steps, {args.threads} threads, {device}")
-        for memory_format in (NCHW, ours_format(device)):  # oneDNN builds its kernels outside every timed loop
+        for memory_format in (NCHW, ours_format):  # oneDNN builds its kernels outside every timed loop
             model_step_alone(data, dataclasses.replace(recipe, steps=2), 0, device, memory_format)
         data_s = min(reference_data_seconds(data, recipe, seed=r) for r in range(args.repeats))
         for r in range(args.repeats):
             order = LOOPS[r % len(LOOPS) :] + LOOPS[: r % len(LOOPS)]  # no loop always runs first
-            repeat = {name: images_per_second(name, data, recipe, r, device, Path(tmp) / f"run{r}") for name in order}
+            repeat = {
+                name: images_per_second(name, data, recipe, r, device, Path(tmp) / f"run{r}", ours_format)
+                for name in order
+            }
             print(f"repeat {r}: " + ", ".join(f"{k} {v:.0f}" for k, v in repeat.items()) + " images/s")
             best = {k: max(best.get(k, 0.0), v) for k, v in repeat.items()}
-    reference, ours, layout = best["reference"], best["ours"], str(ours_format(device)).removeprefix("torch.")
+    reference, ours, layout = best["reference"], best["ours"], str(ours_format).removeprefix("torch.")
     print("best of the repeats:")
     print(f"reference loop (DataLoader + per-example torchvision, NCHW): {reference:8.0f} images/s")
     print(f"scalemech.train (on-device batched augmentation, {layout}): {ours:8.0f} images/s")
