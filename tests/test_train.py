@@ -152,7 +152,8 @@ def test_resume_after_crash_matches_uninterrupted_run(uninterrupted, small_mnist
 
     with pytest.raises(KeyboardInterrupt):
         train_tiny(small_mnist, tmp_path, on_step=crash_after_13)
-    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["step-000000006.pt", "step-000000012.pt"]
+    kept = ["step-000000006.pt", "step-000000012.pt"]
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == sorted(kept + [f"{k}.sha256" for k in kept])
     resumed_steps = []
     metrics = train_tiny(small_mnist, tmp_path, on_step=resumed_steps.append)
     assert resumed_steps[0] == 13  # resumed from step 12, not from 0

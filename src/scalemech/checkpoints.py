@@ -4,14 +4,16 @@ A run's identity is what decides its weights (``run_identity``): the model spec,
 without its evaluation-only keys, the seed, and the prepared data's fingerprint (so a new split
 is a new run). Its checkpoints live in one directory:
 
-    step-<step>.pt     the newest ``KEPT`` resume states (written atomically, tmp + rename)
+    step-<step>.pt     the newest ``KEPT`` resume states (written atomically, each with a
+                       ``.sha256`` sidecar checked on load: scalemech.integrity)
     complete.json      written once the run's outputs exist: the run is finished
 
 ``resume_state`` returns the newest readable state of *this unfinished* run. A directory that
 holds another run's checkpoints, or a finished run (a forced or repeated job), is moved aside
 to ``<dir>.<identity-hash>`` (kept, never reused) and the run starts afresh. A truncated newest
 checkpoint (a kill during ``torch.save`` of a non-atomic file system) is skipped, with a
-warning naming it, in favour of the previous one.
+warning naming it, in favour of the previous one; so is one whose bytes no longer match its
+sha256 (a flipped byte is never resumed). A corrupt ``complete.json`` counts as a finished run.
 """
 
 from __future__ import annotations
@@ -21,9 +23,12 @@ import json
 import logging
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
+
+from .integrity import IntegrityError, load_torch, read_json, save_torch, sidecar, write_json
 
 KEPT = 2
 COMPLETE = "complete.json"
@@ -55,12 +60,10 @@ def checkpoint_paths(directory: Path) -> list[Path]:
 def save_checkpoint(directory: Path, state: dict[str, Any]) -> None:
     """Write ``step-<step>.pt`` atomically (tmp + rename); keep the newest ``KEPT``."""
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"step-{state['step']:09d}.pt"
-    tmp = path.with_suffix(".pt.tmp")
-    torch.save(state, tmp)
-    tmp.replace(path)
+    save_torch(directory / f"step-{state['step']:09d}.pt", state)
     for old in checkpoint_paths(directory)[:-KEPT]:
         old.unlink()
+        sidecar(old).unlink(missing_ok=True)
 
 
 def snapshot_schedule(total_steps: int, count: int) -> list[int]:
@@ -76,10 +79,7 @@ def snapshot_schedule(total_steps: int, count: int) -> list[int]:
 def save_snapshot(directory: Path, step: int, model: torch.nn.Module) -> None:
     """The weights of ``model`` after ``step`` steps as ``step-<step>.pt`` (atomic); never pruned."""
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"step-{step:09d}.pt"
-    tmp = path.with_suffix(".pt.tmp")
-    torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, tmp)
-    tmp.replace(path)
+    save_torch(directory / f"step-{step:09d}.pt", {k: v.detach().cpu() for k, v in model.state_dict().items()})
 
 
 def snapshot_paths(directory: Path) -> dict[int, Path]:
@@ -90,7 +90,7 @@ def snapshot_paths(directory: Path) -> dict[int, Path]:
 def mark_complete(directory: Path, identity: dict[str, Any]) -> None:
     """Record that the run of ``identity`` finished and wrote its outputs."""
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / COMPLETE).write_text(json.dumps({"identity": identity_hash(identity)}) + "\n")
+    write_json(directory / COMPLETE, {"identity": identity_hash(identity)})
 
 
 def set_aside(directory: Path, tag: str, why: str) -> Path:
@@ -103,12 +103,13 @@ def set_aside(directory: Path, tag: str, why: str) -> Path:
 
 
 def _newest_readable(paths: list[Path]) -> dict[str, Any] | None:
-    """The newest state of ``paths`` that loads; unreadable newer ones are renamed ``*.unreadable``."""
+    """The newest state of ``paths`` that loads and matches its sha256; the others, newer ones
+    first, are renamed ``*.unreadable`` with a warning naming them."""
     for path in reversed(paths):
         try:
-            return torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as error:  # a truncated or corrupt file: torch raises RuntimeError, EOFError, ...
-            log.warning("skipping unreadable checkpoint %s (%s: %s)", path, type(error).__name__, error)
+            return load_torch(path)
+        except IntegrityError as error:
+            log.warning("skipping checkpoint: %s", error)
             path.rename(path.with_suffix(".pt.unreadable"))
     return None
 
@@ -121,11 +122,13 @@ def resume_state(directory: Path, identity: dict[str, Any]) -> dict[str, Any] | 
     """
     complete = directory / COMPLETE
     if complete.exists():
-        set_aside(
-            directory,
-            json.loads(complete.read_text())["identity"],
-            "belong to a finished run (the job was forced or its outputs removed)",
-        )
+        try:
+            finished = str(read_json(complete)["identity"])
+        except (IntegrityError, KeyError, TypeError):
+            finished, why = "unreadable", f"belong to a finished run whose {COMPLETE} is corrupt"
+        else:
+            why = "belong to a finished run (the job was forced or its outputs removed)"
+        set_aside(directory, finished, why)
         return None
     paths = checkpoint_paths(directory)
     if not paths:

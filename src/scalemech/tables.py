@@ -14,6 +14,8 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from .integrity import verify, write_checked
+
 
 @cache
 def _schema() -> dict:
@@ -49,19 +51,21 @@ def check_columns(frame: pd.DataFrame, table: str, required: list[str] | None = 
 
 
 def write_table(frame: pd.DataFrame, path: str | Path, table: str) -> None:
-    """Check ``frame`` against the schema of ``table``, then write it as CSV or parquet by suffix."""
+    """Check ``frame`` against the schema of ``table``, then write it as CSV or parquet by suffix,
+    atomically and with a sha256 sidecar (``scalemech.integrity``)."""
     check_columns(frame, table)
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     ordered = frame[columns(table) + [c for c in frame.columns if c not in columns(table)]]
     if path.suffix == ".parquet":
-        ordered.to_parquet(path, index=False)
+        write_checked(path, lambda tmp: ordered.to_parquet(tmp, index=False))
     else:
-        ordered.to_csv(path, index=False)
+        write_checked(path, lambda tmp: ordered.to_csv(tmp, index=False))
 
 
 def read_table(path: str | Path, table: str) -> pd.DataFrame:
-    """Read a CSV/parquet table and check it has the columns of ``table``."""
+    """Read a CSV/parquet table and check it has the columns of ``table``; a table written by
+    ``write_table`` must still match its sha256 (a truncated or edited file is refused by name)."""
     path = Path(path)
+    verify(path, required=False)
     frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
     return check_columns(frame, table)

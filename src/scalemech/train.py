@@ -23,7 +23,6 @@ its own checkpoints), ``evaluate`` and the batched augmentation ``crop_flip``/``
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import platform
 import sys
@@ -50,6 +49,7 @@ from .checkpoints import (
 )
 from .data import Prepared
 from .device import resolve_device
+from .integrity import atomic_write, write_json
 from .models import build_model, save_model
 from .tables import timing_columns
 from .tasks import ImageBatches, Task, TextBatches
@@ -410,7 +410,7 @@ def train(
         "train_eval": task.train_eval_note,
         "device": str(device),
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.machine(),
-        "torch_version": torch.__version__,
+        "torch_version": str(torch.__version__),  # a plain str: model.pt loads with weights_only
         "num_threads": torch.get_num_threads(),
     }
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -423,8 +423,9 @@ def train(
         identity=identity_hash(run),
         metrics={k: v for k, v in metrics.items() if k not in timing_columns()},
     )
-    (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=1) + "\n")
-    pd.DataFrame(curve, columns=CURVE_COLUMNS).to_csv(out_dir / "curve.csv", index=False)
+    write_json(out_dir / "metrics.json", metrics)
+    with atomic_write(out_dir / "curve.csv") as tmp:
+        pd.DataFrame(curve, columns=CURVE_COLUMNS).to_csv(tmp, index=False)
     mark_complete(checkpoint_dir, run)
     return metrics
 

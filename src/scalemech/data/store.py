@@ -15,7 +15,6 @@ failure leaves no partial output. Every load checks each file's size and ``.npy`
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -26,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..integrity import file_digest
+
 MANIFEST = "manifest.json"
 FORMAT = "scalemech-data/1"
 SHA256_VERIFY_MAX_BYTES = 1 << 30  # 1 GiB: hashing more on every load costs seconds per job
@@ -33,15 +34,6 @@ SHA256_VERIFY_MAX_BYTES = 1 << 30  # 1 GiB: hashing more on every load costs sec
 
 class DataError(RuntimeError):
     """A dataset source or a prepared dataset is missing, corrupt or inconsistent."""
-
-
-def file_digest(path: str | Path, algorithm: str = "sha256", chunk_bytes: int = 1 << 22) -> str:
-    """Hex digest of the file at ``path``, read in chunks."""
-    digest = hashlib.new(algorithm)
-    with open(path, "rb") as f:
-        while chunk := f.read(chunk_bytes):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _alive(pid: int) -> bool:

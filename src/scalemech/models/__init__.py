@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from ..integrity import load_torch, save_torch
 from .base import LanguageModel, ResidualModel
 
 FAMILIES = {"resnet": "resnet", "tvresnet": "tvresnet", "llama": "llama", "hf": "hf"}
@@ -46,35 +47,32 @@ def point_count(family: str, depth: int) -> int | None:
 
 
 def save_model(path: str | Path, model: ResidualModel, spec: dict[str, Any], **extra: Any) -> None:
-    """Write ``{'spec', 'state_dict', **extra}`` to ``path`` (atomic rename)."""
-    path = Path(path)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    torch.save({"spec": spec, "state_dict": model.state_dict(), **extra}, tmp)
-    tmp.replace(path)
+    """Write ``{'spec', 'state_dict', **extra}`` to ``path`` (atomic, with a sha256 sidecar);
+    ``extra`` holds plain Python values only, so the file loads with ``weights_only=True``."""
+    save_torch(path, {"spec": spec, "state_dict": model.state_dict(), **extra})
 
 
-def load_model(path: str | Path, map_location: str | torch.device = "cpu") -> tuple[ResidualModel, dict[str, Any]]:
+def load_model(
+    path: str | Path, map_location: str | torch.device = "cpu", checksum_required: bool = True
+) -> tuple[ResidualModel, dict[str, Any]]:
     """``(model, payload)`` from a ``model.pt`` written by ``save_model``; model in eval mode.
 
     A pretrained model's ``model.pt`` holds only its spec: the weights come from its checkpoint.
-    A missing file raises ``FileNotFoundError``, an unreadable one (truncated, corrupt, not a
-    ``save_model`` payload) ``ValueError``, both naming ``path``.
+    The file is checked against its sha256 sidecar (a user's own file without one only when
+    ``checksum_required`` is False) and loaded with ``weights_only=True``. A missing file raises
+    ``FileNotFoundError``; a changed, truncated or code-carrying one, or one that is not a
+    ``save_model`` payload, ``ValueError``; all naming ``path``.
     """
-    if not Path(path).is_file():
-        raise FileNotFoundError(f"{path}: no such model file")
-    try:
-        payload = torch.load(path, map_location=map_location, weights_only=False)
-    except Exception as err:  # torch.load fails in many ways on a damaged file (OSError, EOFError, pickle, zip)
-        summary = " ".join(str(err).split())[:200]
-        raise ValueError(
-            f"{path}: cannot read this model file, it is truncated or corrupt "
-            f"({type(err).__name__}: {summary}); save or train it again"
-        ) from err
-    if not isinstance(payload, dict) or "spec" not in payload:
-        raise ValueError(f"{path}: not a scalemech model file (no 'spec' entry); write it with save_model")
+    payload = load_torch(path, map_location=map_location, checksum_required=checksum_required)
+    if not isinstance(payload, dict) or not isinstance(payload.get("spec"), dict):
+        raise ValueError(f"{path}: not a scalemech model file (no 'spec' dict); write it with save_model")
     model = build_model(payload["spec"])
     if "state_dict" in payload:
-        model.load_state_dict(payload["state_dict"])
+        try:
+            model.load_state_dict(payload["state_dict"])
+        except (RuntimeError, TypeError, AttributeError) as error:
+            summary = " ".join(str(error).split())[:200]
+            raise ValueError(f"{path}: its weights do not fit its spec {payload['spec']} ({summary})") from None
     return model.to(map_location).eval(), payload
 
 
