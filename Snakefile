@@ -15,9 +15,10 @@ from scalemech.config import ConfigError, read_yaml
 min_version("9.0")
 
 
-# The default run; --configfile replaces it rather than merging grids into it. It is read
-# strictly first, as Snakemake reports a YAML syntax error without file or line.
-if not config:
+# The default run unless a --configfile is given (which replaces it rather than merging grids
+# into it); --config key=value overrides apply on top of either. It is read strictly first, as
+# Snakemake reports a YAML syntax error without file or line.
+if not workflow.configfiles:
     try:
         read_yaml("config/config.yaml")
     except ConfigError as error:

@@ -185,7 +185,7 @@ def test_corrupt_model_file_is_named(capsys, tmp_path, mnist, model_pt, damage) 
     path = tmp_path / "model.pt"
     path.write_bytes(broken)
     message = _error(capsys, certify_argv(path, mnist))
-    assert message.startswith(f"{path}: cannot read this model file, it is truncated or corrupt")
+    assert message.startswith(f"{path}: cannot read this file, it is truncated or corrupt")
 
 
 def test_invalid_config_is_one_line(capsys, tmp_path) -> None:

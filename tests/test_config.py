@@ -209,7 +209,7 @@ CROSS_CHECKED = {
         ["measure.points[0]", "layer.0", "stage1.block1"],
     ),
     "unknown expansion point": (
-        _both(_only("llama_stdlib"), _set("expand.points", ["layer.1", "layer.2"])),
+        _both(_only("llama_stdlib"), _both(_set("measure.points", 2), _set("expand.points", ["layer.1", "layer.2"]))),
         ["expand.points[1]", "layer.2", "['layer.0', 'layer.1']"],
     ),
     "test pool over the split": (
@@ -285,7 +285,7 @@ def test_what_the_cross_checks_allow() -> None:
     text = cifar_subset()
     text["datasets"] = {"tinyshakespeare": text["datasets"]["tinyshakespeare"]}
     text["grids"] = {"llama_shakespeare": text["grids"]["llama_shakespeare"]}
-    text["measure"].update(train_pool=10**9, test_pool=10**9)  # text sizes are known only once prepared
+    text["measure"].update(train_pool=10**9, test_pool=10**9, points=2)  # text sizes: known once prepared
     text["misalign"] = {"sizes": [64]}
     validate_config(text)
 
@@ -426,7 +426,7 @@ def test_malformed_cluster_section_is_rejected(cluster: dict, expected: list[str
                 "grids.resnet_mnist.resources.mem_mb: 4000",
                 "cluster.max_mem_mb 3000",
                 "train_model",
-                "misalign_model",
+                "intervene_model",
                 "mnist5k/resnet-d8-w0.5-s0",
                 "at most 3000 MB",
             ],

@@ -20,7 +20,7 @@ def test_estimate_sums_matched_jobs_and_counts_the_rest():
     assert (planned.matched, planned.matched_seconds) == (4, 6 + 120 + 60 + 54)
     assert planned.unmatched == {"train": 1, "expand": 1}
     line = planned.line(cores=4, threads=2)  # two jobs at once: 240 s / 2 = 2 min
-    assert line.startswith("estimated run time: 2 min on 4 cores (2 job(s) at once; 4 of 6 computing jobs")
+    assert line.startswith("estimated run time: 2 min on 4 cores (2 job(s) at once); 4 of 6 computing jobs")
     assert line.endswith("not counted, no record: expand 1, train 1")
 
 
@@ -35,3 +35,15 @@ def test_read_records_takes_the_first_file_that_exists(tmp_path):
     assert source == str(tmp_path / "b.csv") and len(records) == 4
     empty, none = read_records([tmp_path / "a.csv"])
     assert none == "no records" and estimate(planned_jobs(["d"], {}), empty, none).matched == 0
+
+
+def test_nothing_recorded_says_it_cannot_estimate():
+    planned = estimate(planned_jobs(["d"], {"train": ["d/a"]}), RECORDS.iloc[:0], "no records")
+    line = planned.line(cores=2, threads=1)
+    assert "cannot estimate" in line and "0 min" not in line and "none of the 2 computing jobs" in line
+
+
+def test_a_cluster_runs_its_jobs_at_once_whatever_the_local_cores():
+    planned = estimate(planned_jobs(["d"], {"train": ["d/a", "d/b"]}), RECORDS, "r")  # 186 s of job time
+    line = planned.line(cores=1, threads=8, cluster_jobs=64)
+    assert line.startswith("estimated run time: 0 min with 64 cluster jobs at once; 3 of 3") and "cores" not in line

@@ -34,7 +34,7 @@ import torch
 from .data import load_prepared, prepare_dataset
 from .data.tokenized import is_token_ids, load_token_ids
 from .device import resolve_device
-from .models import ResidualModel, build_model, load_model
+from .models import LanguageModel, ResidualModel, build_model, load_model
 
 CERTIFICATE_COLUMNS = [
     "point",
@@ -92,7 +92,10 @@ def _certify_model(checkpoint: str, family: str | None, block_size: int | None, 
     """A scalemech ``model.pt``, or a Hugging Face hub name / local directory (``family`` hf)."""
     path = Path(checkpoint)
     if path.suffix == ".pt" and family in (None, "resnet", "llama", "tvresnet"):
-        return load_model(path, map_location=device)[0]
+        model = load_model(path, map_location=device, checksum_required=False)[0]  # a user's file: weights only
+        if block_size and not isinstance(model, LanguageModel):
+            raise ValueError(f"--block-size {block_size} is for language models; {checkpoint} is an image model")
+        return model
     if family not in (None, "hf"):
         raise ValueError(f"--family {family} needs a scalemech model.pt, got {checkpoint!r}")
     spec: dict[str, Any] = {"family": "hf", "checkpoint": checkpoint, "local_files_only": path.is_dir()}
@@ -245,6 +248,11 @@ def certify(
             raise ValueError(
                 f"--data {data!r} holds token ids, which only a Hugging Face causal LM takes; "
                 f"{checkpoint!r} is a {getattr(model, 'family', type(model).__name__)} model"
+            )
+        if isinstance(rule, int) and rule > len(model.insertion_points()):
+            raise ValueError(
+                f"--points {rule}: the model has {len(model.insertion_points())} insertion points; "
+                f"allowed: 'all', 1..{len(model.insertion_points())}, or names"
             )
         pool_dir = Path(scratch) / "pools"
         frames = measure(

@@ -1,5 +1,6 @@
 """``scalemech``: run one step of the pipeline by hand, or certify your own checkpoint.
 
+    scalemech check     --config my-config.yaml
     scalemech prepare   --config config/config.yaml --dataset mnist5k
     scalemech train     --config config/config.yaml --model mnist5k/resnet-d20-w1-s0
     scalemech measure   --config config/config.yaml --model mnist5k/resnet-d20-w1-s0
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import __version__
@@ -38,9 +40,21 @@ def user_errors() -> tuple[type[BaseException], ...]:
     """What ``main`` reports in one line; anything else is a bug and keeps its traceback."""
     from .config import ConfigError
     from .data import DataError
+    from .device import DeviceError
     from .grads import PoolError
 
-    return (ValueError, KeyError, OSError, ConfigError, DataError, PoolError)
+    return (ValueError, KeyError, OSError, ConfigError, DataError, PoolError, DeviceError)
+
+
+def non_negative(text: str) -> int:
+    """An argparse type: an integer >= 0 (a seed); the message names the value."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative; allowed: integers >= 0")
+    return value
 
 
 MODEL_COMMANDS = {
@@ -77,6 +91,13 @@ def _model_command(args: argparse.Namespace) -> None:
     jobs.call(rule, arguments, {**jobs.execution(config), **({"device": device} if device else {})})
 
 
+def _check(args: argparse.Namespace) -> None:
+    from .config import load_config, model_jobs
+
+    config = load_config(args.config)
+    print(f"{args.config}: valid; run {config['run']!r}, {len(model_jobs(config))} models")
+
+
 def _prepare(args: argparse.Namespace) -> None:
     from . import jobs
     from .config import load_config
@@ -108,6 +129,10 @@ def _report(args: argparse.Namespace) -> None:
     from .layout import Layout
 
     layout = Layout(load_config(args.config)["run"])  # a bad config fails before the report's imports
+    if not any(Path(layout.tables_dir).glob("*.csv")):
+        raise FileNotFoundError(
+            f"{layout.tables_dir}: no tables to report on; run the workflow first (snakemake tables)"
+        )
     from .report import write_report
 
     write_report(layout.tables_dir, layout.figures, layout.report)
@@ -170,6 +195,10 @@ def parser() -> argparse.ArgumentParser:
 
     def config_option(sub: argparse.ArgumentParser) -> None:
         sub.add_argument("--config", default="config/config.yaml", help="the run's config file")
+
+    check = command("check", "validate a config file (YAML syntax with file and line, schema, cross-checks)")
+    config_option(check)
+    check.set_defaults(func=_check)
 
     prepare = command("prepare", "prepare one dataset of a config")
     config_option(prepare)
@@ -238,7 +267,7 @@ def parser() -> argparse.ArgumentParser:
         help="tokens per example for language models (default: the model's context, at most "
         "1024 for Hugging Face models)",
     )
-    certify.add_argument("--seed", type=int, default=0, help="seed of the pools and of the inserted blocks")
+    certify.add_argument("--seed", type=non_negative, default=0, help="seed of the pools and of the inserted blocks")
     certify.add_argument("--device", choices=DEVICES, default="auto", help="where to compute")
     certify.add_argument("--wide", action="store_true", help="print every column instead of the compact table")
     certify.add_argument("--out", help="also write the full table as CSV to this path (default: no file)")

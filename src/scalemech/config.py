@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import importlib
+import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
@@ -216,6 +217,7 @@ def validate_config(config: dict[str, Any]) -> dict[str, Any]:
 
     Raises ``ConfigError`` listing every violation, each on one line with the key's path.
     """
+    _raise(list(non_finite(config)))  # before the schema: NaN passes every min/max comparison
     validator = _with_defaults(jsonschema.Draft202012Validator)(schema())
     errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
     _raise([_explain(e) for e in errors])
@@ -244,12 +246,27 @@ def load_config(path: str | Path) -> dict[str, Any]:
 # -- cross-checks: what the schema cannot say but the config alone decides ---------------------
 
 
+def non_finite(value: Any, path: str = "") -> Iterator[str]:
+    """One line per ``.inf`` / ``.nan`` anywhere in ``value``, by key path (YAML reads both as floats,
+    and JSON schema's bounds let them through)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        yield f"{path or '<top level>'}: {value} is not a finite number; allowed: a finite number"
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from non_finite(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from non_finite(item, f"{path}[{i}]")
+
+
 def cross_checks(config: dict[str, Any]) -> Iterator[str]:
     """One line per problem of a schema-valid config (defaults filled in), each naming the
     key's path and what is allowed there."""
     yield from check_some_model(config)
+    yield from check_gpu_device(config)
     for name, grid in config["grids"].items():
         yield from check_family_data(name, grid)
+        yield from check_budget(name, grid)
         yield from check_model_keys(name, grid)
         yield from check_architecture(name, grid)
     yield from check_expand_grids(config)
@@ -267,6 +284,28 @@ def check_some_model(config: dict[str, Any]) -> Iterator[str]:
         yield (
             f"grids: no model to train or measure; add a grid under grids (families {sorted(FAMILY_CONFIGS)}) "
             "or a group under pretrained"
+        )
+
+
+def check_gpu_device(config: dict[str, Any]) -> Iterator[str]:
+    """A group given a GPU (``resources.gpu: 1``) computes on it: ``device: cpu`` would leave it idle."""
+    if config["device"] != "cpu":
+        return
+    for section in ("grids", "pretrained"):
+        for name, group in config.get(section, {}).items():
+            if group["resources"]["gpu"] > 0:
+                yield (
+                    f"{section}.{name}.resources.gpu: {group['resources']['gpu']} but device is cpu, so the GPU "
+                    "would sit idle; allowed: gpu 0 with device cpu, or device auto/cuda"
+                )
+
+
+def check_budget(name: str, grid: dict[str, Any]) -> Iterator[str]:
+    """A ``tokens`` budget counts the tokens of a language model's windows; image grids take epochs or steps."""
+    if "tokens" in grid["recipe"] and FAMILY_DATA[grid["family"]] == "image":
+        yield (
+            f"grids.{name}.recipe.tokens: a budget in tokens is for language models and {grid['family']!r} "
+            "trains on images; allowed here: epochs or steps"
         )
 
 
@@ -442,6 +481,8 @@ def check_point_names(config: dict[str, Any]) -> Iterator[str]:
     if "points" in config["expand"]:
         rules.append(("expand.points", config["expand"]["points"], _expanded(config)))
     for key, rule, grids in rules:
+        if isinstance(rule, int):
+            yield from _check_point_count(key, rule, grids, config)
         if not isinstance(rule, list):
             continue
         for i, point in enumerate(rule):
@@ -455,6 +496,17 @@ def check_point_names(config: dict[str, Any]) -> Iterator[str]:
                         f"(grids.{grid_name}); its points: {_short(names)}"
                     )
                     break
+
+
+def _check_point_count(key: str, count: int, grids: list[str], config: dict[str, Any]) -> Iterator[str]:
+    """A point count takes all points of a shallower model, but one above the deepest model's
+    point count of every grid it applies to is a mistake (nothing could measure that many)."""
+    counts = [len(names) for g in grids for _, names in _grid_points(config["grids"][g])]
+    if counts and count > max(counts):
+        yield (
+            f"{key}: {count} is more than the {max(counts)} insertion points of the deepest model it applies to; "
+            f"allowed: 'all', 1..{max(counts)} (a shallower model takes all of its points), or a list of names"
+        )
 
 
 def split_sizes(name: str, settings: dict[str, Any]) -> dict[str, int]:
@@ -516,7 +568,8 @@ def _limit(
 
 def check_pools(config: dict[str, Any]) -> Iterator[str]:
     """Measurement pools fit in the splits of every grid's data set (the test split twice: the
-    intervention draws a held-out pool), the expansion pool in the train split of the expanded grids."""
+    intervention draws a held-out pool), the expansion pool in the train split of the expanded grids,
+    the trajectory pool in both splits of every grid that keeps snapshots."""
     measure, grids = config["measure"], list(config["grids"])
     yield from _limit("measure.train_pool", measure["train_pool"], config, grids, ("train",))
     over = list(_limit("measure.test_pool", measure["test_pool"], config, grids, ("test",)))
@@ -528,6 +581,8 @@ def check_pools(config: dict[str, Any]) -> Iterator[str]:
         ("test",),
     )
     yield from _limit("expand.pool", config["expand"]["pool"], config, _expanded(config), ("train",))
+    trained = list(config["grids"]) if config["train"]["snapshots"] else []
+    yield from _limit("trajectory.pool", config["trajectory"]["pool"], config, trained, ("train", "test"))
 
 
 def check_misalign_sizes(config: dict[str, Any]) -> Iterator[str]:
@@ -637,16 +692,18 @@ def model_jobs(config: dict[str, Any]) -> list[ModelJob]:
 
 
 def cluster_requests(config: dict[str, Any]) -> dict[str, dict[str, int]]:
-    """What the cluster jobs that are not a model's ask for: ``{"prepare_data:<dataset>" |
-    "cost_table": {"cpus", "mem_mb", "runtime"}}`` (workflow/rules/common.smk passes them to the
-    rules; model jobs ask for their grid's ``resources`` and ``threads`` CPUs).
+    """What the cluster jobs that do not use their grid's resources ask for: ``{"prepare_data:<dataset>"
+    | "misalign_model" | "cost_table": {"cpus", "mem_mb", "runtime"}}`` (workflow/rules/common.smk
+    passes them to the rules; the other model jobs ask for their grid's ``resources`` and ``threads``
+    CPUs).
 
     ``prepare_data`` takes one CPU per ``workers`` of its dataset (1 without), 8000 MB and
-    120 minutes; ``cost_table`` takes ``threads`` CPUs, three ``cost.max_covariance_mb``
-    covariances' worth of memory plus 1000 MB, and 60 minutes. The rule's own fixed numbers are
-    capped at the ``cluster`` section's ``max_mem_mb`` and ``max_runtime`` (a smaller node still
-    runs them); what the config chose (workers, threads, max_covariance_mb) is checked by
-    ``check_cluster_limits`` instead.
+    120 minutes; ``misalign_model`` (E6 on the memory-mapped pools, one cross-Gram at a time, on
+    the CPU) ``threads`` CPUs, 8000 MB and 120 minutes; ``cost_table`` takes ``threads`` CPUs,
+    three ``cost.max_covariance_mb`` covariances' worth of memory plus 1000 MB, and 60 minutes.
+    The rule's own fixed numbers are capped at the ``cluster`` section's ``max_mem_mb`` and
+    ``max_runtime`` (a smaller node still runs them); what the config chose (workers, threads,
+    max_covariance_mb) is checked by ``check_cluster_limits`` instead.
     """
     limits = config.get("cluster", {})
 
@@ -660,6 +717,11 @@ def cluster_requests(config: dict[str, Any]) -> dict[str, dict[str, int]]:
             "runtime": capped(120, "max_runtime"),
         }
         for name, settings in config["datasets"].items()
+    }
+    requests["misalign_model"] = {  # memory-mapped pools and one cross-Gram at a time, on the CPU
+        "cpus": config["threads"],
+        "mem_mb": capped(8000, "max_mem_mb"),
+        "runtime": capped(120, "max_runtime"),
     }
     requests["cost_table"] = {
         "cpus": config["threads"],
@@ -712,13 +774,12 @@ def check_cluster_limits(config: dict[str, Any]) -> Iterator[str]:
                 rules = [
                     "train_model",
                     "measure_model",
-                    "misalign_model",
                     "intervene_model",
                     *(["expand_model"] if name in expanded else []),
                     "trajectory_model",
                 ]
             else:
-                rules = ["pin_pretrained", "measure_model", "misalign_model", "intervene_model"]
+                rules = ["pin_pretrained", "measure_model", "intervene_model"]
             models = [job.key for job in jobs if job.grid == name and (job.recipe is None) == (section == "pretrained")]
             named = ", ".join(models[:3]) + (f" and {len(models) - 3} more" if len(models) > 3 else "")
             for limit_key, key, unit in checks:

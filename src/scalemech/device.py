@@ -7,14 +7,37 @@ import torch
 DEVICES = ("auto", "cpu", "cuda")
 
 
-def resolve_device(device: str | torch.device) -> torch.device:
-    """``auto`` → CUDA when available, else CPU; ``cuda`` without a GPU is an error that says so."""
+class DeviceError(RuntimeError):
+    """The device asked for cannot be used here."""
+
+
+def _cuda_problem() -> str | None:
+    """Why torch cannot compute on CUDA here, or None when it can (a tiny allocation succeeds)."""
+    if not torch.cuda.is_available():
+        built = torch.version.cuda
+        return f"torch {torch.__version__} sees no usable GPU" + (
+            f" (built for CUDA {built}: the driver may be missing or too old)" if built else " (a CPU-only build)"
+        )
+    try:
+        torch.zeros(1, device="cuda")
+    except RuntimeError as error:
+        return f"torch cannot allocate on the GPU ({' '.join(str(error).split())[:160]})"
+    return None
+
+
+def resolve_device(device: str | torch.device, gpu_required: bool = False) -> torch.device:
+    """``auto`` → CUDA when usable, else CPU; ``cuda``, or any device of a job that was given a GPU
+    (``gpu_required``), fails at once with ``DeviceError`` when CUDA is not usable."""
     if isinstance(device, torch.device):
         return device
     if device not in DEVICES:
         raise ValueError(f"unknown device {device!r}; allowed: {', '.join(DEVICES)}")
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("device 'cuda' requested but torch sees no GPU; use device: auto or cpu")
-    return torch.device(device)
+    if gpu_required and device == "cpu":
+        raise DeviceError("this job was given a GPU (resources.gpu: 1) but device is cpu; set device: auto or cuda")
+    if device == "cuda" or gpu_required:
+        problem = _cuda_problem()
+        if problem:
+            asked = "this job was given a GPU (resources.gpu: 1)" if gpu_required else "device cuda was requested"
+            raise DeviceError(f"{asked} but {problem}; use device: cpu, or resources.gpu: 0 to run on CPUs")
+        return torch.device("cuda")
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")

@@ -29,14 +29,23 @@ class Estimate:
     unmatched: dict[str, int]  # step -> jobs without a record
     source: str  # which records
 
-    def line(self, cores: int, threads: int) -> str:
-        """One line for the terminal: the estimate on ``cores`` with ``threads`` per job."""
-        at_once = max(1, cores // max(1, threads))
+    def line(self, cores: int, threads: int, cluster_jobs: int | None = None) -> str:
+        """One line for the terminal: the estimate on ``cores`` with ``threads`` per job, or with
+        ``cluster_jobs`` jobs at once on a cluster (each on its own CPUs)."""
         total = self.matched + sum(self.unmatched.values())
+        if not self.matched:
+            return (
+                f"estimated run time: cannot estimate, none of the {total} computing jobs has a record "
+                f"({self.source}); a finished run of this config records them in tables/runtime.csv"
+            )
+        at_once = cluster_jobs or max(1, cores // max(1, threads))
+        where = (
+            f"with {at_once} cluster jobs at once" if cluster_jobs else f"on {cores} cores ({at_once} job(s) at once"
+        )
         text = (
-            f"estimated run time: {self.matched_seconds / at_once / 60:.0f} min on {cores} cores "
-            f"({at_once} job(s) at once; {self.matched} of {total} computing jobs recorded in {self.source}, "
-            f"{self.matched_seconds / 60:.0f} min of job time)"
+            f"estimated run time: {self.matched_seconds / at_once / 60:.0f} min {where}"
+            f"{'' if cluster_jobs else ')'}; {self.matched} of {total} computing jobs recorded in {self.source}, "
+            f"{self.matched_seconds / 60:.0f} min of job time"
         )
         if self.unmatched:
             missing = ", ".join(f"{step} {count}" for step, count in sorted(self.unmatched.items()))

@@ -32,6 +32,7 @@ from . import tables
 from .config import ModelJob
 from .data import load_prepared, prepare_dataset
 from .device import resolve_device
+from .integrity import save_torch, write_text
 from .layout import STATS_TABLES, Layout
 from .models import build_model, load_model
 
@@ -51,8 +52,10 @@ def job_context(log_path: str | None, threads: int) -> Iterator[None]:
     """Send progress bars and log records to ``log_path`` and use ``threads`` torch threads.
 
     An exception leaving the block is written to ``log_path`` (a one-line summary, then the
-    traceback) before it propagates, so the log a failed job points to says why it failed.
+    traceback) before it propagates, so the log a failed job points to says why it failed; the
+    summary also goes to the job's own stderr (Snakemake's console), which a full disk cannot stop.
     """
+    console = sys.stderr
     torch.set_num_threads(threads)
     stream = open(log_path, "a", buffering=1) if log_path else sys.stderr
     handler = logging.StreamHandler(stream)
@@ -64,24 +67,35 @@ def job_context(log_path: str | None, threads: int) -> Iterator[None]:
             yield
     except Exception as err:
         if log_path:
-            summary = " ".join(str(err).split()) or "(no message)"
-            stream.write(f"job failed: {type(err).__name__}: {summary}\n{''.join(traceback.format_exception(err))}")
+            summary = f"job failed: {type(err).__name__}: {' '.join(str(err).split()) or '(no message)'}"
+            print(summary, file=console)
+            with contextlib.suppress(OSError):  # the disk may be full
+                stream.write(f"{summary}\n{''.join(traceback.format_exception(err))}")
         raise
     finally:
         if log_path:
             logging.getLogger().removeHandler(handler)  # no records to a closed file
-            stream.close()
+            with contextlib.suppress(OSError):
+                stream.close()
 
 
-def execution(config: dict[str, Any]) -> dict[str, Any]:
-    """How jobs run (not what they compute), from a validated config: passed to the jobs that take them."""
-    return {"device": config["device"], "checkpoint_every": config["train"]["checkpoint_every"]}
+def execution(config: dict[str, Any], gpus: int = 0) -> dict[str, Any]:
+    """How jobs run (not what they compute), from a validated config: passed to the jobs that take
+    them. ``gpus``: the GPUs the job was given (its grid's ``resources.gpu``); with one, the job
+    must compute on it."""
+    return {"device": config["device"], "gpus": gpus, "checkpoint_every": config["train"]["checkpoint_every"]}
 
 
 def call(rule: str, arguments: dict[str, Any], settings: dict[str, Any]) -> None:
-    """Run the job of ``rule`` with its named ``arguments`` and the execution ``settings`` it takes."""
+    """Run the job of ``rule`` with its named ``arguments`` and the execution ``settings`` it takes.
+
+    A job that takes a ``device`` gets it resolved here, once, before any work: a job given a GPU
+    where torch cannot use CUDA fails now, in one line (``DeviceError``), not after hours on CPUs.
+    """
     function = JOBS[rule]
     taken = inspect.signature(function).parameters
+    if "device" in taken:
+        settings = {**settings, "device": resolve_device(settings["device"], gpu_required=settings["gpus"] > 0)}
     function(**arguments, **{k: v for k, v in settings.items() if k in taken})
 
 
@@ -91,7 +105,7 @@ def run(smk: Any) -> None:
         call(
             smk.rule,
             {**dict(smk.input.items()), **dict(smk.output.items()), **dict(smk.params.items())},
-            execution(smk.config),
+            execution(smk.config, int(smk.resources.get("gpu", 0))),
         )
 
 
@@ -191,7 +205,7 @@ def train_model(
     checkpoints: str,
     snapshots: int,
     snapshot_dir: str,
-    device: str,
+    device: torch.device,
     checkpoint_every: int,
 ) -> None:
     """Train one grid model (E1): ``train`` writes ``model``, ``metrics`` (with the model's table keys)
@@ -221,7 +235,7 @@ def train_model(
 def pin_pretrained(*, model: str, spec: dict[str, Any]) -> None:
     """Record a pretrained checkpoint as ``model`` (its spec only; weights stay in the hub cache)."""
     built = build_model(spec)
-    torch.save({"spec": {**spec, "depth": built.depth, "width": built.width}}, model)
+    save_torch(model, {"spec": {**spec, "depth": built.depth, "width": built.width}})
     log.info(
         "pinned %s at revision %s: depth %d, width %d",
         spec["checkpoint"],
@@ -238,12 +252,11 @@ def training_table(*, metrics: Sequence[str], table: str) -> None:
 
 
 # -- measurement and experiments ---------------------------------------------------------------
-def _loaded(model: str, data: str, keys: dict[str, Any], device: str):
+def _loaded(model: str, data: str, keys: dict[str, Any], device: torch.device):
     """``(model, data, keys, device, payload)`` for a model job: the model in eval mode on its device,
     and what ``model.pt`` holds beside the weights."""
-    torch_device = resolve_device(device)
-    loaded, payload = load_model(model, map_location=torch_device)
-    return loaded, load_prepared(data), keys_of(keys, payload["spec"]), torch_device, payload
+    loaded, payload = load_model(model, map_location=device)
+    return loaded, load_prepared(data), keys_of(keys, payload["spec"]), device, payload
 
 
 @job
@@ -258,7 +271,7 @@ def measure_model(
     pools: str,
     model_keys: dict[str, Any],
     measure: dict[str, Any],
-    device: str,
+    device: torch.device,
 ) -> None:
     """E2/E3/E5 of one model: one file per table, and the gradient pools under ``pools``."""
     from .experiments import measure as measure_tables
@@ -278,7 +291,7 @@ def _model_experiment(
     pools: str,
     keys: dict[str, Any],
     settings: dict[str, Any],
-    device: str,
+    device: torch.device,
 ) -> None:
     """Write ``table`` of ``experiment(model, data, pools, keys, device, **settings)`` to ``out``."""
     loaded, prepared, model_keys, torch_device, _ = _loaded(model, data, keys, device)
@@ -306,7 +319,7 @@ def intervene_model(
     intervention: str,
     model_keys: dict[str, Any],
     intervene: dict[str, Any],
-    device: str,
+    device: torch.device,
 ) -> None:
     """E7 at every measured point and view, on the very examples whose gradients the pools hold."""
     from .experiments import intervene as intervene_table
@@ -323,7 +336,7 @@ def expand_model(
     expansion: str,
     model_keys: dict[str, Any],
     expand: dict[str, Any],
-    device: str,
+    device: torch.device,
 ) -> None:
     """E8 at the measured points (or ``expand.points``): insert, jumpboard, train, fall back, control."""
     from .experiments import expand as expand_table
@@ -342,7 +355,7 @@ def trajectory_model(
     snapshot_dir: str,
     measure: dict[str, Any],
     pool: int,
-    device: str,
+    device: torch.device,
 ) -> None:
     """E10: the alignment statistics at every weight snapshot of this model's training run."""
     from .experiments import trajectory as trajectory_table
@@ -422,4 +435,4 @@ def claims_report(
     captions_dir = Path(captions[0]).parent
     verdicts = write_report(Path(tables[0]).parent, Path(figures[0]).parent, report, captions_dir=captions_dir)
     description = (captions_dir / "workflow.rst").read_text()
-    Path(front_page).write_text(first_page(description, verdicts, {Path(f).name for f in figures}))
+    write_text(front_page, first_page(description, verdicts, {Path(f).name for f in figures}))

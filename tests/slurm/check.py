@@ -41,6 +41,12 @@ LOCAL = set(
 TARGETS = {"all"}  # rules without a script: nothing runs
 
 
+def slurm_time(minutes: int) -> str:
+    """``minutes`` as scontrol prints a time limit: ``[D-]HH:MM:SS``."""
+    days, rest = divmod(minutes, 24 * 60)
+    return f"{f'{days}-' if days else ''}{rest // 60:02d}:{rest % 60:02d}:00"
+
+
 def show_job(slurm_id: str) -> dict[str, str]:
     line = subprocess.run(
         ["scontrol", "show", "job", "-o", slurm_id], capture_output=True, text=True, check=True
@@ -80,17 +86,18 @@ def main(log_path: str, workdir: str, config_path: str, ctld_log_path: str, node
             f"{info.get('Partition', '?'):9} {info.get('NumCPUs', '?'):>4} {info.get('MinMemoryNode', '?'):>7}  "
             f"{'yes' if gpu else 'no':3}  {wildcards}"
         )
-        if rule in ("prepare_data", "cost_table"):  # prepare_data's wildcards: its dataset
+        if rule in ("prepare_data", "misalign_model", "cost_table"):  # prepare_data's wildcards: its dataset
             request = requests[f"prepare_data:{wildcards}" if rule == "prepare_data" else rule]
-            cpus, mem = request["cpus"], request["mem_mb"]
+            cpus, mem, minutes = request["cpus"], request["mem_mb"], request["runtime"]
         else:
-            cpus, mem = config["threads"], grid_resources["mem_mb"]
+            cpus, mem, minutes = config["threads"], grid_resources["mem_mb"], grid_resources["runtime"]
         expected = {
             "JobState": "COMPLETED",
             "ExitCode": "0:0",
             "Partition": cluster["cpu_partition"],
             "NumCPUs": str(cpus),
             "MinMemoryNode": f"{mem}M",
+            "TimeLimit": slurm_time(minutes),
         }
         for key, value in expected.items():
             if info.get(key) != value:

@@ -100,7 +100,8 @@ def slurm_account(wc):
 
 
 def cluster_request(rule, key):
-    """A resource function: ``key`` (cpus, mem_mb, runtime) of ``rule``'s job (prepare_data, cost_table)."""
+    """A resource function: ``key`` (cpus, mem_mb, runtime) of ``rule``'s job (prepare_data,
+    misalign_model, cost_table)."""
     from scalemech.config import cluster_requests
 
     def request(wc):
@@ -146,4 +147,5 @@ def print_estimate():
             [LAYOUT.table("runtime"), f"{workflow.basedir}/docs/{config['run']}/runtime.csv"]
         )
         planned = estimate(planned_jobs(config["datasets"], COMPUTING_STEPS), records, source)
-        print(planned.line(planned_cores(), config["threads"]), file=sys.stderr)
+        cluster_jobs = None if workflow.local_exec else workflow.nodes  # --jobs of a cluster executor
+        print(planned.line(planned_cores(), config["threads"], cluster_jobs), file=sys.stderr)

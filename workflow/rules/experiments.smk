@@ -17,8 +17,8 @@ rule misalign_model:
         "../../environment.yml"
     threads: config["threads"]
     resources:
-        mem_mb=lambda wc: model_resources(wc)["mem_mb"],
-        runtime=lambda wc: model_resources(wc)["runtime"],
+        mem_mb=cluster_request("misalign_model", "mem_mb"),
+        runtime=cluster_request("misalign_model", "runtime"),
         slurm_partition=cpu_partition,
         slurm_account=slurm_account,
     params:

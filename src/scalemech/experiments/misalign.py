@@ -40,7 +40,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from .. import stats
-from ..grads import VIEWS, GradientPool, measured_points, pool_path
+from ..grads import VIEWS, GradientPool, PoolError, measured_points, pool_path
 from ..seeding import derive_seed, model_identity
 from ..tables import columns
 
@@ -240,6 +240,22 @@ def alignment_moments(dalign: pd.DataFrame) -> dict[tuple[str, str, str], stats.
     }
 
 
+def measured_in_both(pool_dir: str | Path, dalign: pd.DataFrame, views: Sequence[str]) -> list[str]:
+    """The points whose pools ``pool_dir`` holds, each checked to have its ``dalign`` train rows;
+    ``PoolError`` naming the first missing pair (pools left from another ``points`` setting)."""
+    points = measured_points(pool_dir)
+    rows = set(zip(dalign["point"], dalign["view"], dalign["split"]))
+    for point in points:
+        for view in views:
+            if (point, view, "train") not in rows:
+                raise PoolError(
+                    f"{pool_path(pool_dir, 'train', point, view)}: a pool of point {point!r} ({view} view) that the "
+                    f"dalign table does not list (it has {sorted({p for p, _, _ in rows})}); the pools are stale from "
+                    "another measure.points: rerun the measurement (snakemake --forcerun measure_model)"
+                )
+    return points
+
+
 def misalignment(
     pool_dir: str | Path,
     keys: dict[str, Any],
@@ -265,7 +281,7 @@ def misalignment(
     moments = alignment_moments(dalign)
     grid = [(M, K) for M in sizes for K in sizes]
     rows = []
-    for point in tqdm(measured_points(pool_dir), desc="misalignment"):
+    for point in tqdm(measured_in_both(pool_dir, dalign, views), desc="misalignment"):
         for view in views:
             pools = {split: GradientPool(pool_path(pool_dir, split, point, view)) for split in ("train", "test")}
             C = pools["train"].gram(pools["test"], device=device)
