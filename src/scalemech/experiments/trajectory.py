@@ -90,6 +90,7 @@ def trajectory(
                         "split": split,
                         "view": view,
                         **stats.table_row(estimate, bounds),
+                        **stats.upper_bounds(G),  # the table keeps d_2's and d_align's
                     }
                 )
     return pd.DataFrame(rows)[columns("trajectory")]
