@@ -14,9 +14,10 @@ At an insertion point, ``f_new(x) = f_top(z + h_θ(z))`` with ``h_0 = 0`` (``ins
    network and about the same number of parameters as the new block), so a gain of ``f_new``
    over the control is a gain from depth, not from extra optimization.
 
-Norm statistics stay frozen throughout: every model runs in eval mode, so BatchNorm uses its
-running statistics and only parameters change (a fine-tuning of a trained model, and the setting
-in which the jumpboard's first-order argument holds).
+Norm statistics stay frozen throughout: ``f_old``'s BatchNorm statistics are first recomputed at
+its weights (``norms.recalibrate_batch_norm``, as in every measurement), then every model runs in
+eval mode, so BatchNorm uses those running statistics and only parameters change (a fine-tuning
+of a trained model, and the setting in which the jumpboard's first-order argument holds).
 
 Columns: ``delta_r_test = L_test(f_old) − L_test(jumpboard)`` (Paper D's ``Δ^R_test``),
 ``delta_erm = L_train(jumpboard) − L_train(selected) >= 0`` (``Δ_ERM``). Evaluation noise of the
@@ -41,6 +42,7 @@ from torch import Tensor, nn
 from ..data import Prepared
 from ..grads import PrepareBatch, block_grad, mean_loss, measured_points, per_example_losses, to_device
 from ..models.base import ResidualModel
+from ..norms import recalibrate_batch_norm
 from ..seeding import derive_seed, model_identity, seeded
 from ..tables import columns
 from ..tasks import Task
@@ -210,6 +212,7 @@ def expand(
     settings = ExpandConfig(**config)
     chosen = measured_points(pool_dir) if points is None else select_points(model, points)
     task = model.task(data)
+    recalibrate_batch_norm(model.to(device), task, model_identity(keys), device)
     n_test = task.count("test") if test_examples is None else min(test_examples, task.count("test"))
     pools = draw_pools(model, data, {"train": pool, "test": n_test}, settings.seed, model_identity(keys))
     train_pool, test = (pools["train"].x, pools["train"].y), (pools["test"].x, pools["test"].y)

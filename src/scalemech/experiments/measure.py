@@ -35,6 +35,7 @@ from .. import stats
 from ..data import Prepared
 from ..grads import VIEWS, block_grad_norms, capture_pools, to_device
 from ..models.base import ResidualModel
+from ..norms import recalibrate_batch_norm
 from ..seeding import derive_seed, model_identity
 from ..tables import columns
 from ..tasks import Examples, draw_examples
@@ -117,12 +118,14 @@ def measure(
     ``stats.alignment_intervals`` at ``interval_level``. ``covmat_points`` of the points (evenly
     spaced) get their correlation matrix in ``covmats``. The inserted block behind
     ``block_grad_norm`` and the null permutations are seeded from ``seed``, the model and the point.
+    A BatchNorm model's running statistics are recomputed first (``norms.recalibrate_batch_norm``).
     """
     points = select_points(model, points)
     covmat_names = set(select_points(model, min(covmat_points, len(points)))) & set(points) if covmat_points else set()
     model = model.to(device).eval()
     prepare = to_device(device)
     identity = model_identity(keys)
+    recalibrate_batch_norm(model, model.task(data), identity, device)
     pools = draw_pools(model, data, {"train": train_pool, "test": test_pool}, seed, identity)
     index = {p: model.index(p) for p in points}
     tables: dict[str, list[dict[str, Any]]] = {name: [] for name in ("covariance", "signal", "dalign")}
