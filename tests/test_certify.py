@@ -141,6 +141,14 @@ def test_recommendation_ranks_by_block_gradient() -> None:
     assert none.startswith("recommendation: no point has a detectable signal")
 
 
+def test_advice_never_asks_for_sizes_beyond_the_pools() -> None:
+    """Larger --M/--K are suggested only below the pools measured, and with that ceiling."""
+    weak = _frame([{"point": "a", "verdict": WEAK}])  # pools of 12, M = K = 4
+    assert "larger --M/--K (at most 12" in recommendation(weak)
+    full = recommendation(weak.assign(M=12, K=12))
+    assert "larger --M/--K" not in full and "larger --pool" in full
+
+
 def test_compact_table_clips_and_names_inf_and_nan() -> None:
     frame = _frame(
         [

@@ -61,9 +61,13 @@ def test_version(capsys) -> None:
     "options,message",
     [
         (["--M", "0"], "M = 0 must be at least 1"),
-        (["--K", "300"], "K = 300 must be at most pool = 256"),
+        (["--K", "300"], "K = 300 is more than the 256 examples of each pool measured; allowed: 1 <= K <= 256"),
         (["--pool", "4", "--M", "4", "--K", "4"], "pool = 4 must be at least 5"),
-        (["--pool", "8"], "M = 16 must be at most pool = 8; K = 16 must be at most pool = 8"),
+        (
+            ["--pool", "8"],
+            "M = 16 is more than the 8 examples of each pool measured; allowed: 1 <= M <= 8; "
+            "K = 16 is more than the 8 examples of each pool measured; allowed: 1 <= K <= 8",
+        ),
         (["--batch-size", "0"], "batch_size = 0 must be at least 1"),
         (["--block-size", "1"], "block_size = 1 must be at least 2"),
     ],

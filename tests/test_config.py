@@ -213,18 +213,18 @@ CROSS_CHECKED = {
         ["expand.points[1]", "layer.2", "['layer.0', 'layer.1']"],
     ),
     "test pool over the split": (
-        _set("measure.test_pool", 2000),
-        ["measure.test_pool", "2000", "1000", "mnist5k test split"],
+        _set("measure.test_pool", 2500),
+        ["measure.test_pool", "2500", "2000", "mnist5k test split"],
     ),
     "no room for the held-out pool": (
-        _set("measure.test_pool", 600),
-        ["measure.test_pool (x2", "held-out", "1200", "mnist5k test split"],
+        _set("measure.test_pool", 1100),
+        ["measure.test_pool (x2", "held-out", "2200", "mnist5k test split"],
     ),
     "train pool over the split": (
         _set("measure.train_pool", 4500),
-        ["measure.train_pool", "4500", "4000", "mnist5k train split"],
+        ["measure.train_pool", "4500", "3000", "mnist5k train split"],
     ),
-    "expand pool over the split": (_set("expand.pool", 4500), ["expand.pool", "4500", "4000", "mnist5k train split"]),
+    "expand pool over the split": (_set("expand.pool", 4500), ["expand.pool", "4500", "3000", "mnist5k train split"]),
     "misalign size over the pool": (
         _set("measure.train_pool", 16),
         ["misalign.sizes[5]", "32", "measure.train_pool", "16"],
@@ -239,7 +239,7 @@ CROSS_CHECKED = {
     ),
     "batch over the train split": (
         _set("grids.resnet_mnist.recipe.batch_size", 8192),
-        ["grids.resnet_mnist.recipe.batch_size", "8192", "4000"],
+        ["grids.resnet_mnist.recipe.batch_size", "8192", "3000"],
     ),
 }
 
@@ -278,9 +278,9 @@ def test_what_the_cross_checks_allow() -> None:
     config = quick()
     del config["grids"]["llama_stdlib"], config["datasets"]["pystdlib"]
     config["grids"]["resnet_mnist"]["widths"] = [0.125, 0.25]  # 2 and 4 channels in the first stage
-    config["measure"].update(points=["stage1.block1", "stage3.block1"], train_pool=4000, test_pool=500)
+    config["measure"].update(points=["stage1.block1", "stage3.block1"], train_pool=3000, test_pool=1000)
     config["expand"].update(points=["stage2.block1"], pool=1000)
-    config["grids"]["resnet_mnist"]["recipe"]["batch_size"] = 4000
+    config["grids"]["resnet_mnist"]["recipe"]["batch_size"] = 3000
     validate_config(config)
     text = cifar_subset()
     text["datasets"] = {"tinyshakespeare": text["datasets"]["tinyshakespeare"]}

@@ -141,8 +141,30 @@ def test_control_and_expanded_model_see_the_same_batches():
     model, train, test = _setup()
     task = TensorTask(*train)
     expand_at(model, model.insertion_points()[1], task, train, test, settings(steps=3, batch_size=8), PREPARE, KEYS)
-    assert len(task.drawn) == 6  # 3 steps for f_new, then 3 for the control
-    assert all(torch.equal(a, b) for a, b in zip(task.drawn[:3], task.drawn[3:]))
+    runs = 2 * sum(f > 0 for f in DEFAULTS["lr_factors"])  # f_new, then the control, at each nonzero lr
+    assert len(task.drawn) == 3 * runs
+    assert all(torch.equal(a, b) for a, b in zip(task.drawn, task.drawn[3:]))  # every run: the same 3 batches
+
+
+def test_a_damaging_recipe_leaves_the_control_at_f_old():
+    """At a step size that wrecks the old block of a trained f_old (SGD at lr 3), the control trained at that lr
+    alone ends far above f_old; chosen on the train loss from the grid (0, 0.1, 1)·lr, as f_new's is, it ends
+    within noise of f_old on the test examples, and both record the lr they kept."""
+    model, train, test = _setup()
+    fit = settings(steps=150, batch_size=16, lr=0.02, eval_batch_size=40)
+    expand.train_params(model, model.parameters(), TensorTask(*train), fit, PREPARE, order_seed=0)  # a trained f_old
+    point = model.insertion_points()[1]
+
+    def row(factors):
+        config = settings(steps=5, batch_size=16, lr=3.0, momentum=0.0, eval_batch_size=40, lr_factors=factors)
+        return expand_at(model, point, TensorTask(*train), train, test, config, PREPARE, KEYS).iloc[0]
+
+    damaged, chosen = row([1.0]), row([0.0, 0.1, 1.0])
+    noise = 2 * chosen.se_test_control_minus_old
+    assert damaged.test_loss_control > 10 * damaged.test_loss_old  # the recipe alone wrecks f_old
+    assert chosen.test_loss_control - chosen.test_loss_old <= noise
+    assert chosen.train_loss_control <= chosen.train_loss_old
+    assert {chosen.lr_control, chosen.lr_selected} <= {3.0 * f for f in (0.0, 0.1, 1.0)}
 
 
 def test_control_at_zero_steps_equals_the_old_model():

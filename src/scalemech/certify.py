@@ -59,13 +59,15 @@ CERTIFICATE_COLUMNS = [
     "K",
     "mu_cross",
     "b_exact",
+    "b_exact_ucb",
     "b_exact_common",
     "b_align",
     "block_grad_norm",
     "verdict",
 ]
 """The full table (``--wide``, ``--out``): ``b_exact`` is the two-sample certificate (train and test
-pools, ``stats.two_sample_certificate``), ``b_exact_common``/``b_align`` the one-sample ones of the
+pools, ``stats.two_sample_certificate``) and ``b_exact_ucb`` its one-sided 95 % upper confidence bound
+(``stats.TwoSampleBounds.certificate_ucb``), ``b_exact_common``/``b_align`` the one-sample ones of the
 train pool (``stats.certificates``); ``mu_cross`` estimates ``μ_trᵀμ_te``."""
 VIEWS = ("full", "pooled")
 INTERVAL_LEVEL = 0.9
@@ -165,7 +167,8 @@ def _point_rows(
         else:
             intervals = stats.alignment_intervals(train.gram(device=device), train.dim, INTERVAL_LEVEL)
             mu_sq_lo, mu_sq_hi = intervals["mu_sq"]
-        two_sample = stats.TwoSampleStats.from_cross(train.gram(test, device=device))
+        jackknife = stats.TwoSampleBounds.from_cross(train.gram(test, device=device))
+        two_sample = jackknife.stats
         common = stats.certificates(moments[point, view, "train"], M, K)
         b_exact = stats.two_sample_certificate(two_sample, M, K)
         grad_norm = float(signal.loc[point, "block_grad_norm"])
@@ -179,6 +182,7 @@ def _point_rows(
                 "K": K,
                 "mu_cross": two_sample.mu_cross,
                 "b_exact": b_exact,
+                "b_exact_ucb": jackknife.certificate_ucb(M, K),
                 "b_exact_common": common.b_exact,
                 "b_align": common.b_align,
                 "block_grad_norm": grad_norm,
@@ -224,7 +228,9 @@ def certify(
         if value < low
     ]
     problems += [
-        f"{name} = {value} must be at most pool = {pool}" for name, value in (("M", M), ("K", K)) if value > pool
+        f"{name} = {value} is more than the {pool} examples of each pool measured; allowed: 1 <= {name} <= {pool}"
+        for name, value in (("M", M), ("K", K))
+        if value > pool
     ]
     if block_size is not None and block_size < 2:
         problems.append(f"block_size = {block_size} must be at least 2")
@@ -311,6 +317,14 @@ def compact_table(frame: pd.DataFrame) -> list[str]:
     return _aligned(header, rows)
 
 
+def _larger_sizes(frame: pd.DataFrame, M: int, K: int) -> str:
+    """What to ask for next: a larger ``--pool``, and larger ``--M/--K`` only up to the pools measured."""
+    room = int(min(frame["n"].min(), frame["n_test"].min()))
+    if max(M, K) < room:
+        return f"measure a larger --pool, or ask for larger --M/--K (at most {room}, the pools measured)"
+    return f"measure a larger --pool (--M/--K are already at the {room} examples the pools hold)"
+
+
 def recommendation(frame: pd.DataFrame) -> str:
     """One line: the "grow here" points ranked by ``block_grad_norm``, else why there are none."""
     if frame.empty:
@@ -329,7 +343,7 @@ def recommendation(frame: pd.DataFrame) -> str:
     if len(weak):
         return (
             f"recommendation: no point is certified at M = {M}, K = {K}; the signal is weak at "
-            f"{', '.join(weak['point'])}: measure a larger --pool, or ask for larger --M/--K, before growing"
+            f"{', '.join(weak['point'])}: {_larger_sizes(frame, M, K)} before growing"
         )
     return (
         f"recommendation: no point has a detectable signal (every mu_sq interval reaches 0 and no B_exact is "

@@ -165,7 +165,11 @@ def params(rule: str, config: dict[str, Any], model_job: ModelJob) -> dict[str, 
         },
         "pin_pretrained": {"spec": model_job.spec},
         "measure_model": {**keys, "measure": config["measure"]},
-        "misalign_model": {**keys, "misalign": config["misalign"]},
+        "misalign_model": {
+            **keys,
+            "misalign": config["misalign"],
+            "interval_level": config["measure"]["interval_level"],
+        },
         "intervene_model": {**keys, "intervene": config["intervene"]},
         "expand_model": {**keys, "expand": config["expand"]},
         "trajectory_model": {
@@ -300,14 +304,22 @@ def _model_experiment(
 
 @job
 def misalign_model(
-    *, dalign: str, pools: str, misalignment: str, model_keys: dict[str, Any], misalign: dict[str, Any]
+    *,
+    dalign: str,
+    pools: str,
+    misalignment: str,
+    model_keys: dict[str, Any],
+    misalign: dict[str, Any],
+    interval_level: float,
 ) -> None:
-    """E6 at every measured point (read from the pools), over the (M, K) grid of ``misalign.sizes``."""
+    """E6 at every measured point (read from the pools), over the (M, K) grid of ``misalign.sizes``;
+    the interval of ``E = μ_trᵀμ_te`` at ``measure.interval_level``."""
     from .experiments import misalignment as misalignment_table
 
     measured = tables.read_table(dalign, "dalign").sort_values("point_index")
     keys = measured.iloc[0][tables.model_keys()].to_dict()
-    tables.write_table(misalignment_table(pools, keys, measured, **misalign), misalignment, "misalignment")
+    frame = misalignment_table(pools, keys, measured, interval_level=interval_level, **misalign)
+    tables.write_table(frame, misalignment, "misalignment")
 
 
 @job

@@ -31,7 +31,7 @@ numerator is positive (no detectable spread), and ``nan`` when both are ``<= 0``
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from statistics import NormalDist
 
@@ -306,13 +306,25 @@ def alignment_stats(Q: Rows, chunk_size: int = 8192, device: torch.device | str 
 # ----------------------------------------------------------------------------- intervals
 
 
-def _jackknife(G: Tensor, point: Tensor, z: float) -> tuple[Tensor, Tensor]:
-    """``point ∓ z·se`` with ``se² = (n-1)/n Σ_m (θ_(m) - θ̄)²`` over leave-one-out values."""
-    loo = _estimates(leave_one_out_u(G))  # (n, 7)
+def _jackknife_se(loo: Tensor) -> Tensor:
+    """``se = sqrt((n-1)/n Σ_m (θ_(m) - θ̄)²)`` over leave-one-out values ``loo`` (n, k) -> (k,)."""
     n = loo.shape[0]
-    se = ((n - 1) / n * ((loo - loo.mean(0)) ** 2).sum(0)).sqrt()
-    finite = torch.isfinite(loo).all(0) & torch.isfinite(point)
-    return torch.where(finite, point - z * se, math.nan), torch.where(finite, point + z * se, math.nan)
+    return ((n - 1) / n * ((loo - loo.mean(0)) ** 2).sum(0)).sqrt()
+
+
+def jackknife_se(G: Tensor) -> Tensor:
+    """``(7,)`` delete-one jackknife standard errors of the ``FIELDS`` estimates of Gram matrix ``G``;
+    ``nan`` where the estimate or a leave-one-out value is not finite (the data do not bound it)."""
+    G = _check_gram(G, min_n=5)
+    loo = _estimates(leave_one_out_u(G))  # (n, 7)
+    finite = torch.isfinite(loo).all(0) & torch.isfinite(_estimates(u_statistics(G)))
+    return torch.where(finite, _jackknife_se(loo), math.nan)
+
+
+def _jackknife(G: Tensor, point: Tensor, z: float) -> tuple[Tensor, Tensor]:
+    """``point ∓ z·se`` with the jackknife ``se`` of ``jackknife_se``."""
+    se = jackknife_se(G)
+    return point - z * se, point + z * se
 
 
 def _subsample(G: Tensor, point: Tensor, level: float, draws: int, size: int, seed: int) -> tuple[Tensor, Tensor]:
@@ -386,6 +398,73 @@ def alignment_intervals(
     else:
         raise ValueError(f"method must be 'jackknife' or 'subsample'; got {method!r}")
     return {name: (low, high) for name, low, high in zip(FIELDS, lo.tolist(), hi.tolist())}
+
+
+UCB_LEVEL = 0.95
+"""One-sided level of the upper confidence bounds (``upper_bounds``, ``TwoSampleBounds``)."""
+
+
+def _upper_z(level: float) -> float:
+    """``z_level``, the one-sided normal quantile (``level`` in (0, 1))."""
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie in (0, 1); got {level}")
+    return NormalDist().inv_cdf(level)
+
+
+def _ratio_bound(mu_sq_hi: float, denominator_lo: float) -> float:
+    """``max(‖μ‖²⁺, 0)² / den⁻``: an upper bound of ``‖μ‖⁴/den`` from an upper bound of ``‖μ‖² >= 0`` and a
+    lower bound of ``den > 0``; ``+inf`` when ``den⁻ <= 0`` (the data do not bound it), ``nan`` if not finite."""
+    if not (math.isfinite(mu_sq_hi) and math.isfinite(denominator_lo)):
+        return math.nan
+    return max(mu_sq_hi, 0.0) ** 2 / denominator_lo if denominator_lo > 0 else math.inf
+
+
+def _mu_sq_upper(mu_sq: float, se: float, beta: float) -> float:
+    """One-sided ``β`` upper bound of ``‖μ‖²``: ``μ̂² + z·se + (z·se)² / (4·max(μ̂², z·se))``, ``z = z_β``.
+
+    The delta-method bound on the ``‖μ‖`` scale, ``(√μ̂² + z·se/(2√μ̂²))²``, expanded; its last term is
+    capped at ``z·se/4`` where ``‖μ‖²`` is not resolved (``μ̂² < z·se``). The plain ``μ̂² + z·se``
+    undercovers there: the jackknife se (about ``2√(μ̂ᵀΣμ̂/n)``) is small exactly when ``μ̂`` came out short.
+    """
+    step = _upper_z(beta) * se
+    return mu_sq + step + step**2 / (4 * max(mu_sq, step)) if math.isfinite(step) else math.nan
+
+
+def upper_bounds(G: Tensor, level: float = UCB_LEVEL) -> dict[str, float]:
+    """One-sided ``level`` upper confidence bounds, with jackknife standard errors (``jackknife_se``).
+
+    ``θ⁻_β = θ̂ - z_β·se`` is a one-sided ``β`` lower bound, ``‖μ‖²⁺_β`` the upper bound of ``_mu_sq_upper``;
+    ``α = 1 - level``.
+
+    - ``mu_sq_ucb = ‖μ‖²⁺_level``;
+    - ``d_2_ucb = max(‖μ‖²⁺, 0)² / (tr Σ²)⁻``, both at ``β = 1 - α/2``;
+    - ``d_align_ucb = max(‖μ‖²⁺, 0)² / max((tr Σ²)⁻, (μᵀΣμ)⁻)``, all three at ``β = 1 - α/3``: since
+      ``d_align = min(‖μ‖⁴/μᵀΣμ, ‖μ‖⁴/tr Σ²)``.
+
+    Each holds with probability ``>= level`` by the union bound over its parts (Bonferroni). The
+    ratios are bounded through ``‖μ‖²`` rather than by the jackknife of the ratio, whose skewed
+    sampling distribution makes ``d̂ + z·se`` undercover when the signal is weak. ``+inf`` where the
+    denominator's lower bound is ``<= 0``; ``nan`` where a needed ``se`` is (a non-finite leave-one-out
+    value). ``d_2_se``, ``d_align_se``: the jackknife se of the estimates themselves (description).
+    """
+    point = dict(zip(FIELDS, _estimates(u_statistics(_check_gram(G, min_n=5))).tolist()))
+    se = dict(zip(FIELDS, jackknife_se(G).tolist()))
+
+    def lower(name: str, beta: float) -> float:
+        return point[name] - _upper_z(beta) * se[name]
+
+    def mu_sq_upper(beta: float) -> float:
+        return _mu_sq_upper(point["mu_sq"], se["mu_sq"], beta)
+
+    half, third = 1 - (1 - level) / 2, 1 - (1 - level) / 3
+    return {
+        "mu_sq_se": se["mu_sq"],
+        "mu_sq_ucb": mu_sq_upper(level),
+        "d_2_se": se["d_2"],
+        "d_2_ucb": _ratio_bound(mu_sq_upper(half), lower("tr_sigma_sq", half)),
+        "d_align_se": se["d_align"],
+        "d_align_ucb": _ratio_bound(mu_sq_upper(third), max(lower("tr_sigma_sq", third), lower("mu_sigma_mu", third))),
+    }
 
 
 def table_row(stats: AlignmentStats, intervals: dict[str, tuple[float, float]]) -> dict[str, float]:
@@ -463,6 +542,13 @@ def _two_sample_estimates(C: Tensor) -> Tensor:
     row_sq_sum = (C.sum(-1) ** 2).sum(-1)  # Σ_i a_i²
     col_sq_sum = (C.sum(-2) ** 2).sum(-1)  # Σ_j b_j²
     sq_sum = (C**2).sum((-2, -1))  # P
+    return _two_sample_from_sums(n, m, total, row_sq_sum, col_sq_sum, sq_sum)
+
+
+def _two_sample_from_sums(
+    n: int, m: int, total: Tensor, row_sq_sum: Tensor, col_sq_sum: Tensor, sq_sum: Tensor
+) -> Tensor:
+    """``_two_sample_estimates`` from ``T``, ``Σa²``, ``Σb²``, ``P`` of an ``n × m`` cross-Gram (broadcast)."""
     v1, v2 = total / (n * m), sq_sum / (n * m)
     a = (row_sq_sum - sq_sum) / (n * m * (m - 1))
     b = (col_sq_sum - sq_sum) / (m * n * (n - 1))
@@ -546,6 +632,71 @@ def two_sample_variance(stats: TwoSampleStats, M: int, K: int) -> float:
     if M < 1 or K < 1:
         raise ValueError(f"M and K must be >= 1; got M = {M}, K = {K}")
     return stats.mu_te_sigma_tr_mu_te / M + stats.mu_tr_sigma_te_mu_tr / K + stats.tr_sigma_tr_sigma_te / (M * K)
+
+
+def _delete_one_row(C: Tensor) -> Tensor:
+    """``(n, 5)``: row ``i`` holds ``_two_sample_estimates`` of ``C`` (n × m) without its row ``i``, O(nm).
+
+    With row sums ``a``, column sums ``b`` and ``s_i = Σ_j C_ij²``, removing row ``i`` gives
+    ``T - a_i``, ``Σa² - a_i²``, ``Σb² - 2(Cb)_i + s_i`` and ``P - s_i``.
+    """
+    n, m = C.shape
+    a, b, s = C.sum(1), C.sum(0), (C**2).sum(1)
+    return _two_sample_from_sums(
+        n - 1, m, a.sum() - a, (a**2).sum() - a**2, (b**2).sum() - 2 * (C @ b) + s, s.sum() - s
+    )
+
+
+@dataclass(frozen=True)
+class TwoSampleBounds:
+    """The two-sample estimates (``TwoSampleStats``) with their two-sample delete-one jackknife (Arvesen 1969):
+    for a statistic ``θ`` of the ``n`` train and ``m`` test rows,
+    ``se² = (n-1)/n Σ_i (θ_(i·) - θ̄_(··))² + (m-1)/m Σ_j (θ_(·j) - θ̄_(··))²`` over the values with one train
+    row (one test row) removed, each mean taken over its own sample. ``C = Q_tr Q_teᵀ`` holds everything.
+    """
+
+    stats: TwoSampleStats
+    without_train_row: Tensor  # (n, 5) TWO_SAMPLE_FIELDS without one train row
+    without_test_row: Tensor  # (m, 5) … without one test row
+
+    @classmethod
+    def from_cross(cls, C: Tensor) -> TwoSampleBounds:
+        """Estimates and leave-one-out values of ``C`` (n_train × n_test, both >= 3), O(n·m)."""
+        if C.ndim != 2 or min(C.shape) < 3:
+            raise ValueError(f"C must be an (n_train, n_test) cross-Gram with both >= 3; got shape {tuple(C.shape)}")
+        C = C.to(torch.float64)
+        columns_swapped = _delete_one_row(C.T)[:, [0, 2, 1, 3, 4]]  # Cᵀ swaps the roles of A and B
+        return cls(TwoSampleStats.from_cross(C), _delete_one_row(C), columns_swapped)
+
+    def se(self, weights: Sequence[float]) -> float:
+        """Jackknife standard error of the linear combination ``Σ_k w_k θ_k`` of the ``TWO_SAMPLE_FIELDS``."""
+        w = torch.tensor(weights, dtype=torch.float64)
+        parts = [_jackknife_se(loo @ w) ** 2 for loo in (self.without_train_row, self.without_test_row)]
+        return math.sqrt(sum(parts))
+
+    def mu_cross_interval(self, level: float) -> tuple[float, float, float]:
+        """``(se, lo, hi)`` of ``E = μ_trᵀμ_te``: ``Ê ∓ z_{(1+level)/2}·se``, two-sided at ``level``."""
+        se = self.se([1, 0, 0, 0, 0])
+        z = _upper_z((1 + level) / 2)
+        return se, self.stats.mu_cross - z * se, self.stats.mu_cross + z * se
+
+    def certificate_ucb(self, M: int, K: int, level: float = UCB_LEVEL) -> float:
+        """A one-sided ``level`` upper confidence bound of the two-sample certificate ``Var/(Var + E²)``.
+
+        The certificate rises with ``Var`` and falls with ``E > 0``, so it is bounded by plugging in
+        ``Var⁺ = V̂ar + z·se_Var`` and ``E⁻ = Ê - z·se_E`` with ``z = z_{1-α/2}``, ``α = 1 - level``
+        (both hold with probability ``>= 1 - α``, Bonferroni): ``B⁺ = Var⁺/(Var⁺ + (E⁻)²)``. ``V̂ar`` is
+        ``two_sample_variance``, linear in the estimates (its ``se`` by the jackknife).
+        ``1`` (the trivial bound: nothing certified) when ``E⁻ <= 0``; ``nan`` when an input is not
+        finite or ``Var⁺ <= 0``.
+        """
+        z = _upper_z(1 - (1 - level) / 2)
+        weights = [0, 1 / M, 1 / K, 1 / (M * K), 0]
+        var_hi = two_sample_variance(self.stats, M, K) + z * self.se(weights)
+        e_lo = self.stats.mu_cross - z * self.se([1, 0, 0, 0, 0])
+        if not (math.isfinite(var_hi) and math.isfinite(e_lo) and var_hi > 0):
+            return math.nan
+        return var_hi / (var_hi + e_lo**2) if e_lo > 0 else 1.0
 
 
 def two_sample_certificate(stats: TwoSampleStats, M: int, K: int) -> float:

@@ -6,17 +6,22 @@ At an insertion point, ``f_new(x) = f_top(z + h_θ(z))`` with ``h_0 = 0`` (``ins
 1. training-set jumpboard: ``θ_J = −s·∇_θ L_train(θ = 0)``, with ``s = t / ‖∇_θ L_train‖`` and the
    step length ``t`` picked from ``ExpandConfig.jump_lengths`` by the lowest train-pool loss;
 2. training: ``steps`` optimizer steps on the train split from ``θ = 0``, either the new block only
-   (``train_mode="block"``) or every parameter (``"all"``);
+   (``train_mode="block"``) or every parameter (``"all"``), at each learning rate ``lr·f`` for ``f`` in
+   ``lr_factors``; the one with the lowest train-pool loss is kept (``lr_selected``; ``f = 0`` keeps
+   the model as it started);
 3. Condition 2 (fallback): if trained ``f_new`` has a higher train-pool loss than the jumpboard
    (or a non-finite one), the jumpboard is selected instead;
 4. control: the old model, trained with the same optimizer, steps and data order, on every
    parameter (``"all"``) or on the old block at the point (``"block"``: the same place in the
-   network and about the same number of parameters as the new block), so a gain of ``f_new``
-   over the control is a gain from depth, not from extra optimization.
+   network and about the same number of parameters as the new block), with its learning rate
+   chosen the same way from the same grid (``lr_control``): the grid holds ``0``, so the control
+   never ends above ``f_old``'s train-pool loss, and a gain of ``f_new`` over the control is a gain
+   from depth, not from extra optimization nor from a recipe that damages ``f_old``.
 
-Norm statistics stay frozen throughout: every model runs in eval mode, so BatchNorm uses its
-running statistics and only parameters change (a fine-tuning of a trained model, and the setting
-in which the jumpboard's first-order argument holds).
+Norm statistics stay frozen throughout: ``f_old``'s BatchNorm statistics are first recomputed at
+its weights (``norms.recalibrate_batch_norm``, as in every measurement), then every model runs in
+eval mode, so BatchNorm uses those running statistics and only parameters change (a fine-tuning
+of a trained model, and the setting in which the jumpboard's first-order argument holds).
 
 Columns: ``delta_r_test = L_test(f_old) − L_test(jumpboard)`` (Paper D's ``Δ^R_test``),
 ``delta_erm = L_train(jumpboard) − L_train(selected) >= 0`` (``Δ_ERM``). Evaluation noise of the
@@ -29,7 +34,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +46,7 @@ from torch import Tensor, nn
 from ..data import Prepared
 from ..grads import PrepareBatch, block_grad, mean_loss, measured_points, per_example_losses, to_device
 from ..models.base import ResidualModel
+from ..norms import recalibrate_batch_norm
 from ..seeding import derive_seed, model_identity, seeded
 from ..tables import columns
 from ..tasks import Task
@@ -59,6 +65,7 @@ class ExpandConfig:
     train_mode: str  # "block": the new block only; "all": every parameter
     optimizer: str  # "sgd" (with momentum) or "adam"
     lr: float  # learning rate
+    lr_factors: Sequence[float]  # the grid lr·f both f_new and the control choose from by train-pool loss
     momentum: float  # SGD momentum
     weight_decay: float  # decoupled for adam (AdamW), L2 for sgd
     batch_size: int  # training batch size
@@ -73,6 +80,8 @@ class ExpandConfig:
             raise ValueError(f"optimizer {self.optimizer!r}; allowed: {OPTIMIZERS}")
         if self.steps < 0 or not self.jump_lengths or min(self.jump_lengths) <= 0:
             raise ValueError(f"need steps >= 0 and positive jump_lengths; got {self.steps}, {self.jump_lengths}")
+        if not self.lr_factors or min(self.lr_factors) < 0:
+            raise ValueError(f"need a non-empty grid of lr_factors >= 0; got {self.lr_factors}")
 
 
 @dataclass(frozen=True)
@@ -106,10 +115,10 @@ def evaluate(
     return Evaluated(train_loss, per_example_losses(model, *test_pool, config.eval_batch_size, prepare_batch))
 
 
-def _optimizer(params: list[nn.Parameter], config: ExpandConfig) -> torch.optim.Optimizer:
+def _optimizer(params: list[nn.Parameter], config: ExpandConfig, lr: float) -> torch.optim.Optimizer:
     if config.optimizer == "adam":
-        return torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
-    return torch.optim.SGD(params, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay)
+        return torch.optim.AdamW(params, lr=lr, weight_decay=config.weight_decay)
+    return torch.optim.SGD(params, lr=lr, momentum=config.momentum, weight_decay=config.weight_decay)
 
 
 def train_params(
@@ -119,8 +128,10 @@ def train_params(
     config: ExpandConfig,
     prepare_batch: PrepareBatch,
     order_seed: int,
+    lr: float | None = None,
 ) -> None:
-    """``config.steps`` steps on the mean batch loss, updating ``params`` only, model in eval mode.
+    """``config.steps`` steps at ``lr`` (default ``config.lr``) on the mean batch loss, updating ``params``
+    only, model in eval mode.
 
     Batches are drawn from the whole train split of ``task`` (``Task.sample``) by a generator
     seeded with ``order_seed``: the same seed, the same batches in the same order.
@@ -130,7 +141,7 @@ def train_params(
     for p in model.parameters():
         p.requires_grad_(id(p) in chosen)
     generator = torch.Generator().manual_seed(order_seed)
-    optimizer = _optimizer(params, config)
+    optimizer = _optimizer(params, config, config.lr if lr is None else lr)
     model.eval()
     for _ in range(config.steps):
         xb, yb = prepare_batch(*task.examples("train", task.sample("train", config.batch_size, generator)))
@@ -138,6 +149,29 @@ def train_params(
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
+
+
+def best_trained(
+    model: ResidualModel,
+    params_of: Callable[[ResidualModel], Iterable[nn.Parameter]],
+    task: Task,
+    train_pool: tuple[Tensor, Tensor],
+    config: ExpandConfig,
+    prepare_batch: PrepareBatch,
+    order_seed: int,
+) -> tuple[ResidualModel, float, float]:
+    """``(model, lr, train-pool loss)`` of the copy of ``model`` trained (``train_params`` on ``params_of(copy)``,
+    batches from ``order_seed``) at the ``lr = config.lr·f``, ``f`` in ``config.lr_factors``, with the lowest
+    train-pool loss (non-finite counts as worst; ties: the first). ``f = 0`` is ``model`` untouched."""
+    candidates = []
+    for factor in config.lr_factors:
+        candidate, lr = copy.deepcopy(model), config.lr * factor
+        if lr > 0:
+            train_params(candidate, params_of(candidate), task, config, prepare_batch, order_seed, lr)
+        loss = mean_loss(candidate, *train_pool, config.eval_batch_size, prepare_batch)
+        candidates.append((loss if math.isfinite(loss) else math.inf, lr, candidate))
+    loss, lr, chosen = min(candidates, key=lambda c: c[0])
+    return chosen, lr, loss
 
 
 def jumpboard(
@@ -210,6 +244,7 @@ def expand(
     settings = ExpandConfig(**config)
     chosen = measured_points(pool_dir) if points is None else select_points(model, points)
     task = model.task(data)
+    recalibrate_batch_norm(model.to(device), task, model_identity(keys), device)
     n_test = task.count("test") if test_examples is None else min(test_examples, task.count("test"))
     pools = draw_pools(model, data, {"train": pool, "test": n_test}, settings.seed, model_identity(keys))
     train_pool, test = (pools["train"].x, pools["train"].y), (pools["test"].x, pools["test"].y)
@@ -277,24 +312,17 @@ def expand_at(
     )
     jump = losses(jump_model, jump_train)
 
-    train_params(
-        expanded,
-        block.parameters() if config.train_mode == "block" else expanded.parameters(),
-        task,
-        config,
-        prepare_batch,
-        order_seed,
-    )
-    new = losses(expanded)
+    def trained(start: ResidualModel, block_name: str) -> tuple[Evaluated, float]:
+        def params_of(m: ResidualModel) -> Iterable[nn.Parameter]:
+            return m.blocks[m.index(block_name)].parameters() if config.train_mode == "block" else m.parameters()
+
+        best, lr, train_loss = best_trained(start, params_of, task, train_pool, config, prepare_batch, order_seed)
+        return losses(best, train_loss), lr
+
+    new, lr_selected = trained(expanded, f"{point}+new")
     fallback = not new.train <= jump.train  # also when the trained loss is nan
     selected = jump if fallback else new
-
-    control = copy.deepcopy(model)
-    control_params = (
-        control.blocks[control.index(point)].parameters() if config.train_mode == "block" else control.parameters()
-    )
-    train_params(control, control_params, task, config, prepare_batch, order_seed)
-    control_losses = losses(control)
+    control_losses, lr_control = trained(model, point)
 
     models = {"old": old, "jump": jump, "new": new, "selected": selected, "control": control_losses}
     row = {
@@ -310,6 +338,8 @@ def expand_at(
         "delta_r_test": old.test_mean - jump.test_mean,
         "delta_erm": jump.train - selected.train,
         "fallback": fallback,
+        "lr_selected": lr_selected,
+        "lr_control": lr_control,
         "se_test_selected_minus_old": paired_se(selected.test, old.test),
         "se_test_control_minus_old": paired_se(control_losses.test, old.test),
         "se_test_selected_minus_control": paired_se(selected.test, control_losses.test),

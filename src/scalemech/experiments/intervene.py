@@ -34,7 +34,8 @@ from torch import Tensor
 from ..data import Prepared
 from ..grads import GradientPool, PrepareBatch, broadcast_shift, iter_batches, measured_points, pool_path, to_device
 from ..models.base import ResidualModel
-from ..seeding import derive_seed
+from ..norms import recalibrate_batch_norm
+from ..seeding import derive_seed, model_identity
 from ..tables import columns
 from ..tasks import draw_disjoint, fetch
 
@@ -84,6 +85,7 @@ def intervene(
     disjoint from the measured one (``tasks.draw_disjoint``). The keyword arguments are the
     config's ``intervene`` section."""
     task, points = model.task(data), measured_points(pool_dir)
+    recalibrate_batch_norm(model.to(device), task, model_identity(keys), device)  # the model measure measured
     train, test = (
         fetch(task, GradientPool(pool_path(pool_dir, split, points[0], views[0])).meta) for split in ("train", "test")
     )

@@ -11,11 +11,12 @@ tables of ``schemas/tables.schema.yaml``:
   null of the same ``n`` and ``p``, the plug-in ratio, and ``low_rank`` where the point's pooled
   gradient is low-rank by construction (``ResidualModel.low_rank``);
 - ``covmats``: the pooled correlation matrix in long form, for ``covmat_points`` only;
-- ``signal`` (D2): ``‖μ‖²`` (unbiased U-statistic) with its jackknife interval, ``‖μ‖ =
-  sqrt(max(‖μ‖², 0))`` and the first-order signal ``‖∇_θ L(f_new)‖`` at ``θ = 0`` of a
-  zero-initialized inserted block;
+- ``signal`` (D2): ``‖μ‖²`` (unbiased U-statistic) with its jackknife interval, standard error and
+  one-sided 95 % upper bound, ``‖μ‖ = sqrt(max(‖μ‖², 0))`` and the first-order signal
+  ``‖∇_θ L(f_new)‖`` at ``θ = 0`` of a zero-initialized inserted block;
 - ``dalign`` (Paper W, W1/W5): ``‖μ‖²``, ``μᵀΣμ``, ``tr Σ²``, ``d_∥``, ``d_2``, ``d_align`` with
-  jackknife intervals, from Gram matrices only (docs/science.md §4), per split and view.
+  jackknife intervals, and the standard errors and one-sided 95 % upper bounds of ``d_2`` and
+  ``d_align`` (``stats.upper_bounds``), from Gram matrices only (docs/science.md §4), per split and view.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from .. import stats
 from ..data import Prepared
 from ..grads import VIEWS, block_grad_norms, capture_pools, to_device
 from ..models.base import ResidualModel
+from ..norms import recalibrate_batch_norm
 from ..seeding import derive_seed, model_identity
 from ..tables import columns
 from ..tasks import Examples, draw_examples
@@ -116,12 +118,14 @@ def measure(
     ``stats.alignment_intervals`` at ``interval_level``. ``covmat_points`` of the points (evenly
     spaced) get their correlation matrix in ``covmats``. The inserted block behind
     ``block_grad_norm`` and the null permutations are seeded from ``seed``, the model and the point.
+    A BatchNorm model's running statistics are recomputed first (``norms.recalibrate_batch_norm``).
     """
     points = select_points(model, points)
     covmat_names = set(select_points(model, min(covmat_points, len(points)))) & set(points) if covmat_points else set()
     model = model.to(device).eval()
     prepare = to_device(device)
     identity = model_identity(keys)
+    recalibrate_batch_norm(model, model.task(data), identity, device)
     pools = draw_pools(model, data, {"train": train_pool, "test": test_pool}, seed, identity)
     index = {p: model.index(p) for p in points}
     tables: dict[str, list[dict[str, Any]]] = {name: [] for name in ("covariance", "signal", "dalign")}
@@ -149,7 +153,10 @@ def measure(
                 G = pool.gram(device=device)
                 estimate = stats.stats_from_gram(G, pool.dim)
                 bounds = stats.alignment_intervals(G, pool.dim, interval_level, interval)
-                tables["dalign"].append({**where, "split": split, "view": view, **stats.table_row(estimate, bounds)})
+                upper = stats.upper_bounds(G)
+                tables["dalign"].append(
+                    {**where, "split": split, "view": view, **stats.table_row(estimate, bounds), **upper}
+                )
                 if view == "full":
                     tables["signal"].append(
                         {
@@ -159,6 +166,8 @@ def measure(
                             "mu_sq": estimate.mu_sq,
                             "mu_sq_lo": bounds["mu_sq"][0],
                             "mu_sq_hi": bounds["mu_sq"][1],
+                            "mu_sq_se": upper["mu_sq_se"],
+                            "mu_sq_ucb": upper["mu_sq_ucb"],
                             "mu_norm": math.sqrt(max(estimate.mu_sq, 0.0)),
                             "block_grad_norm": grad_norms[point],
                         }

@@ -267,6 +267,7 @@ def misalignment(
     views: Sequence[str] = VIEWS,
     device: torch.device | str = "cpu",
     level: float = 0.95,
+    interval_level: float = 0.9,
 ) -> pd.DataFrame:
     """The ``misalignment`` table from the pools ``measure`` stored in ``pool_dir`` (its points are
     read from the pools), over the grid of every ``(M, K)`` pair of ``sizes``.
@@ -277,6 +278,11 @@ def misalignment(
     NaN where the estimate of ``E = μ_trᵀμ_te`` is ≤ 0: no certificate) with ``mu_cross``, the
     estimate of ``E``, and the one-sample ``b_exact_common``, ``b_align`` from the moments
     ``measure`` estimated on the train pool (``dalign``, the model's rows of that table).
+
+    The population-level evidence (``P̂`` describes the two fixed pools only), from the two-sample
+    jackknife of ``C`` (``stats.TwoSampleBounds``): ``mu_cross_se`` and the two-sided
+    ``interval_level`` interval ``mu_cross_lo``/``mu_cross_hi`` of ``E``, and ``b_exact_ucb``, the
+    one-sided 95 % upper confidence bound of the two-sample certificate.
     """
     moments = alignment_moments(dalign)
     grid = [(M, K) for M in sizes for K in sizes]
@@ -286,7 +292,9 @@ def misalignment(
             pools = {split: GradientPool(pool_path(pool_dir, split, point, view)) for split in ("train", "test")}
             C = pools["train"].gram(pools["test"], device=device)
             values = misalignment_draws(C, grid, draws, derive_seed(seed, model_identity(keys), point, view))
-            two_sample = stats.TwoSampleStats.from_cross(C)
+            jackknife = stats.TwoSampleBounds.from_cross(C)
+            two_sample = jackknife.stats
+            mu_cross_se, mu_cross_lo, mu_cross_hi = jackknife.mu_cross_interval(interval_level)
             for (M, K), value in values.items():
                 misaligned = int((value <= 0).sum())
                 p_lo, p_hi = wilson_interval(misaligned, draws, level)
@@ -304,9 +312,13 @@ def misalignment(
                         "p_lo": p_lo,
                         "p_hi": p_hi,
                         "b_exact": stats.two_sample_certificate(two_sample, M, K),
+                        "b_exact_ucb": jackknife.certificate_ucb(M, K),
                         "b_exact_common": common.b_exact,
                         "b_align": common.b_align,
                         "mu_cross": two_sample.mu_cross,
+                        "mu_cross_se": mu_cross_se,
+                        "mu_cross_lo": mu_cross_lo,
+                        "mu_cross_hi": mu_cross_hi,
                     }
                 )
     return pd.DataFrame(rows, columns=columns("misalignment"))

@@ -23,6 +23,7 @@ from ..checkpoints import snapshot_paths
 from ..data import Prepared
 from ..grads import VIEWS, iter_activation_grads, mean_loss, to_device
 from ..models.base import ResidualModel
+from ..norms import recalibrate_batch_norm
 from ..seeding import model_identity
 from ..tables import columns
 from .measure import draw_pools, select_points
@@ -59,17 +60,21 @@ def trajectory(
     """The ``trajectory`` table of ``model``: one row per snapshot × point × split × view.
 
     Pools of ``pool`` examples per split are drawn once for the model (``draw_pools``, seeded
-    from ``seed`` and the model) and used at every snapshot.
+    from ``seed`` and the model) and used at every snapshot. A BatchNorm model's running statistics
+    are recomputed at every snapshot before it is measured (``norms.recalibrate_batch_norm``), so
+    ``train_loss``/``test_loss`` are the eval-mode losses after recalibration.
     """
     snapshots = snapshot_paths(Path(snapshot_dir))
     if not snapshots:
         raise FileNotFoundError(f"no weight snapshots in {snapshot_dir}; set train.snapshots and train again")
     model = model.to(device).eval()
     points = select_points(model, points)
-    pools = draw_pools(model, data, {split: pool for split in SPLITS}, seed, model_identity(keys))
+    identity, task = model_identity(keys), model.task(data)
+    pools = draw_pools(model, data, {split: pool for split in SPLITS}, seed, identity)
     rows = []
     for step, path in tqdm(snapshots.items(), desc="snapshots"):
         model.load_state_dict(torch.load(path, map_location=device, weights_only=True))
+        recalibrate_batch_norm(model, task, identity, device)
         losses = {
             split: mean_loss(model, pools[split].x, pools[split].y, batch_size, to_device(device)) for split in SPLITS
         }
@@ -90,6 +95,7 @@ def trajectory(
                         "split": split,
                         "view": view,
                         **stats.table_row(estimate, bounds),
+                        **stats.upper_bounds(G),  # the table keeps d_2's and d_align's
                     }
                 )
     return pd.DataFrame(rows)[columns("trajectory")]
