@@ -14,7 +14,8 @@ from matplotlib.image import imread
 from test_report import make_tables, write_contract_table
 
 from scalemech import plots
-from scalemech.plots import FIGURES, choose, default_mk, make_figure
+from scalemech.aggregate import choose, default_mk, over_points, over_seeds
+from scalemech.plots import FIGURES, make_figure
 
 DPI = 40
 NEEDED = {  # one column each figure cannot do without, besides the model keys
@@ -196,13 +197,13 @@ def test_misalignment_at_explicit_mk(tmp_path):
 
 def test_aggregates_match_a_direct_computation():
     signal = make_tables(1)["signal"]
-    per_model = plots.over_points(signal, ["mu_sq"], by=["split"])
+    per_model = over_points(signal, ["mu_sq"], by=["split"])
     one = signal[(signal["model"] == "resnet-d14-w2-s0") & (signal["split"] == "test")]
     got = per_model[(per_model["model"] == "resnet-d14-w2-s0") & (per_model["split"] == "test")]["mu_sq"]
     assert got.item() == pytest.approx(np.median(one["mu_sq"]))
     test = signal[signal["split"] == "test"]
     two_seeds = pd.concat([test, test.assign(seed=1, mu_sq=3 * test["mu_sq"])])
-    grid = plots.over_seeds(plots.over_points(two_seeds, ["mu_sq"]), ["mu_sq"])
+    grid = over_seeds(over_points(two_seeds, ["mu_sq"]), ["mu_sq"])
     cell = grid[(grid["depth"] == 14) & (grid["width"] == 2)]["mu_sq"].item()
     assert cell == pytest.approx(2 * np.median(one["mu_sq"]))  # mean of median and 3 × median
 

@@ -75,7 +75,7 @@ def front_page(description: str, verdicts: pd.DataFrame, figure_names: set[str])
             "-" * len(heading),
             "",
             "Each claim of the two papers beside the statistic this run measured and the verdict of the "
-            "rule in ``scalemech/report.py`` (``report.md`` in the Claims category has the rules and "
+            "rule in ``scalemech/report/`` (``report.md`` in the Claims category has the rules and "
             "the captions).",
             "",
             "{% raw %}",

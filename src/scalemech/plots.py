@@ -34,64 +34,14 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
+from .aggregate import as_flag, choose, default_mk, over_seeds, table_path
 from .tables import check_columns, model_keys, read_table
 
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
 LINESTYLES = ["-", "--", "-.", ":"]
-GRID_KEYS = ["dataset", "family", "depth", "width"]  # a grid cell: what seeds are averaged over
 PANEL_KEYS = ["dataset", "family"]  # one facet per dataset/family
 DPI = 150
-D1_BAND_SDS = 2.0  # F1 draws the null ± this many sd (scalemech.report.D1_NULL_SDS: above it is structure)
-
-
-# -- aggregation shared with scalemech.report --------------------------------------------
-def over_points(frame: pd.DataFrame, values: Sequence[str], by: Sequence[str] = ()) -> pd.DataFrame:
-    """Median of ``values`` over insertion points: one row per model (× ``by``)."""
-    keys = model_keys() + list(by)
-    return frame.groupby(keys, as_index=False, dropna=False)[list(values)].median()
-
-
-def over_seeds(frame: pd.DataFrame, values: Sequence[str], by: Sequence[str] = ()) -> pd.DataFrame:
-    """Mean of ``values`` over seeds: one row per (dataset, family, depth, width) (× ``by``)."""
-    keys = GRID_KEYS + list(by)
-    return frame.groupby(keys, as_index=False, dropna=False)[list(values)].mean()
-
-
-def default_mk(misalignment: pd.DataFrame) -> tuple[int, int]:
-    """The largest ``M = K`` at which some ``p_misalign > 0``; else the largest ``M = K``; else the largest (M, K)."""
-    square = misalignment[misalignment["M"] == misalignment["K"]]
-    positive = square[square["p_misalign"] > 0]
-    pool = positive if len(positive) else square if len(square) else misalignment
-    if pool.empty:
-        raise ValueError("misalignment table has no rows to pick (M, K) from")
-    M, K = pool.sort_values(["M", "K"]).iloc[-1][["M", "K"]]
-    return int(M), int(K)
-
-
-def choose(frame: pd.DataFrame, column: str, wanted: object | None) -> object:
-    """``wanted`` if ``frame[column]`` holds it, the first sorted value when ``wanted`` is None."""
-    present = sorted(frame[column].dropna().unique())
-    if not present:
-        raise ValueError(f"column {column!r} holds no values to choose from")
-    if wanted is None:
-        return present[0]
-    if wanted not in present:
-        raise ValueError(f"{column}={wanted!r} is not in the table; allowed: {present}")
-    return wanted
-
-
-def as_flag(values: pd.Series) -> pd.Series:
-    """A boolean column as floats 1/0, NaN where missing (CSV gives bools, strings or NaN)."""
-    text = values.astype(str).str.strip().str.lower()
-    return pd.Series(
-        np.where(text.isin(["true", "1", "1.0"]), 1.0, np.where(text.isin(["false", "0", "0.0"]), 0.0, np.nan)),
-        index=values.index,
-    )
-
-
-def table_path(tables_dir: str | Path, table: str) -> Path:
-    """Where the workflow keeps ``table``: ``<tables_dir>/<table>.csv`` (covmats: ``.parquet``)."""
-    return Path(tables_dir) / f"{table}{'.parquet' if table == 'covmats' else '.csv'}"
+D1_BAND_SDS = 2.0  # F1 draws the null ± this many sd
 
 
 def point_count(family: str, depth: int) -> int | None:
@@ -165,7 +115,7 @@ GREY = "0.6"  # bars (and open markers' fill) of estimates whose interval contai
 
 def detected(frame: pd.DataFrame, lo: str, hi: str, null: float = 0.0, two_sided: bool = False) -> pd.Series:
     """Rows whose interval ``[lo, hi]`` lies above ``null`` (``two_sided``: above or below it); False
-    where a bound is NaN: the rows ``scalemech.report.sort_rows`` counts as usable."""
+    where a bound is NaN: a filled marker in the figures."""
     low, high = frame[lo].astype(float), frame[hi].astype(float)
     return (low > null) | ((high < null) if two_sided else False)
 

@@ -1,11 +1,18 @@
 # F1-F7 from the tidy tables alone, and the claims report. Figure rules list the plotting
 # modules as inputs: editing them reruns figures and the report, never training or
 # measurement (whose rules do not depend on these files).
+from pathlib import Path
+
+import scalemech.aggregate
 import scalemech.plots
 import scalemech.report
 
 FIGURE_TABLES = {stem: names for stem, (_, names) in scalemech.plots.FIGURES.items()}
-PLOTTING_CODE = [scalemech.plots.__file__, scalemech.report.__file__]
+PLOTTING_CODE = [
+    scalemech.plots.__file__,
+    scalemech.aggregate.__file__,
+    *sorted(str(p) for p in Path(scalemech.report.__file__).parent.glob("*.py")),
+]
 CAPTIONS = f"{workflow.basedir}/workflow/report"  # each figure's caption, <stem>.rst, shipped with the workflow
 CLAIM_TABLES = sorted({name for names in FIGURE_TABLES.values() for name in names})
 

@@ -1,0 +1,44 @@
+"""The claims in report order and ``claims``: a dict of the run's tables in, one verdict row per claim out.
+
+A verdict comes from a rule fixed in code before any data are seen, one module per claim, its
+thresholds named constants and its rule printed in the report (docs/science.md §6: nothing is tuned
+to make a verdict pass).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pandas as pd
+
+from .common import NOT_MEASURED, NotMeasured, Tables
+from .d1 import D1
+from .d2 import D2
+from .d3 import D3
+from .e8 import E8
+from .misalignment import W2, W3
+from .w1 import W1
+from .w1_training import W1_TRAINING
+from .w4 import W4
+from .w5 import W5
+
+CLAIMS = [D1, D2, D3, W1, W1_TRAINING, W2, W3, W4, W5, E8]
+COLUMNS = ["claim", "statement", "statistic", "rule", "verdict", "detail"]
+
+
+def claims(tables: Tables, benchmarks: pd.DataFrame | Mapping[str, float] | None = None) -> pd.DataFrame:
+    """One row per claim: claim, statement, statistic (the deciding number, ≤ ~200 characters), rule,
+    verdict, detail (how many rows and units, the rest). ``benchmarks`` (columns ``w5.BENCHMARK_COLUMNS``,
+    or one dict of them) overrides ``tables['benchmarks']``."""
+    tables = dict(tables)
+    if benchmarks is not None:
+        tables["benchmarks"] = benchmarks if isinstance(benchmarks, pd.DataFrame) else pd.DataFrame([dict(benchmarks)])
+    rows = []
+    for claim in CLAIMS:
+        try:
+            result = claim.evaluate(tables)
+            verdict, statistic, detail = result.verdict, result.statistic, result.detail
+        except NotMeasured as why:
+            verdict, statistic, detail = NOT_MEASURED, str(why), ""
+        rows.append(dict(zip(COLUMNS, [claim.id, claim.statement, statistic, claim.rule, verdict, detail])))
+    return pd.DataFrame(rows, columns=COLUMNS)

@@ -1,0 +1,90 @@
+"""What every claim rule shares: the verdict names, the result of a rule, and table access.
+
+Verdicts (docs/science.md §6–8): ``confirmed`` / ``refuted`` when the deciding interval excludes the
+null in the paper's direction / the opposite one; ``not confirmed`` when a part of the claim fails
+although it is measured; ``not detectable`` when the interval contains the null (the row then states
+a bound); ``not measured in this configuration`` when a table, a column or enough units are missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import pandas as pd
+
+from ..tables import model_keys
+
+CONFIRMED, NOT_CONFIRMED, REFUTED = "confirmed", "not confirmed", "refuted"
+NOT_DETECTABLE = "not detectable"
+NOT_MEASURED = "not measured in this configuration"
+LEVEL = 0.95  # two-sided level of every deciding interval (2.5 % per direction)
+Z_UCB = NormalDist().inv_cdf(0.95)  # one-sided 95 % upper confidence bounds (the tables' *_ucb)
+Z_POWER = NormalDist().inv_cdf(0.80)
+MIN_LEVELS = 3  # distinct depths, widths or sample sizes a trend needs (two points are only a sign)
+
+Tables = Mapping[str, pd.DataFrame]
+
+
+class NotMeasured(Exception):
+    """The tables cannot test a claim; the message says why."""
+
+
+@dataclass(frozen=True)
+class Result:
+    """A rule's outcome: ``statistic`` is the one deciding number with its interval or bound (≤ ~200
+    characters, the front page's cell); ``detail`` says how it was reached and with how many rows/units."""
+
+    verdict: str
+    statistic: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A claim of the papers and the rule that judges it."""
+
+    id: str
+    statement: str  # what the paper says
+    rule: str  # how the verdict is reached
+    evaluate: Callable[[Tables], Result]
+
+
+def table(tables: Tables, name: str, required: list[str]) -> pd.DataFrame:
+    """``tables[name]`` (all rows, NaN included); NotMeasured if it is missing or empty, or lacks a
+    ``required`` column (a table written before the column existed: rerun measure)."""
+    frame = tables.get(name)
+    if frame is None or frame.empty:
+        raise NotMeasured(f"no {name} table")
+    missing = [c for c in model_keys() + required if c not in frame.columns]
+    if missing:
+        raise NotMeasured(f"{name} needs column(s) {', '.join(missing)} (rerun measure)")
+    return frame
+
+
+def only(frame: pd.DataFrame, column: str, value: object, name: str) -> pd.DataFrame:
+    """The rows with ``column == value``; NotMeasured if there are none."""
+    rows = frame[frame[column] == value]
+    if rows.empty:
+        raise NotMeasured(f"{name} has no rows with {column}={value!r} (has {sorted(frame[column].unique())})")
+    return rows
+
+
+def levels_present(frame: pd.DataFrame, strata: list[str], x: str, name: str) -> None:
+    """NotMeasured unless some stratum of ``frame`` has ≥ MIN_LEVELS distinct ``x``."""
+    if frame.empty or frame.groupby(strata)[x].nunique().max() < MIN_LEVELS:
+        raise NotMeasured(f"no ({', '.join(strata)}) group of {name} has ≥ {MIN_LEVELS} values of {x}")
+
+
+def agreed(*verdicts: str) -> str:
+    """One verdict from parts that must agree: their common verdict; NOT_CONFIRMED when one part
+    confirms and another refutes; else NOT_DETECTABLE."""
+    if len(set(verdicts)) == 1:
+        return verdicts[0]
+    return NOT_CONFIRMED if {CONFIRMED, REFUTED} <= set(verdicts) else NOT_DETECTABLE
+
+
+def mde(se: pd.Series) -> float:
+    """Minimum detectable effect of one row at 80 % power, one-sided 5 %: (z₀.₉₅ + z₀.₈₀)·median SE."""
+    return float((Z_UCB + Z_POWER) * se.median())

@@ -1,0 +1,128 @@
+"""``report.md``: the short verdict table (claim · verdict · deciding number · statement), a paragraph per
+claim with its rule and detail, every figure of ``scalemech.plots.FIGURES`` with its caption from
+``workflow/report/<stem>.rst``, and the run's job times."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+import pandas as pd
+
+from ..aggregate import table_path
+from ..plots import FIGURES
+from ..tables import read_table
+from .claims import claims
+
+CLAIM_TABLES = ["covariance", "signal", "training", "dalign", "misalignment", "intervention", "expansion", "trajectory"]
+TABLE = ["claim", "verdict", "statistic", "statement"]  # the verdict table's columns (each cell ≤ ~200 characters)
+
+
+def _cell(value: object) -> str:
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def _markdown(frame: pd.DataFrame) -> str:
+    """A GitHub markdown table of ``frame`` (pipes in cells escaped)."""
+    lines = ["| " + " | ".join(frame.columns) + " |", "|" + "---|" * len(frame.columns)]
+    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join(lines)
+
+
+def _section(row: tuple) -> list[str]:
+    """A claim's paragraph: its statement, verdict and statistic, the rule, then the detail."""
+    detail = f" {row.detail}." if row.detail else ""
+    return [
+        f"### {row.claim}",
+        "",
+        f"*{row.statement}* **{row.verdict}**: {row.statistic}.",
+        "",
+        f"Rule: {row.rule}.{detail}",
+        "",
+    ]
+
+
+def _caption(captions_dir: Path, stem: str) -> str:
+    path = captions_dir / f"{stem}.rst"
+    return path.read_text().strip() if path.exists() else f"(no caption: {path} is missing)"
+
+
+def verdict_summary(report_md: str | Path, figures_dir: str | Path) -> str:
+    """A few lines for the end of a run: where the report and figures are, and each claim's verdict
+    (read back from the report's claims table)."""
+    lines = Path(report_md).read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| claim |"))
+    table = itertools.takewhile(lambda line: line.startswith("| "), [lines[start], *lines[start + 2 :]])
+    header, *cells = [[cell.strip() for cell in re.split(r"(?<!\\)\|", line)] for line in table]
+    verdict = header.index("verdict")
+    rows = [f"  {c[1]:<18} {c[verdict]}" for c in cells]
+    return "\n".join(
+        [
+            f"report:  {report_md}",
+            f"figures: {figures_dir}/",
+            "verdicts:",
+            *rows,
+            "HTML report: snakemake --report report.zip",
+        ]
+    )
+
+
+def runtime_section(runtime: pd.DataFrame, top: int = 5) -> list[str]:
+    """Markdown lines: the run's total wall and CPU time over its jobs and the ``top`` longest jobs."""
+    longest = runtime.sort_values("wall_seconds", ascending=False).head(top)
+    rows = "\n".join(
+        f"| {r.step} | {r.job} | {r.wall_seconds:.1f} | {r.cpu_seconds:.1f} | {r.max_rss_mb:.0f} |"
+        for r in longest.itertuples()
+    )
+    return [
+        "## Runtime",
+        "",
+        f"{len(runtime)} jobs: {runtime['wall_seconds'].sum():.0f} s of job wall time, "
+        f"{runtime['cpu_seconds'].sum():.0f} s of CPU time (Snakemake's benchmark records; "
+        f"`tables/runtime.csv`). The longest jobs:",
+        "",
+        "| step | job | wall s | CPU s | max RSS MB |",
+        "|---|---|---|---|---|",
+        rows,
+        "",
+    ]
+
+
+def write_report(
+    tables_dir: str | Path,
+    figures_dir: str | Path,
+    out_md: str | Path,
+    *,
+    captions_dir: str | Path = "workflow/report",
+    benchmarks: pd.DataFrame | Mapping[str, float] | None = None,
+) -> pd.DataFrame:
+    """Write ``out_md``: the claims table from the tables in ``tables_dir`` (missing ones count as
+    not measured; ``benchmarks.csv`` there is read if present), then each figure of ``figures_dir``
+    (relative PNG link) with its caption ``captions_dir/<stem>.rst`` (claims table: ``claims.rst``);
+    return the claims table."""
+    tables_dir, figures_dir, out_md, captions_dir = map(Path, (tables_dir, figures_dir, out_md, captions_dir))
+    tables = {name: read_table(path, name) for name in CLAIM_TABLES if (path := table_path(tables_dir, name)).exists()}
+    if benchmarks is None and (tables_dir / "benchmarks.csv").exists():
+        benchmarks = pd.read_csv(tables_dir / "benchmarks.csv")
+    verdicts = claims(tables, benchmarks)
+    lines = ["# Claims report", "", _caption(captions_dir, "claims"), "", _markdown(verdicts[TABLE]), ""]
+    lines += ["## Claims in detail", ""] + [line for row in verdicts.itertuples() for line in _section(row)]
+    lines += ["## Figures", ""]
+    for stem in FIGURES:
+        png = figures_dir / f"{stem}.png"
+        lines.append(f"### {stem}")
+        lines.append("")
+        lines.append(
+            f"![{stem}]({Path(os.path.relpath(png, out_md.parent)).as_posix()})"
+            if png.exists()
+            else "(figure not produced in this run)"
+        )
+        lines += ["", _caption(captions_dir, stem), ""]
+    if (runtime := table_path(tables_dir, "runtime")).exists():
+        lines += runtime_section(read_table(runtime, "runtime"))
+    out_md.parent.mkdir(parents=True, exist_ok=True)
+    out_md.write_text("\n".join(lines))
+    return verdicts

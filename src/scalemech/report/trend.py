@@ -1,0 +1,50 @@
+"""A width or depth trend over all rows, models the units (``units``), and the bound a null states."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .common import Z_POWER, Z_UCB
+from .units import Estimate, across_models, per_model
+
+
+@dataclass(frozen=True)
+class Trend:
+    """The slope of a claim's quantity on log₂ x and the rows behind it."""
+
+    slope: Estimate
+    rows: int  # rows with a finite estimate and SE (all of them entered)
+    left_out: int  # rows without one
+
+    def text(self, y: str, x: str) -> str:
+        return f"slope of {y} per doubling of {x}: {self.slope.text()} ({self.slope.units} models)"
+
+    def detail(self, strata: Sequence[str]) -> str:
+        return (
+            f"{self.rows} rows ({self.left_out} without a finite estimate or SE, left out), per model their mean, "
+            f"then a weighted regression across {self.slope.units} models with one intercept per "
+            f"({', '.join(strata)}), t with {self.slope.df} df"
+        )
+
+
+def trend(
+    rows: pd.DataFrame, value: str, se: str | None, x: str, strata: list[str], scale_cells: Sequence[str] = ()
+) -> Trend:
+    """``units.per_model`` then ``units.across_models`` on every row with a finite ``value`` (and ``se``)."""
+    finite = np.isfinite(rows[value].astype(float))
+    if se is not None:
+        finite &= np.isfinite(rows[se].astype(float))
+    units = per_model(rows[finite], value, se, scale_cells=scale_cells)
+    return Trend(across_models(units, x, strata), int(finite.sum()), int((~finite).sum()))
+
+
+def null_bound(rows: pd.DataFrame, name: str, ucb: str, se: str) -> str:
+    """The bound a null row states: the largest one-sided 95 % UCB over ``rows`` (so ``name`` is below it
+    in every model at once, each at 95 %) and the minimum detectable effect of one row at 80 % power,
+    ``(z₀.₉₅ + z₀.₈₀)·median SE``, at the median pool size ``n``."""
+    n = f" at n = {rows['n'].median():g}" if "n" in rows else ""
+    return f"{name} < {rows[ucb].max():.2g} (95 % UCB, every model); MDE {(Z_UCB + Z_POWER) * rows[se].median():.2g}{n}"
