@@ -42,7 +42,7 @@ COMPACT_HEADER = ["point", "mu_sq [lo, hi]", "d_align [lo, hi]", "b_exact", "b_a
 def neox_checkpoint(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("neox")
     torch.manual_seed(0)
-    config = GPTNeoXConfig(**TINY_DECODER, num_hidden_layers=3)
+    config = GPTNeoXConfig(**dict(TINY_DECODER, num_hidden_layers=3))
     AutoModelForCausalLM.from_config(config).save_pretrained(path)
     tiny_tokenizer().save_pretrained(path)
     return path
