@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import math
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from test_hf import TINY_DECODER, VOCAB, tiny_tokenizer
+from test_hf import CONFIGS, TINY_DECODER, VOCAB, save_tiny, tiny_tokenizer
 from transformers import AutoModelForCausalLM, GPTNeoXConfig
 
 from scalemech import stats
@@ -42,7 +43,7 @@ COMPACT_HEADER = ["point", "mu_sq [lo, hi]", "d_align [lo, hi]", "b_exact", "b_a
 def neox_checkpoint(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("neox")
     torch.manual_seed(0)
-    config = GPTNeoXConfig(**TINY_DECODER, num_hidden_layers=3)
+    config = GPTNeoXConfig(**dict(TINY_DECODER, num_hidden_layers=3))
     AutoModelForCausalLM.from_config(config).save_pretrained(path)
     tiny_tokenizer().save_pretrained(path)
     return path
@@ -73,7 +74,16 @@ def cli_run(neox_checkpoint: Path, text_file: Path, tmp_path_factory) -> tuple[s
 
 
 def _table(stdout: str) -> list[str]:
-    return stdout.split("\n\n")[0].splitlines()
+    """The table's lines, after the line naming the model and its dtype."""
+    return stdout.split("\n\n")[0].splitlines()[1:]
+
+
+def test_cli_names_the_model_and_its_dtype(cli_run) -> None:
+    stdout, _ = cli_run
+    assert (
+        stdout.splitlines()[0].startswith("model: ")
+        and "(gpt_neox, 3 points, 8 tokens per example), float32 on cpu" in stdout
+    )
 
 
 def test_cli_prints_a_compact_table_one_row_per_layer(cli_run) -> None:
@@ -280,3 +290,68 @@ def test_token_ids_outside_the_vocabulary_are_named(tmp_path: Path, neox_checkpo
 def test_bad_data_path_is_named(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="nowhere"):
         certify("EleutherAI/pythia-14m", str(tmp_path / "nowhere"), device="cpu")
+
+
+@pytest.mark.parametrize("family", sorted(CONFIGS))
+def test_every_family_is_certified(tmp_path_factory, family: str) -> None:
+    """Each tested family end to end on token ids: a row per layer with a measured signal."""
+    checkpoint = save_tiny(family, tmp_path_factory.mktemp(family), tokenizer=False)
+    ids = tmp_path_factory.mktemp("ids") / "ids.npy"
+    np.save(ids, _token_ids(1000))
+    table = certify(checkpoint, str(ids), pool=6, M=2, K=2, batch_size=6, block_size=8, device="cpu")
+    assert list(table["point"]) == ["layer.0", "layer.1"] and (table["dim"] == 8 * 32).all()
+    assert table["mu_sq"].notna().all() and (table["block_grad_norm"] > 0).all()
+    assert "float32 on cpu" in table.attrs["ran"]
+
+
+def test_text_without_a_tokenizer_says_how_to_give_one(tmp_path: Path, text_file: Path) -> None:
+    bare = save_tiny("llama", tmp_path / "bare", tokenizer=False)
+    with pytest.raises(ValueError, match=r"needs a tokenizer.*--tokenizer NAME_OR_DIR.*\.npy.*train\.bin/val\.bin"):
+        certify(bare, str(text_file), pool=6, M=2, K=2, block_size=8, device="cpu")
+    tiny_tokenizer().save_pretrained(tmp_path / "tokenizer")
+    table = certify(
+        bare, str(text_file), pool=6, M=2, K=2, block_size=8, device="cpu", tokenizer=str(tmp_path / "tokenizer")
+    )
+    assert len(table) == 2
+
+
+def test_a_large_text_file_is_read_only_as_far_as_the_pools_need(
+    tmp_path: Path, neox_checkpoint: Path, monkeypatch
+) -> None:
+    """50 MB of text, pools of 6 windows of 9 tokens: a prefix of a few kB is tokenized."""
+    from scalemech.data import tokenized
+
+    big = tmp_path / "big.txt"
+    with big.open("w") as f:
+        for _ in range(50):
+            f.write("To be, or not to be, that is the question. " * 24_000)
+    read = []
+    tokenize = tokenized.tokenize_text
+    monkeypatch.setattr(tokenized, "tokenize_text", lambda text, *args: read.append(len(text)) or tokenize(text, *args))
+    table = certify(str(neox_checkpoint), str(big), points="1", pool=6, M=2, K=2, block_size=8, device="cpu")
+    assert len(table) == 1 and read and max(read) <= 4 * tokenized.BYTES_PER_TOKEN * 2 * tokenized.TEXT_SLACK * 6 * 9
+
+
+def test_a_missing_checkpoint_directory_is_named(tmp_path: Path) -> None:
+    for missing in ("/nonexistent/dir/", str(tmp_path / "nowhere")):
+        with pytest.raises(FileNotFoundError, match="does not exist"):
+            certify(missing, str(tmp_path), device="cpu")
+
+
+def test_other_models_are_refused_first_and_in_one_line(tmp_path: Path) -> None:
+    """An encoder-decoder checkpoint is refused from its config.json alone, before the data are read
+    (here not data at all) and before transformers is imported."""
+    import subprocess
+    import sys
+
+    config = {"model_type": "t5", "architectures": ["T5ForConditionalGeneration"], "is_encoder_decoder": True}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    argv = ["certify", "--checkpoint", str(tmp_path), "--data", str(tmp_path / "config.json"), "--device", "cpu"]
+    script = (
+        f"import sys; from scalemech.cli import main; status = main({argv!r}); "
+        "assert status == 2 and 'transformers' not in sys.modules, sorted(m for m in sys.modules if 'transf' in m)"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert "model_type 't5'" in line and "encoder-decoder" in line

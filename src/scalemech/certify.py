@@ -32,7 +32,7 @@ import pandas as pd
 import torch
 
 from .data import load_prepared, prepare_dataset
-from .data.tokenized import is_token_ids, load_token_ids
+from .data.tokenized import is_token_ids, load_token_ids, text_file_tokens
 from .device import resolve_device
 from .models import LanguageModel, ResidualModel, build_model, load_model
 
@@ -90,23 +90,31 @@ def verdict(mu_sq_lo: float, b_exact: float, block_grad_norm: float) -> str:
     return WEAK if detected or certified else NO_SIGNAL
 
 
-def _certify_model(checkpoint: str, family: str | None, block_size: int | None, device: torch.device) -> ResidualModel:
-    """A scalemech ``model.pt``, or a Hugging Face hub name / local directory (``family`` hf)."""
+def _hf_spec(
+    checkpoint: str, family: str | None, block_size: int | None, tokenizer: str | None
+) -> dict[str, Any] | None:
+    """The ``hf`` model spec of ``checkpoint``, None for a scalemech ``model.pt``. Reads only its
+    ``config.json`` (``models.hub.decoder_config``): a missing path or a model that is not a
+    decoder-only causal LM is refused here, before the data and the weights are loaded. The
+    weights load in their own dtype; ``block_size`` defaults to ``min(max_position_embeddings,
+    HF_BLOCK_SIZE)``."""
+    from .models.hub import decoder_config
+
     path = Path(checkpoint)
     if path.suffix == ".pt" and family in (None, "resnet", "llama", "tvresnet"):
-        model = load_model(path, map_location=device, checksum_required=False)[0]  # a user's file: weights only
-        if block_size and not isinstance(model, LanguageModel):
-            raise ValueError(f"--block-size {block_size} is for language models; {checkpoint} is an image model")
-        return model
+        return None
     if family not in (None, "hf"):
         raise ValueError(f"--family {family} needs a scalemech model.pt, got {checkpoint!r}")
-    spec: dict[str, Any] = {"family": "hf", "checkpoint": checkpoint, "local_files_only": path.is_dir()}
-    if block_size:
-        spec["block_size"] = block_size
-    model = build_model(spec).to(device)
-    if not block_size:
-        model.block_size = min(model.block_size, HF_BLOCK_SIZE)
-    return model
+    config = decoder_config(checkpoint, None, path.is_dir())
+    positions = config.get("max_position_embeddings") or config.get("n_positions") or HF_BLOCK_SIZE
+    return {
+        "family": "hf",
+        "checkpoint": checkpoint,
+        "local_files_only": path.is_dir(),
+        "dtype": "auto",
+        "block_size": block_size or min(positions, HF_BLOCK_SIZE),
+        "tokenizer": tokenizer or checkpoint,
+    }
 
 
 DATA_FORMS = (
@@ -116,10 +124,12 @@ DATA_FORMS = (
 )
 
 
-def _certify_data(data: str, scratch: Path):
+def _certify_data(data: str, scratch: Path, hf_spec: dict[str, Any] | None, pool: int):
     """A prepared dataset directory; token ids (``data.tokenized.load_token_ids``: a ``.npy`` or
-    nanoGPT's ``train.bin``/``val.bin``); or a UTF-8 text file (judged by its first MiB) prepared
-    here as a byte-level corpus. Any other binary file is refused."""
+    nanoGPT's ``train.bin``/``val.bin``); or a UTF-8 text file (judged by its first MiB): for a
+    Hugging Face model, the head of it that ``pool`` windows per split need, in the tokenizer's
+    ids (``data.tokenized.text_file_tokens``), else prepared here as a byte-level corpus. Any
+    other binary file is refused."""
     path = Path(data)
     if (path / "manifest.json").is_file():
         return load_prepared(path)
@@ -138,9 +148,20 @@ def _certify_data(data: str, scratch: Path):
                 f"--data {data!r} is a binary file, not UTF-8 text, a .npy of token ids or nanoGPT's "
                 f"train.bin/val.bin; give {DATA_FORMS}"
             )
+        if hf_spec is not None:
+            tokenizer, local = hf_spec["tokenizer"], Path(hf_spec["tokenizer"]).is_dir()
+            return text_file_tokens(path, pool, hf_spec["block_size"], tokenizer, None, local)
         prepare_dataset("corpus", {"path": str(path)}, scratch / "corpus")
         return load_prepared(scratch / "corpus")
     raise FileNotFoundError(f"--data {data!r} does not exist or is none of: {DATA_FORMS}")
+
+
+def ran_on(model: ResidualModel, checkpoint: str, device: torch.device) -> str:
+    """One line naming the model and the dtype its forward pass ran in."""
+    dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
+    kind = getattr(getattr(model, "config", None), "model_type", model.family)
+    tokens = f", {model.block_size} tokens per example" if hasattr(model, "block_size") else ""
+    return f"model: {checkpoint} ({kind}, {len(model.insertion_points())} points{tokens}), {dtype} on {device}"
 
 
 def _point_rows(
@@ -205,6 +226,7 @@ def certify(
     block_size: int | None = None,
     seed: int = 0,
     view: str = "full",
+    tokenizer: str | None = None,
 ) -> pd.DataFrame:
     """Per insertion point of a user's model (``CERTIFICATE_COLUMNS``): ``‖μ‖²``, ``d_∥``, ``d_2``,
     ``d_align`` with jackknife intervals (train pool, ``view``), the two-sample ``B_exact`` from the
@@ -217,7 +239,8 @@ def certify(
     ``view`` in ``VIEWS``; ``pool`` against an image dataset's splits once it is loaded (a text or
     token split's window count is checked when the pools are drawn, still before any gradient is
     captured). A Hugging Face model's ``block_size`` defaults to ``min(max_position_embeddings,
-    HF_BLOCK_SIZE)``."""
+    HF_BLOCK_SIZE)``, its tokenizer (for text data) to its checkpoint's. ``frame.attrs["ran"]``
+    names the model and the dtype it ran in (``ran_on``)."""
     import tempfile
 
     from .experiments import measure
@@ -238,18 +261,26 @@ def certify(
         problems.append(f"view = {view!r} must be one of {', '.join(VIEWS)}")
     if problems:
         raise ValueError("certify: " + "; ".join(problems))
+    if not Path(data).exists():
+        raise FileNotFoundError(f"--data {data!r} does not exist; give {DATA_FORMS}")
     torch_device = resolve_device(device)
+    hf_spec = _hf_spec(checkpoint, family, block_size, tokenizer)
     rule: str | int | list[str] = points
     if points != "all":
         rule = int(points) if points.isdigit() else points.split(",")
     with tempfile.TemporaryDirectory() as scratch:
-        prepared = _certify_data(data, Path(scratch))
+        prepared = _certify_data(data, Path(scratch), hf_spec, pool)
         if prepared.kind == "image" and pool > min(len(prepared.train_x), len(prepared.test_x)):
             raise ValueError(
                 f"certify: pool = {pool} is larger than the splits of {data!r} "
                 f"({len(prepared.train_x)} train, {len(prepared.test_x)} test examples)"
             )
-        model = _certify_model(checkpoint, family, block_size, torch_device)
+        if hf_spec is None:  # a user's own model.pt: weights only, its checksum checked when it has one
+            model = load_model(checkpoint, map_location=torch_device, checksum_required=False)[0]
+            if block_size and not isinstance(model, LanguageModel):
+                raise ValueError(f"--block-size {block_size} is for language models; {checkpoint} is an image model")
+        else:
+            model = build_model(hf_spec).to(torch_device)
         if prepared.kind == "tokens" and getattr(model, "family", None) != "hf":
             raise ValueError(
                 f"--data {data!r} holds token ids, which only a Hugging Face causal LM takes; "
@@ -278,7 +309,9 @@ def certify(
             device=torch_device,
         )
         rows = _point_rows(frames, pool_dir, view, M, K, torch_device)
-    return pd.DataFrame(rows, columns=CERTIFICATE_COLUMNS)
+    frame = pd.DataFrame(rows, columns=CERTIFICATE_COLUMNS)
+    frame.attrs["ran"] = ran_on(model, checkpoint, torch_device)
+    return frame
 
 
 # ----------------------------------------------------------------------------- text for the terminal

@@ -155,7 +155,9 @@ def _certify(args: argparse.Namespace) -> None:
         block_size=args.block_size,
         seed=args.seed,
         view=args.view,
+        tokenizer=args.tokenizer,
     )
+    print(frame.attrs["ran"])
     print(format_certificate(frame, wide=args.wide))
     if args.out:
         frame.to_csv(args.out, index=False)
@@ -235,8 +237,14 @@ def parser() -> argparse.ArgumentParser:
     certify.add_argument(
         "--checkpoint",
         required=True,
-        help="a scalemech model.pt, or a Hugging Face hub name / local directory of a decoder LM "
-        "(gpt2, gpt_neox, llama, mistral, qwen2, qwen3)",
+        help="a scalemech model.pt, or a Hugging Face hub name / local directory of any decoder-only causal LM "
+        "(tested: gpt2, gpt_neox, llama, mistral, mixtral, qwen2, qwen3, phi, phi3, gemma, gemma2, gemma3_text, "
+        "olmo, olmo2, falcon, opt, gptj, bloom, starcoder2, gpt_bigcode)",
+    )
+    certify.add_argument(
+        "--tokenizer",
+        help="for text --data: the tokenizer (hub name or directory) when the checkpoint has none "
+        "(default: the checkpoint's own)",
     )
     certify.add_argument(
         "--family",

@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -130,32 +129,56 @@ def mean_loss(model: ResidualModel, x: Tensor, y: Tensor, batch_size: int, prepa
 # ----------------------------------------------------------------------------- capture
 
 
-@contextmanager
-def _stream_requires_grad(model: ResidualModel) -> Iterator[None]:
-    """Make the stem output require grad, so streams have gradients even with frozen parameters."""
+class FirstOrder(nn.Module):
+    """A new block ``b_θ`` with ``b_0(z) = z``, measured at ``θ = 0`` without changing the model:
+    ``z ↦ z + (b(z̄) − z̄)``, ``z̄ = z`` detached.
 
-    def hook(module: nn.Module, inputs: tuple, output: Tensor) -> Tensor:
-        return output if output.requires_grad else output.detach().requires_grad_()
+    Its value is ``b(z)``, the gradient reaching ``z`` through it is the one at its output (the old
+    model's ``q``: nothing is backpropagated through ``b``'s input), and ``∇_θ`` of the loss is
+    ``J_θ b(z)ᵀ q``. Extra arguments (a decoder layer's mask, positions …) go to ``b``.
+    """
 
-    handle = model.stem.register_forward_hook(hook)
-    try:
-        yield
-    finally:
-        handle.remove()
+    def __init__(self, block: nn.Module):
+        super().__init__()
+        self.block = block
+
+    def forward(self, z: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        detached = z.detach()
+        return z + (self.block(detached, *args, **kwargs) - detached)
+
+
+def one_pass(
+    model: ResidualModel,
+    x: Tensor,
+    y: Tensor,
+    points: Sequence[str],
+    views: Sequence[str] = VIEWS,
+    blocks: dict[str, nn.Module] | None = None,
+) -> tuple[dict[str, dict[str, Tensor]], list[list[Tensor]]]:
+    """``({point: {view: q}}, [∇_θ Σ_b ℓ_b of each new block])`` of one prepared batch, one forward
+    and one backward: ``q`` float32 (B, D) or (B, C), ``q_b = ∂(Σ_b' ℓ_b')/∂z_b``; each of
+    ``blocks`` (new blocks) runs after its point as ``FirstOrder`` (the model is unchanged), its gradient
+    taken over ``model.first_order_parameters(block)`` (the others' is 0 at ``θ = 0``).
+
+    The model must be in eval mode (``iter_activation_grads`` sets it).
+    """
+    blocks = blocks or {}
+    params = [model.first_order_parameters(block) for block in blocks.values()]
+    with torch.enable_grad():
+        output, streams = model.forward_streams(x, points, {p: FirstOrder(b) for p, b in blocks.items()})
+        loss = model.per_example_loss(output, y).sum()
+        wrt = [streams[p] for p in points] + [param for block in params for param in block]
+        grads = iter(torch.autograd.grad(loss, wrt, allow_unused=True))
+    views_of = {p: {v: view_of(g.float(), v) for v in views} for p, g in zip(points, grads)}
+    block_grads = [[torch.zeros_like(q) if (g := next(grads)) is None else g for q in block] for block in params]
+    return views_of, block_grads
 
 
 def activation_grads(
     model: ResidualModel, x: Tensor, y: Tensor, points: Sequence[str], views: Sequence[str] = VIEWS
 ) -> dict[str, dict[str, Tensor]]:
-    """``{point: {view: q}}`` for one prepared batch, ``q`` float32 (B, D) or (B, C), one backward.
-
-    ``q_b = ∂(Σ_b' ℓ_b')/∂z_b``; the model must be in eval mode (``iter_activation_grads`` sets it).
-    """
-    with torch.enable_grad(), _stream_requires_grad(model):
-        output, streams = model.forward_streams(x, points)
-        loss = model.per_example_loss(output, y).sum()
-        grads = torch.autograd.grad(loss, [streams[p] for p in points])
-    return {p: {v: view_of(g.float(), v) for v in views} for p, g in zip(points, grads)}
+    """``{point: {view: q}}`` for one prepared batch (``one_pass`` without new blocks)."""
+    return one_pass(model, x, y, points, views)[0]
 
 
 def iter_activation_grads(
@@ -321,20 +344,29 @@ def capture_pools(
     views: Sequence[str] = VIEWS,
     labels: dict[str, Any] | None = None,
     progress: bool = False,
+    new_block_seeds: Sequence[int] | None = None,
 ) -> dict[tuple[str, str], GradientPool]:
     """Capture ``q`` of ``examples`` at ``points`` and store one ``GradientPool`` per point × view.
 
-    One forward and one backward per batch; returns ``{(point, view): pool}``. Each pool records
-    its provenance (``examples.provenance()``: split, seed, example index) and ``labels`` (the model).
+    One forward and one backward per batch (``one_pass``); returns ``{(point, view): pool}``. Each
+    pool records its provenance (``examples.provenance()``: split, seed, example index) and
+    ``labels`` (the model). With ``new_block_seeds`` (one per point), the same passes give the
+    first-order signal of a new block at each point, recorded as each pool's ``block_grad_norm``
+    (``block_grad_norms``).
     """
     x, y, split = examples.x, examples.y, examples.split
     provenance = {**examples.provenance(), **(labels or {})}
+    blocks = new_blocks(model, points, new_block_seeds) if new_block_seeds is not None else {}
+    sums = BlockGradSums(model, blocks)
     writers: dict[tuple[str, str], PoolWriter] = {}
-    batches = iter_activation_grads(model, x, y, points, batch_size, prepare_batch, views)
-    for grads in tqdm(batches, total=math.ceil(len(x) / batch_size), desc=f"capture {split}", disable=not progress):
+    model.eval()
+    batches = iter_batches(x, y, batch_size, prepare_batch)
+    for xb, yb in tqdm(batches, total=math.ceil(len(x) / batch_size), desc=f"capture {split}", disable=not progress):
+        grads, block_grads = one_pass(model, xb, yb, points, views, blocks)
+        sums.add(block_grads)
         if not writers:
             with torch.no_grad():
-                _, streams = model.forward_streams(prepare_batch(x[:1], y[:1])[0], points)
+                _, streams = model.forward_streams(xb[:1], points)
             writers = {
                 (p, v): GradientPool.create(
                     pool_path(pool_dir, split, p, v),
@@ -352,6 +384,10 @@ def capture_pools(
             }
         for (p, v), writer in writers.items():
             writer.write(grads[p][v])
+    norms = dict(zip(blocks, sums.norms(len(x))))
+    for (p, _), writer in writers.items():
+        if p in norms:
+            writer.meta["block_grad_norm"] = norms[p]
     return {key: writer.finish() for key, writer in writers.items()}
 
 
@@ -379,6 +415,35 @@ def block_grad(
     return [g / len(x) for g in total]
 
 
+def new_blocks(model: ResidualModel, points: Sequence[str], seeds: Sequence[int]) -> dict[str, nn.Module]:
+    """``{point: model.new_block(point)}`` in eval mode, block ``k``'s random weights from ``seeds[k]``
+    (the global RNG state is left as it was), as ``insert_block`` draws them."""
+    blocks = {}
+    for point, seed in zip(points, seeds, strict=True):
+        with seeded(seed):
+            blocks[point] = model.new_block(point).eval()
+    return blocks
+
+
+class BlockGradSums:
+    """``Σ_batches ∇_θ Σ_b ℓ_b`` of each new block (``one_pass``'s second output), in float64."""
+
+    def __init__(self, model: ResidualModel, blocks: dict[str, nn.Module]):
+        self.totals = [
+            [torch.zeros_like(p, dtype=torch.float64) for p in model.first_order_parameters(block)]
+            for block in blocks.values()
+        ]
+
+    def add(self, block_grads: list[list[Tensor]]) -> None:
+        for total, grads in zip(self.totals, block_grads):
+            for acc, g in zip(total, grads):
+                acc += g
+
+    def norms(self, n: int) -> list[float]:
+        """``‖(1/n) Σ_i ∇_θ ℓ_i‖`` of each block."""
+        return [math.sqrt(sum(float((g**2).sum()) for g in total)) / n for total in self.totals]
+
+
 def block_grad_norms(
     model: ResidualModel,
     points: Sequence[str],
@@ -393,26 +458,12 @@ def block_grad_norms(
 
     With ``f_new = f_top ∘ b_θ ∘ f_bot`` and ``b_0(z) = z``, the stream and its gradient at the
     point are those of ``model``: ``∇_θ L = (1/n) Σ_i J_θ b(z_i)ᵀ q_i`` with ``z_i`` the stream and
-    ``q_i = ∂ℓ_i/∂z_i``, so each block needs only its own vector-Jacobian product. Block ``k``'s
-    random weights come from ``seeds[k]`` (the global RNG state is left as it was), as in
-    ``insert_block``.
+    ``q_i = ∂ℓ_i/∂z_i``; every block runs beside the model as ``FirstOrder`` in the same pass.
+    Block ``k``'s random weights come from ``seeds[k]`` (``new_blocks``).
     """
     model.eval()
-    blocks = []
-    for point, seed in zip(points, seeds):
-        with seeded(seed):
-            blocks.append(model.new_block(point).eval())
-    totals = [[torch.zeros_like(p, dtype=torch.float64) for p in block.parameters()] for block in blocks]
+    blocks = new_blocks(model, points, seeds)
+    sums = BlockGradSums(model, blocks)
     for xb, yb in iter_batches(x, y, batch_size, prepare_batch):
-        with torch.enable_grad(), _stream_requires_grad(model):
-            output, streams = model.forward_streams(xb, points)
-            loss = model.per_example_loss(output, yb).sum()
-            stream_grads = torch.autograd.grad(loss, [streams[p] for p in points])
-        for point, block, q, total in zip(points, blocks, stream_grads, totals):
-            with torch.enable_grad():
-                params = list(block.parameters())
-                grads = torch.autograd.grad(block(streams[point].detach()), params, q, allow_unused=True)
-            for acc, g in zip(total, grads):
-                if g is not None:
-                    acc += g
-    return [math.sqrt(sum(float((g**2).sum()) for g in total)) / len(x) for total in totals]
+        sums.add(one_pass(model, xb, yb, [], (), blocks)[1])
+    return sums.norms(len(x))

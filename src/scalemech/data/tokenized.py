@@ -52,12 +52,26 @@ def text_from_hub(name: str, split: str = "train", column: str = "text", revisio
     return "\n".join(rows[column])
 
 
+TOKEN_IDS_HINT = (
+    "give token ids instead of text: a .npy of a 1-D integer array (numpy.save('ids.npy', ids)), or "
+    "nanoGPT's train.bin/val.bin (flat uint16 arrays, their directory or train.bin as --data)"
+)
+
+
 @lru_cache(maxsize=8)
 def load_tokenizer(checkpoint: str, revision: str | None = None, local_files_only: bool = False):
-    """``AutoTokenizer`` of ``checkpoint`` (hub name or directory), cached per process."""
+    """``AutoTokenizer`` of ``checkpoint`` (hub name or directory), cached per process; ``ValueError``
+    saying how to give a tokenizer or token ids when it has none that loads."""
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(checkpoint, revision=revision or "main", local_files_only=local_files_only)
+    try:
+        return AutoTokenizer.from_pretrained(checkpoint, revision=revision or "main", local_files_only=local_files_only)
+    except Exception as err:  # a missing tokenizer surfaces as OSError, ValueError or ImportError
+        summary = " ".join(str(err).split())[:160]
+        raise ValueError(
+            f"text needs a tokenizer, and {checkpoint!r} has none that loads ({type(err).__name__}: {summary}); "
+            f"pass --tokenizer NAME_OR_DIR, or {TOKEN_IDS_HINT}"
+        ) from None
 
 
 def tokenize_text(text: str, checkpoint: str, revision: str | None = None, local_files_only: bool = False) -> Tensor:
@@ -65,6 +79,37 @@ def tokenize_text(text: str, checkpoint: str, revision: str | None = None, local
     tokenizer = load_tokenizer(checkpoint, revision, local_files_only)
     ids = tokenizer(text, add_special_tokens=False, return_attention_mask=False, verbose=False)["input_ids"]
     return torch.tensor(ids, dtype=torch.int64)
+
+
+TEXT_SLACK = 2
+"""``text_file_tokens`` reads this many times the tokens its windows need (room for random starts)."""
+BYTES_PER_TOKEN = 4
+"""A first guess of the text bytes per token (English BPE: about 4), refined by reading more."""
+
+
+def text_file_tokens(
+    path: str | Path, windows: int, block_size: int, tokenizer: str, revision: str | None, local_files_only: bool
+) -> TokenIds:
+    """Token ids of the head of a text file, enough for ``windows`` windows of ``block_size + 1``
+    tokens in each split: the first ``N = 2·TEXT_SLACK·windows·(block_size + 1)`` tokens (fewer for
+    a shorter file), the first half the train split and the second the test split.
+
+    Only a prefix is read and tokenized: ``N·BYTES_PER_TOKEN`` bytes, doubled until it holds ``N``
+    tokens or the file ends (utf-8, undecodable bytes as U+FFFD).
+    """
+    path = Path(path)
+    wanted = 2 * TEXT_SLACK * windows * (block_size + 1)
+    size, file_size = wanted * BYTES_PER_TOKEN, path.stat().st_size
+    while True:
+        with path.open("rb") as f:
+            text = f.read(size).decode("utf-8", errors="replace")
+        tokens = tokenize_text(text, tokenizer, revision, local_files_only)[:wanted]
+        if len(tokens) >= wanted or size >= file_size:
+            break
+        size *= 2
+    ids = tokens.numpy()
+    half = len(ids) // 2
+    return TokenIds(path.name, ids[:half], ids[half:], f"{path} (first {len(ids)} tokens of {tokenizer!r})")
 
 
 def token_pool(tokens: Tensor, n: int, block_size: int, seed: int) -> tuple[Tensor, Tensor]:

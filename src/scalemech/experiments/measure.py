@@ -33,7 +33,7 @@ from tqdm.auto import tqdm
 
 from .. import stats
 from ..data import Prepared
-from ..grads import VIEWS, block_grad_norms, capture_pools, to_device
+from ..grads import VIEWS, capture_pools, to_device
 from ..models.base import ResidualModel
 from ..norms import recalibrate_batch_norm
 from ..seeding import derive_seed, model_identity
@@ -131,7 +131,6 @@ def measure(
     tables: dict[str, list[dict[str, Any]]] = {name: [] for name in ("covariance", "signal", "dalign")}
     covmats: list[pd.DataFrame] = []
     for split in SPLITS:
-        x, y = pools[split].x, pools[split].y
         grads = capture_pools(
             model,
             pools[split],
@@ -143,9 +142,8 @@ def measure(
             VIEWS,
             labels={"model": identity},
             progress=True,
+            new_block_seeds=[derive_seed(seed, identity, point, "new_block") for point in points],
         )
-        new_block_seeds = [derive_seed(seed, identity, point, "new_block") for point in points]
-        grad_norms = dict(zip(points, block_grad_norms(model, points, x, y, batch_size, prepare, new_block_seeds)))
         for point in tqdm(points, desc=f"statistics {split}"):
             where = {"point": point, "point_index": index[point]}
             for view in VIEWS:
@@ -169,7 +167,7 @@ def measure(
                             "mu_sq_se": upper["mu_sq_se"],
                             "mu_sq_ucb": upper["mu_sq_ucb"],
                             "mu_norm": math.sqrt(max(estimate.mu_sq, 0.0)),
-                            "block_grad_norm": grad_norms[point],
+                            "block_grad_norm": pool.meta["block_grad_norm"],
                         }
                     )
             if split == "train":

@@ -15,7 +15,7 @@ Gradient capture, interventions and expansion use nothing else.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import torch
@@ -115,16 +115,29 @@ class ResidualModel(nn.Module):
             z = block(z)
         return self.head(z)
 
-    def forward_streams(self, x: Tensor, points: Sequence[str]) -> tuple[Tensor, dict[str, Tensor]]:
-        """Output and the residual stream ``z`` at each of ``points`` (kept in the graph)."""
+    def forward_streams(
+        self, x: Tensor, points: Sequence[str], inserted: Mapping[str, nn.Module] | None = None
+    ) -> tuple[Tensor, dict[str, Tensor]]:
+        """Output and the residual stream ``z`` at each of ``points`` (kept in the graph; with grad
+        mode on, the stem's output requires grad, so ``∇_z ℓ`` exists with frozen weights). Each
+        block of ``inserted`` runs right after its point, which records the stream before it."""
         wanted = {self.index(p): p for p in points}
+        after = {self.index(p): block for p, block in (inserted or {}).items()}
         streams: dict[str, Tensor] = {}
         z = self.stem(x)
+        if torch.is_grad_enabled() and not z.requires_grad:
+            z = z.detach().requires_grad_()
         for i, block in enumerate(self.blocks):
             z = block(z)
             if i in wanted:
                 streams[wanted[i]] = z
+            if i in after:
+                z = after[i](z)
         return self.head(z), streams
+
+    def first_order_parameters(self, block: nn.Module) -> list[nn.Parameter]:
+        """The parameters of a ``new_block`` whose gradient at ``θ = 0`` can be nonzero (default: all)."""
+        return list(block.parameters())
 
     def per_example_loss(self, output: Tensor, target: Tensor) -> Tensor:
         """Loss of each example, shape ``(B,)``: cross-entropy of class logits."""

@@ -1,224 +1,245 @@
-"""Pretrained Hugging Face decoder-only causal LMs behind the insertion-point interface.
+"""Any Hugging Face decoder-only causal LM behind the insertion-point interface, through hooks.
 
-``build(spec)`` reads the checkpoint's config first (``AutoConfig``: an unsupported
-``model_type`` is refused before any weight is downloaded), loads
-``AutoModelForCausalLM.from_pretrained`` and rewires its parts as
-``stem → layer.0 … layer.{L-1} → head`` (``base.ResidualModel``), so the residual stream
-after every decoder layer is an insertion point (docs/science.md §1, E9). One generic
-wrapping serves every supported family; ``DECODER_LAYOUTS`` names each family's parts:
+The model runs its own ``forward`` (``input_ids`` only, no cache), so masks, positions and every
+family's quirks stay the library's. The residual stream after decoder layer ``i`` is the point
+``layer.{i}`` (docs/science.md §1, E9); it is reached by a forward hook on that layer, which
 
-- stem  = token embedding (+ learned absolute positions, GPT-2's ``wpe``) + embedding dropout,
-- block = one decoder layer as a map of the hidden states alone: it builds the causal mask
-  (full, or sliding-window for the layers whose ``config.layer_types`` / ``sliding_window`` say
-  so) and, for rotary models, the position embeddings from the stream's shape exactly as the
-  HF model's own ``forward`` does (no KV cache, no padding),
-- head  = final norm + ``lm_head`` (GPT-NeoX's ``embed_out``, GPT-2's tied ``wte``).
+- records the layer's output hidden states ``z`` (the lowest requested one made a leaf that
+  requires grad, so ``∇_z ℓ`` exists with frozen weights and nothing below it keeps activations),
+- applies the blocks inserted after the point, ``z ← b(z; the layer's own mask, positions …)``,
+- or replaces ``z`` (``f_top``) or stops the forward there (``f_bot``).
 
-Supported ``model_type``: gpt2, gpt_neox (Pythia), llama, mistral, qwen2, qwen3. The parts
-are the HF modules themselves, so ``model(ids)`` equals the HF logits. ``examples`` draws
-windows of ``block_size`` tokens of a prepared text split in the checkpoint's own tokens
-(``data.tokenized``), or of token ids given directly (``data.tokenized.TokenIdTask``). With
-``frozen`` (the default) no parameter takes a gradient and the stem marks its output as
-requiring one, so a backward pass computes gradients w.r.t. the residual stream only.
-References: Radford et al. 2019 (GPT-2), Biderman et al. 2023 (Pythia), Touvron et al. 2023
-(LLaMA), Jiang et al. 2023 (Mistral), Yang et al. 2024 (Qwen2); the ``modeling_*.py``
-forwards of ``transformers`` v5.
+The decoder layers are found generically: the ``ModuleList`` of ``config.num_hidden_layers``
+modules. An inserted block (``new_block``) is a copy of the layer at the point, re-initialized by
+the model's own ``_init_weights`` and with its output projections (``OUTPUT_PROJECTIONS``) zeroed,
+so ``b_0(z) = z``. Tested families: tests/test_hf.py (``CONFIGS``). References: the
+``modeling_*.py`` forwards of ``transformers`` v5.
 """
 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import torch
-from huggingface_hub import constants, is_offline_mode, try_to_load_from_cache
-from huggingface_hub.errors import HFValidationError
 from torch import Tensor, nn
-from transformers import (
-    AutoConfig,
-    AutoModelForCausalLM,
-    PreTrainedConfig,
-    PreTrainedModel,
-)
-from transformers.masking_utils import (
-    create_causal_mask,
-    create_sliding_window_causal_mask,
-)
-from transformers.pytorch_utils import Conv1D
+from transformers import AutoModelForCausalLM, PreTrainedModel
 
 from ..data.prepared import SPLITS, Prepared, text_windows
-from ..data.tokenized import (
-    TokenIds,
-    TokenIdTask,
-    text_from_bytes,
-    tokenize_text,
-)
+from ..data.tokenized import TokenIds, TokenIdTask, text_from_bytes, tokenize_text
 from ..tasks import WindowTask
-from .base import Chain, LanguageModel
+from .base import LanguageModel
+from .hub import decoder_config
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-
-
-@dataclass(frozen=True)
-class DecoderLayout:
-    """Attribute names of one ``model_type``'s parts, on its base model (``hf_model.base_model``)
-    or, for ``output_projections``, on one decoder layer."""
-
-    layers: str  # the list of decoder layers
-    embedding: str  # token embedding (B, T) -> (B, T, d)
-    position_embedding: str | None  # learned absolute position embedding, added to it (GPT-2)
-    embedding_dropout: str | None  # dropout after the embedding, None if the model has none
-    final_norm: str  # norm before lm_head
-    output_projections: tuple[str, ...]  # linears that write a layer's branches into the stream
-    rotary: str | None  # the shared rotary embedding module, None without rotary positions
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
+"""``auto``: the checkpoint's own dtype (``config.json``'s ``dtype`` / ``torch_dtype``)."""
+OUTPUT_PROJECTIONS = frozenset({"o_proj", "down_proj", "c_proj", "dense", "dense_4h_to_h", "out_proj", "fc2", "fc_out"})
+"""Names of the linears (or MoE expert weights) that write a decoder layer's branches into the stream."""
 
 
-LLAMA_LAYOUT = DecoderLayout(
-    "layers", "embed_tokens", None, None, "norm", ("self_attn.o_proj", "mlp.down_proj"), "rotary_emb"
-)
-DECODER_LAYOUTS = {
-    "gpt2": DecoderLayout("h", "wte", "wpe", "drop", "ln_f", ("attn.c_proj", "mlp.c_proj"), None),
-    "gpt_neox": DecoderLayout(
-        "layers",
-        "embed_in",
-        None,
-        "emb_dropout",
-        "final_layer_norm",
-        ("attention.dense", "mlp.dense_4h_to_h"),
-        "rotary_emb",
-    ),
-    "llama": LLAMA_LAYOUT,
-    "mistral": LLAMA_LAYOUT,
-    "qwen2": LLAMA_LAYOUT,
-    "qwen3": LLAMA_LAYOUT,
-}
-"""The supported decoder families; each is tested on a tiny random checkpoint (tests/test_hf.py)."""
-SUPPORTED = ", ".join(sorted(DECODER_LAYOUTS))
-MASKS = {"full_attention": create_causal_mask, "sliding_attention": create_sliding_window_causal_mask}
-"""The mask builder of each attention kind, as the HF model's forward picks it per layer."""
+def decoder_layers_path(hf_model: PreTrainedModel) -> str:
+    """Where the decoder layers are: the first ``ModuleList`` holding ``num_hidden_layers`` modules."""
+    count = hf_model.config.get_text_config().num_hidden_layers
+    for name, module in hf_model.named_modules():
+        if isinstance(module, nn.ModuleList) and len(module) == count:
+            return name
+    raise ValueError(f"model_type {hf_model.config.model_type!r}: no ModuleList of its {count} decoder layers")
 
 
-def attention_kind(config: PreTrainedConfig, index: int) -> str:
-    """The attention of decoder layer ``index``: ``config.layer_types[index]`` where the config lists
-    them (Qwen2/3), else sliding-window when ``config.sliding_window`` is set (Mistral), else full."""
-    layer_types = getattr(config, "layer_types", None)
-    kind = (
-        layer_types[index]
-        if layer_types
-        else ("sliding_attention" if getattr(config, "sliding_window", None) is not None else "full_attention")
-    )
-    if kind not in MASKS:
-        raise ValueError(
-            f"layer {index} of model_type {config.model_type!r} has attention {kind!r}; supported: {sorted(MASKS)}"
-        )
-    return kind
+def hidden_of(output: Tensor | tuple) -> Tensor:
+    """A decoder layer's output hidden states (``transformers`` layers return them alone or first)."""
+    return output[0] if isinstance(output, tuple) else output
 
 
-class StreamStem(nn.Module):
-    """Token embedding (+ learned positions ``0..T-1``) (+ dropout), whose output requires grad
-    whenever grad mode is on.
-
-    With frozen weights nothing upstream of the stream requires grad, so without this the
-    residual stream would carry no graph and ``∇_z ℓ`` could not be taken.
-    """
-
-    def __init__(self, embedding: nn.Module, dropout: nn.Module | None, positions: nn.Module | None = None):
-        super().__init__()
-        self.embedding = embedding
-        self.positions = positions
-        self.dropout = dropout if dropout is not None else nn.Identity()
-
-    def forward(self, ids: Tensor) -> Tensor:
-        z = self.embedding(ids)  # (B, T, d)
-        if self.positions is not None:
-            position_ids = torch.arange(ids.shape[1], device=ids.device).unsqueeze(0)  # (1, T)
-            z = z + self.positions(position_ids).to(z.device)
-        z = self.dropout(z)
-        if torch.is_grad_enabled() and not z.requires_grad:
-            z.requires_grad_()
-        return z
+def with_hidden(output: Tensor | tuple, hidden: Tensor) -> Tensor | tuple:
+    return (hidden, *output[1:]) if isinstance(output, tuple) else hidden
 
 
-class DecoderBlock(nn.Module):
-    """One HF decoder layer as ``z ↦ layer(z; mask, rotary(positions))``, ``(B, T, d) → (B, T, d)``.
+class NewLayer(nn.Module):
+    """An inserted decoder layer, called with the stream and the arguments of the layer it follows."""
 
-    Positions are ``0..T-1`` and the mask is ``MASKS[attention]`` without padding, as in the HF
-    model's forward without a cache; ``rotary`` is the model's one shared rotary embedding module
-    (buffers only), None for a model with learned positions. ``index`` is the layer's position in
-    the model (its ``layer_idx``).
-    """
-
-    def __init__(
-        self,
-        layer: nn.Module,
-        rotary: nn.Module | None,
-        config: PreTrainedConfig,
-        attention: str = "full_attention",
-        index: int = 0,
-    ):
+    def __init__(self, layer: nn.Module):
         super().__init__()
         self.layer = layer
-        self.rotary = rotary
-        self.config = config
-        self.attention = attention
-        self.index = index
 
-    def forward(self, z: Tensor) -> Tensor:
-        position_ids = torch.arange(z.shape[1], device=z.device).unsqueeze(0)  # (1, T)
-        mask = MASKS[self.attention](
-            config=self.config, inputs_embeds=z, attention_mask=None, past_key_values=None, position_ids=position_ids
-        )
-        extra = {} if self.rotary is None else {"position_embeddings": self.rotary(z, position_ids=position_ids)}
-        return self.layer(z, attention_mask=mask, position_ids=position_ids, **extra)
+    def forward(self, z: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        return hidden_of(self.layer(z, *args, **kwargs))
 
 
-def unsupported(model_type: str, checkpoint: Any) -> ValueError:
-    return ValueError(
-        f"model_type {model_type!r} of checkpoint {checkpoint!r} is not supported; supported decoder LMs: {SUPPORTED}"
-    )
+class Stop(Exception):
+    """Ends a forward pass at a point, carrying the stream there (``f_bot``)."""
+
+    def __init__(self, stream: Tensor):
+        self.stream = stream
 
 
 class HFCausalLM(LanguageModel):
-    """A Hugging Face causal LM split into stem, ``layer.{i}`` blocks and head (see module doc)."""
+    """A Hugging Face causal LM whose streams are reached by hooks on its decoder layers (module doc).
+
+    ``blocks`` lists, aligned with ``insertion_points()``, the module that writes each point: the
+    model's decoder layer ``i`` for ``layer.{i}``, the inserted block for ``<point>+new``.
+    """
 
     family = "hf"
 
     def __init__(self, hf_model: PreTrainedModel, spec: dict[str, Any]):
-        config = hf_model.config
-        if config.model_type not in DECODER_LAYOUTS:
-            raise unsupported(config.model_type, spec.get("checkpoint"))
-        layout = DECODER_LAYOUTS[config.model_type]
-        decoder = hf_model.base_model
-
-        def part(name: str | None) -> nn.Module | None:
-            return getattr(decoder, name) if name else None
-
-        stem = StreamStem(part(layout.embedding), part(layout.embedding_dropout), part(layout.position_embedding))
-        rotary = part(layout.rotary)
-        layers = list(getattr(decoder, layout.layers))[: config.num_hidden_layers]
-        blocks = [DecoderBlock(layer, rotary, config, attention_kind(config, i), i) for i, layer in enumerate(layers)]
-        head = Chain([part(layout.final_norm), hf_model.get_output_embeddings()])
-        super().__init__(stem, blocks, [f"layer.{i}" for i in range(len(blocks))], head)
+        nn.Module.__init__(self)  # no stem/head chain: the parts stay inside hf_model's own forward
+        self.hf_model = hf_model
+        self.layers_path = decoder_layers_path(hf_model)
+        self.inserted = nn.ModuleList()  # blocks inserted by insert_block, named in inserted_names
+        self.inserted_names: list[str] = []
+        self.config = hf_model.config
+        self.depth: int = len(self.layers)
+        self.block_names = [f"layer.{i}" for i in range(self.depth)]
         self.spec = dict(spec)
-        self.config = config
-        self.layout = layout
-        self.depth: int = config.num_hidden_layers
-        self.width: int = config.hidden_size
-        self.tokenizer_name: str = spec["checkpoint"]
-        self.block_size: int = int(spec.get("block_size", config.max_position_embeddings))
-        if not 1 <= self.block_size <= config.max_position_embeddings:
+        self.width: int = self.config.get_text_config().hidden_size
+        self.tokenizer_name: str = spec.get("tokenizer") or spec["checkpoint"]
+        max_positions = getattr(self.config, "max_position_embeddings", None) or 2048
+        self.block_size: int = int(spec.get("block_size", max_positions))
+        if not 1 <= self.block_size <= max_positions:
             raise ValueError(
-                f"block_size {self.block_size} is outside [1, {config.max_position_embeddings}] "
+                f"block_size {self.block_size} is outside [1, {max_positions}] "
                 f"(max_position_embeddings of {spec['checkpoint']!r})"
             )
 
+    @property
+    def layers(self) -> nn.ModuleList:
+        return self.hf_model.get_submodule(self.layers_path)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The dtype the forward pass runs in (the weights')."""
+        return next(self.hf_model.parameters()).dtype
+
+    @property
+    def blocks(self) -> list[nn.Module]:
+        inserted = dict(zip(self.inserted_names, self.inserted))
+        return [inserted[name] if name in inserted else self.layers[self._layer_of(name)] for name in self.block_names]
+
+    def _layer_of(self, point: str) -> int:
+        """The decoder layer whose hook writes ``point`` (``layer.3+new+new`` → 3)."""
+        return int(point.split("+")[0].removeprefix("layer."))
+
+    # -- running it through hooks ----------------------------------------------------------
+    @contextmanager
+    def _hooks(
+        self,
+        record: Sequence[str] = (),
+        extra: Mapping[str, nn.Module] | None = None,
+        replace: tuple[str, Tensor] | None = None,
+        stop: str | None = None,
+    ) -> Iterator[dict[str, Tensor]]:
+        """Hooks for one forward pass: yields the dict that receives the streams at ``record``.
+
+        After point ``p`` (its layer, then its inserted block), the stream is replaced when
+        ``replace[0] == p``, recorded when ``p`` is in ``record``, stops the pass when ``stop == p``,
+        and goes through ``extra[p]`` (a block applied without being part of the model).
+        """
+        extra = extra or {}
+        inserted = dict(zip(self.inserted_names, self.inserted))
+        streams: dict[str, Tensor] = {}
+        lowest = min((self.index(p) for p in record), default=None)
+        chains: dict[int, list[str]] = {}
+        for name in self.block_names:
+            chains.setdefault(self._layer_of(name), []).append(name)
+
+        def hook(layer_index: int):
+            def run(module: nn.Module, args: tuple, kwargs: dict, output: Tensor | tuple) -> Tensor | tuple:
+                z = hidden_of(output)
+                for name in chains[layer_index]:
+                    if name in inserted:
+                        z = inserted[name](z, *args[1:], **kwargs)
+                    if replace is not None and replace[0] == name:
+                        z = replace[1]
+                    if name in record:
+                        if self.index(name) == lowest and torch.is_grad_enabled() and not z.requires_grad:
+                            z = z.detach().requires_grad_()
+                        streams[name] = z
+                    if name == stop:
+                        raise Stop(z)
+                    if name in extra:
+                        z = extra[name](z, *args[1:], **kwargs)
+                return with_hidden(output, z)
+
+            return run
+
+        busy = set(inserted) | set(record) | set(extra) | {stop} | {replace[0] if replace else None}
+        handles = [
+            self.layers[i].register_forward_hook(hook(i), with_kwargs=True)
+            for i, names in chains.items()
+            if busy & set(names)
+        ]
+        try:
+            yield streams
+        finally:
+            for handle in handles:
+                handle.remove()
+
+    def _logits(self, ids: Tensor) -> Tensor:
+        return self.hf_model(input_ids=ids, use_cache=False).logits
+
+    def forward(self, x: Tensor) -> Tensor:
+        with self._hooks():
+            return self._logits(x)
+
+    def forward_streams(
+        self, x: Tensor, points: Sequence[str], inserted: Mapping[str, nn.Module] | None = None
+    ) -> tuple[Tensor, dict[str, Tensor]]:
+        """Logits and the stream at each of ``points``; ``inserted`` blocks run after their points."""
+        for point in [*points, *(inserted or {})]:
+            self.index(point)
+        with self._hooks(points, inserted) as streams:
+            return self._logits(x), streams
+
+    def split(self, point: str) -> tuple[nn.Module, nn.Module]:
+        """``f_bot`` stops the model's forward at ``point``; ``f_top(z)`` runs it on placeholder ids of
+        ``z``'s shape with the stream at ``point`` replaced by ``z`` (the layers below it run
+        needlessly: nothing of theirs reaches the output)."""
+        self.index(point)
+        return Bottom(self, point), Top(self, point)
+
+    def new_block(self, point: str) -> NewLayer:
+        """A copy of the decoder layer writing ``point``, re-initialized by the model's ``_init_weights``
+        (family-specific: normal linears, identity norms …), its ``OUTPUT_PROJECTIONS`` zeroed, so
+        ``b_0(z) = z``; its parameters require grad."""
+        layer = copy.deepcopy(self.layers[self._layer_of(point)])
+        zeroed = []
+        with torch.no_grad():
+            for module in layer.modules():
+                self.hf_model._init_weights(module)
+            for name, param in layer.named_parameters():
+                if OUTPUT_PROJECTIONS & set(name.split(".")):
+                    param.zero_()
+                    zeroed.append(name)
+        if not zeroed:
+            raise ValueError(
+                f"model_type {self.config.model_type!r}: no output projection ({sorted(OUTPUT_PROJECTIONS)}) "
+                "in its decoder layer; add its name to OUTPUT_PROJECTIONS"
+            )
+        return NewLayer(layer.requires_grad_(True).train(self.training))
+
+    def first_order_parameters(self, block: NewLayer) -> list[nn.Parameter]:
+        """The output projections: every other parameter reaches the stream through them, so its
+        gradient is 0 at ``θ = 0``."""
+        return [p for name, p in block.named_parameters() if OUTPUT_PROJECTIONS & set(name.split("."))]
+
+    def insert_block(self, point: str) -> tuple[HFCausalLM, NewLayer]:
+        """A deep copy with ``new_block(point)`` applied after ``point``, named ``<point>+new``."""
+        i = self.index(point)
+        block = self.new_block(point)
+        expanded = copy.deepcopy(self)
+        expanded.inserted.append(block)
+        expanded.inserted_names.append(f"{point}+new")
+        expanded.block_names.insert(i + 1, f"{point}+new")
+        return expanded, block
+
     def task(self, data: Prepared | TokenIds) -> TokenTask | TokenIdTask:
-        """Next-token prediction on ``data``: a prepared text split in the checkpoint's own tokens
-        (``TokenTask``), or token ids given directly (``TokenIds``: ``TokenIdTask``, no tokenizer)."""
+        """Next-token prediction on ``data``: token ids given directly (``TokenIdTask``), or a prepared
+        text split in the model's tokens (``TokenTask``)."""
         if getattr(data, "kind", None) == "tokens":
-            return TokenIdTask(data, self.block_size, self.config.vocab_size)
+            return TokenIdTask(data, self.block_size, self.config.get_text_config().vocab_size)
         return TokenTask(
             data,
             self.tokenizer_name,
@@ -227,61 +248,46 @@ class HFCausalLM(LanguageModel):
             self.block_size,
         )
 
-    def new_block(self, point: str) -> DecoderBlock:
-        """A fresh decoder layer of this model's type and config for the stream at ``point``.
 
-        Built as the layer at ``point`` (same ``layer_idx``, hence the same attention kind), with
-        linear weights (``nn.Linear``, GPT-2's ``Conv1D``) ~ N(0, initializer_range²) and zero
-        biases (HF's init), norms at their identity init, and every output projection zeroed, so
-        ``h_0(z) = z``.
-        """
-        i = self.index(point)
-        reference = self.blocks[i]
-        weight = next(reference.layer.parameters())
-        layer = type(reference.layer)(self.config, reference.index).to(device=weight.device, dtype=weight.dtype)
-        std = getattr(self.config, "initializer_range", 0.02)
-        with torch.no_grad():
-            for module in layer.modules():
-                if isinstance(module, (nn.Linear, Conv1D)):
-                    module.weight.normal_(0.0, std)
-                    if module.bias is not None:
-                        module.bias.zero_()
-            for name in self.layout.output_projections:
-                for param in layer.get_submodule(name).parameters():
-                    param.zero_()
-        rotary = copy.deepcopy(reference.rotary) if reference.rotary is not None else None
-        return DecoderBlock(layer.train(self.training), rotary, self.config, reference.attention, reference.index)
+class Bottom(nn.Module):
+    """``f_bot``: the model's forward up to the stream at ``point``."""
+
+    def __init__(self, model: HFCausalLM, point: str):
+        super().__init__()
+        self.model, self.point = model, point
+
+    def forward(self, x: Tensor) -> Tensor:
+        try:
+            with self.model._hooks(stop=self.point):
+                self.model._logits(x)
+        except Stop as stop:
+            return stop.stream
+        raise RuntimeError(f"the forward pass never reached {self.point!r}")
 
 
-def _check_available(checkpoint: str, revision: str, local_files_only: bool) -> None:
-    """``FileNotFoundError`` at once when downloads are off and ``checkpoint`` is neither a local
-    directory nor in the local hub cache (``from_pretrained`` would fail later, at length)."""
-    offline = is_offline_mode()
-    if Path(checkpoint).is_dir() or not (offline or local_files_only):
-        return
-    try:
-        cached = try_to_load_from_cache(checkpoint, "config.json", revision=revision)
-    except HFValidationError:  # not even a valid hub name
-        cached = None
-    if not isinstance(cached, str):
-        why = "offline mode (HF_HUB_OFFLINE=1)" if offline else "local_files_only"
-        raise FileNotFoundError(
-            f"{checkpoint!r} (revision {revision!r}) is neither a local directory nor in the "
-            f"local Hugging Face cache ({constants.HF_HUB_CACHE}), and {why} "
-            "forbids downloading it"
-        )
+class Top(nn.Module):
+    """``f_top``: the model's forward from the stream at ``point`` on."""
+
+    def __init__(self, model: HFCausalLM, point: str):
+        super().__init__()
+        self.model, self.point = model, point
+
+    def forward(self, z: Tensor) -> Tensor:
+        placeholder = torch.zeros(z.shape[:2], dtype=torch.long, device=z.device)
+        with self.model._hooks(replace=(self.point, z)):
+            return self.model._logits(placeholder)
 
 
 def build(spec: dict[str, Any]) -> HFCausalLM:
     """Load ``spec['checkpoint']`` (hub name or local directory) as an ``HFCausalLM`` in eval mode.
 
-    The config is read first; a ``model_type`` outside ``DECODER_LAYOUTS`` raises ``ValueError``
-    naming the supported ones before the weights are fetched.
+    ``config.json`` is read and checked first (``hub.decoder_config``: a missing path or a model that
+    is not a decoder-only causal LM is refused before any weight is fetched).
 
-    Keys: ``checkpoint``; ``revision`` (a pin, None for local directories);
-    ``local_files_only`` (default False); ``dtype`` ("float32" default | "bfloat16");
-    ``frozen`` (default True: no parameter requires grad); ``block_size`` (tokens per example,
-    default ``max_position_embeddings``).
+    Keys: ``checkpoint``; ``revision`` (a pin, None for local directories); ``local_files_only``
+    (default False); ``dtype`` (``DTYPES``, default "float32"); ``frozen`` (default True: no
+    parameter requires grad); ``block_size`` (tokens per example, default
+    ``max_position_embeddings``); ``tokenizer`` (default: the checkpoint's).
     """
     if "checkpoint" not in spec:
         raise ValueError(f"an 'hf' model spec needs a 'checkpoint' (hub name or directory), got keys {sorted(spec)}")
@@ -289,16 +295,9 @@ def build(spec: dict[str, Any]) -> HFCausalLM:
     if dtype_name not in DTYPES:
         raise ValueError(f"dtype {dtype_name!r} is not supported for 'hf' models; allowed: {sorted(DTYPES)}")
     revision, local_files_only = spec.get("revision") or "main", bool(spec.get("local_files_only", False))
-    _check_available(spec["checkpoint"], revision, local_files_only)
-    config = AutoConfig.from_pretrained(spec["checkpoint"], revision=revision, local_files_only=local_files_only)
-    if config.model_type not in DECODER_LAYOUTS:  # before any weight is downloaded
-        raise unsupported(config.model_type, spec["checkpoint"])
+    decoder_config(spec["checkpoint"], revision, local_files_only)
     hf_model = AutoModelForCausalLM.from_pretrained(
-        spec["checkpoint"],
-        config=config,
-        revision=revision,
-        local_files_only=local_files_only,
-        dtype=DTYPES[dtype_name],
+        spec["checkpoint"], revision=revision, local_files_only=local_files_only, dtype=DTYPES[dtype_name]
     )
     if spec.get("frozen", True):
         hf_model.requires_grad_(False)
