@@ -32,7 +32,19 @@ from scalemech.tables import columns, model_keys, write_table
 DEPTHS, WIDTHS, POINTS = [8, 14, 20, 26], [1, 2, 4], [0, 1, 2]
 CAPTIONS = Path(__file__).resolve().parents[1] / "workflow" / "report"
 CONTRACT = {  # the tables' own columns, after the model keys, as the producers now write them
-    "signal": ["point", "point_index", "split", "n", "mu_sq", "mu_sq_lo", "mu_sq_hi", "mu_norm", "block_grad_norm"],
+    "signal": [
+        "point",
+        "point_index",
+        "split",
+        "n",
+        "mu_sq",
+        "mu_sq_lo",
+        "mu_sq_hi",
+        "mu_sq_se",
+        "mu_sq_ucb",
+        "mu_norm",
+        "block_grad_norm",
+    ],
     "covariance": [
         "point",
         "point_index",
@@ -55,9 +67,13 @@ CONTRACT = {  # the tables' own columns, after the model keys, as the producers 
         "p_lo",
         "p_hi",
         "b_exact",
+        "b_exact_ucb",
         "b_exact_common",
         "b_align",
         "mu_cross",
+        "mu_cross_se",
+        "mu_cross_lo",
+        "mu_cross_hi",
     ],
     "intervention": [
         "point",
@@ -74,7 +90,7 @@ CONTRACT = {  # the tables' own columns, after the model keys, as the producers 
         "sign_agree_heldout",
     ],
 }
-PENDING = {  # columns the report reads that the measurement side adds to the schema (issue 22)
+PENDING = {  # the bounds and standard errors the report reads (tables written before they existed lack them)
     "signal": ["mu_sq_se", "mu_sq_ucb"],
     "dalign": ["d_2_se", "d_2_ucb", "d_align_se", "d_align_ucb"],
     "trajectory": ["d_2_se", "d_2_ucb", "d_align_se", "d_align_ucb"],
@@ -245,6 +261,8 @@ def make_tables(trend: int = 1, families: tuple[str, ...] = ("resnet",)) -> dict
         se_test_selected_minus_old=0.005,
         se_test_control_minus_old=0.005,
         se_test_selected_minus_control=0.005,
+        lr_selected=0.1,
+        lr_control=0.1,
     )
     trajectory = _points(_grid(families, point_index=POINTS, split=["train"], view=["full"], step=[0, 1, 4, 100]))
     early = trajectory["step"] < 100  # the signal is optimized away by the end
