@@ -201,9 +201,10 @@ def test_intervals_bracket_estimate_and_fill_table_row():
     for name in stats.FIELDS:
         lo, hi = intervals[name]
         assert lo <= getattr(estimate, name) <= hi, name
-    row = stats.table_row(estimate, intervals)
+    row = {**stats.table_row(estimate, intervals), **stats.upper_bounds(G)}
     dalign_columns = tables.columns("dalign")
     assert {c for c in dalign_columns if c.startswith(("d_", "mu_", "tr_", "n", "dim"))} <= set(row)
+    assert row["d_align"] <= row["d_align_ucb"] and row["d_2"] <= row["d_2_ucb"] and row["mu_sq"] <= row["mu_sq_ucb"]
 
 
 def test_interval_arguments_checked():
