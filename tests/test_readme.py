@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from scalemech.readme import END, START, between_runs, claims_table, linked_from, update
 
@@ -91,3 +92,14 @@ def test_update_rewrites_only_the_results_block(tmp_path):
     assert "](F4_dalign_vs_width.png)" in (docs / "report.md").read_text()
     assert json.loads((docs / "reproduce.json").read_text())["cpu"] == "Test CPU"  # the next update compares
     assert "**Between runs** (filled by `make docs`): not measured yet" in text
+
+
+def test_citation_names_this_project_and_both_papers():
+    citation = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    assert citation["cff-version"] == "1.2.0" and citation["title"].startswith("scalemech")
+    papers = {reference["title"]: reference for reference in citation["references"]}
+    assert "arXiv:2605.08297" in papers[
+        "A qualitative test-risk mechanism for scaling behaviour in normalized residual networks"
+    ]["url"].replace("https://arxiv.org/abs/", "arXiv:")
+    width = papers["Mechanisms of width scaling in normalized residual networks: the effective alignment dimension"]
+    assert [a["family-names"] for a in width["authors"]] == ["Zhang", "Liu", "Yan", "Zhang", "Tan", "Liu", "Cheng"]
