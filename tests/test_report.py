@@ -9,6 +9,7 @@ certificate, the held-out intervention). ``noise_tables`` builds small tables of
 from __future__ import annotations
 
 import itertools
+import re
 from functools import cache
 from pathlib import Path
 
@@ -634,9 +635,13 @@ def test_write_report_lists_all_claims_figures_and_captions(tmp_path):
     verdicts = write_report(tables_dir, figures_dir, out, captions_dir=CAPTIONS)
     assert verdicts["claim"].tolist() == [claim.id for claim in report.CLAIMS]
     text = out.read_text()
-    assert "| claim | verdict | statistic | statement |" in text
-    for claim in CLAIM_IDS:
-        assert f"| {claim} | {CONFIRMED} |" in text and f"### {claim}\n" in text  # the CSV round trip changes nothing
+    assert "| claim | verdict | deciding number | figure |" in text
+    for claim in CLAIM_IDS:  # each claim linked to its section; the CSV round trip changes nothing
+        assert f"| [{claim}](#{report.document.anchor(claim)}) | {CONFIRMED} |" in text and f"### {claim}\n" in text
+    assert "| [F3](#f3_rebound) |" in text and "| [W1 along training](#w1-along-training) |" in text
+    table = [line for line in text.splitlines() if line.startswith("| [")]
+    cells = [cell for line in table for cell in re.split(r"(?<!\\)\|", line)[1:-1]]
+    assert len(table) == len(CLAIM_IDS) and max(map(len, cells)) <= 200, max(cells, key=len)
     assert "![F3_rebound](../figures/F3_rebound.png)" in text
     assert text.count("(figure not produced in this run)") == len(FIGURES) - 1
     for stem in [*FIGURES, "claims"]:
