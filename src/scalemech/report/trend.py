@@ -43,9 +43,10 @@ def trend(
 
 
 def null_bound(rows: pd.DataFrame, name: str, ucb: str, se: str) -> str:
-    """The bound a null row states: the largest finite one-sided 95 % UCB over ``rows`` (each row below it
-    at 95 %; rows whose bound is infinite, where the denominator is not bounded away from 0, are counted) and the minimum detectable effect of one row at 80 % power,
-    ``(z₀.₉₅ + z₀.₈₀)·median SE``, at the median pool size ``n``."""
+    """The bound a null row states: the largest finite one-sided 95 % UCB over ``rows`` (each row below
+    it at 95 %; rows whose bound is infinite, where the denominator is not bounded away from 0, are
+    counted) and the minimum detectable effect of one row at 80 % power, ``(z₀.₉₅ + z₀.₈₀)·median SE``,
+    at the median pool size ``n``."""
     n = f" at n = {rows['n'].median():g}" if "n" in rows else ""
     bounds = rows[ucb].astype(float)
     bounded = bounds[np.isfinite(bounds)]
