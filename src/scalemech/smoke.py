@@ -41,6 +41,7 @@ TOY = {
     "image_batch": 16,
     "text_batch": 4,
     "block_size": 32,  # llama windows and pretrained windows, in tokens
+    "eval_windows": 16,  # llama evaluation windows per split
     "resolution": 32,  # imagenet pixels
     "workers": 2,  # imagenet decoding processes (more than one: the process pool's path)
     "pool": 16,  # measure's train and test pools
@@ -82,6 +83,8 @@ def _shrunk_recipe(recipe: dict[str, Any], text: bool) -> dict[str, Any]:
         shrunk["steps"] = min(recipe["steps"], TOY["steps"])
     else:
         shrunk["tokens"] = TOY["steps"] * shrunk["batch_size"] * TOY["block_size"]
+    if text:  # fixed evaluation windows, as many as the fixture's test split holds
+        shrunk["eval_windows"] = min(recipe.get("eval_windows", TOY["eval_windows"]), TOY["eval_windows"])
     return shrunk
 
 
