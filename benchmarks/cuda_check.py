@@ -156,7 +156,9 @@ def check_toy_config(work: Path, other: str) -> list[str]:
                 tables.read_table(work / run / layout.per_model(table, job.dataset, job.name), table)
                 for run in ("cpu", other)
             ]
-            failures += verdict(f"{job.key}: {table} on {other} against cpu", worst(*map(floats, frames)), tolerance)
+            failures += verdict(
+                f"{job.key}: {table} on {other} against cpu", worst(*map(floats, frames), **tolerance), tolerance
+            )
     return failures
 
 
