@@ -62,7 +62,7 @@ rule all:
         rules.claims_report.output,
         rules.figures.input,
         rules.train.input,
-        rules.trajectory.input,
+        rules.trajectory.input if "trajectory" in EXPERIMENTS else [],
 
 
 # Before planning a run (snakemake -n too): how long the whole run takes from scratch.

@@ -177,6 +177,7 @@ def params(rule: str, config: dict[str, Any], model_job: ModelJob) -> dict[str, 
             "snapshot_dir": snapshot_dir,
             "measure": config["measure"],
             "pool": config["trajectory"]["pool"],
+            "splits": config["trajectory"]["splits"],
         },
     }[rule]
 
@@ -367,6 +368,7 @@ def trajectory_model(
     snapshot_dir: str,
     measure: dict[str, Any],
     pool: int,
+    splits: Sequence[str],
     device: torch.device,
 ) -> None:
     """E10: the alignment statistics at every weight snapshot of this model's training run."""
@@ -375,7 +377,14 @@ def trajectory_model(
     loaded, prepared, keys, torch_device, payload = _loaded(model, data, model_keys, device)
     settings = {k: measure[k] for k in ("points", "batch_size", "interval_level", "seed")}
     frame = trajectory_table(
-        loaded, prepared, Path(snapshot_dir) / payload["identity"], keys, pool=pool, device=torch_device, **settings
+        loaded,
+        prepared,
+        Path(snapshot_dir) / payload["identity"],
+        keys,
+        pool=pool,
+        splits=splits,
+        device=torch_device,
+        **settings,
     )
     tables.write_table(frame, trajectory, "trajectory")
 
