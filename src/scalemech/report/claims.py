@@ -15,14 +15,16 @@ from .common import NOT_MEASURED, NotMeasured, Tables
 from .d1 import D1
 from .d2 import D2
 from .d3 import D3
+from .d4 import D4
 from .e8 import E8
 from .misalignment import W2, W3
 from .w1 import W1
+from .w1_paper import W1_PAPER
 from .w1_training import W1_TRAINING
 from .w4 import W4
 from .w5 import W5
 
-CLAIMS = [D1, D2, D3, W1, W1_TRAINING, W2, W3, W4, W5, E8]
+CLAIMS = [D1, D2, D3, D4, W1, W1_TRAINING, W1_PAPER, W2, W3, W4, W5, E8]
 COLUMNS = ["claim", "statement", "statistic", "rule", "verdict", "detail"]
 
 
