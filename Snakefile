@@ -53,6 +53,7 @@ localrules:
     claims_report,
     collect_table,
     training_table,
+    powerlaw_table,
     runtime_table,
 
 

@@ -256,6 +256,14 @@ def training_table(*, metrics: Sequence[str], table: str) -> None:
     tables.write_table(pd.DataFrame([json.loads(Path(p).read_text()) for p in metrics]), table, "training")
 
 
+@job
+def powerlaw_table(*, training: str, table: str) -> None:
+    """D4: the ``powerlaw`` table, Paper D's law of test loss in depth and width fitted per (dataset, family)."""
+    from .powerlaw import powerlaw_table as fitted
+
+    tables.write_table(fitted(tables.read_table(training, "training")), table, "powerlaw")
+
+
 # -- measurement and experiments ---------------------------------------------------------------
 def _loaded(model: str, data: str, keys: dict[str, Any], device: torch.device):
     """``(model, data, keys, device, payload)`` for a model job: the model in eval mode on its device,

@@ -17,7 +17,17 @@ from ..plots import FIGURES
 from ..tables import read_table
 from .claims import claims
 
-CLAIM_TABLES = ["covariance", "signal", "training", "dalign", "misalignment", "intervention", "expansion", "trajectory"]
+CLAIM_TABLES = [
+    "covariance",
+    "signal",
+    "training",
+    "powerlaw",
+    "dalign",
+    "misalignment",
+    "intervention",
+    "expansion",
+    "trajectory",
+]
 TABLE = ["claim", "verdict", "statistic", "statement"]  # the verdict table's columns (each cell ≤ ~200 characters)
 
 
