@@ -6,14 +6,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from scalemech.readme import END, START, claims_table, update
+from scalemech.readme import claims_table, main, markers, update
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_readme_table_equals_the_committed_report():
     readme = (ROOT / "README.md").read_text()
-    block = readme.split(START, 1)[1].split(END, 1)[0]
+    start, end = markers("quick")
+    block = readme.split(start, 1)[1].split(end, 1)[0]
     assert claims_table(block) == claims_table((ROOT / "docs" / "quick" / "report.md").read_text())
 
 
@@ -41,7 +42,8 @@ def test_update_rewrites_only_the_results_block(tmp_path):
     (results / "tables").mkdir()
     (results / "tables" / "runtime.csv").write_text("step,job,wall_seconds\ntrain,d/m,1.5\n")
     readme = tmp_path / "README.md"
-    readme.write_text(f"# title\n\nbefore\n{START}\nold table\n{END}\nafter\n")
+    start, end = markers("r")
+    readme.write_text(f"# title\n\nbefore\n{start}\nold table\n{end}\nafter\n")
     update(readme, results, figures, docs, "r")
     text = readme.read_text()
     assert text.startswith("# title\n\nbefore\n") and text.endswith("\nafter\n") and "old table" not in text
@@ -51,3 +53,13 @@ def test_update_rewrites_only_the_results_block(tmp_path):
     assert (docs / "F4_dalign_vs_width.png").read_bytes() == b"png"
     assert (docs / "runtime.csv").read_text() == "step,job,wall_seconds\ntrain,d/m,1.5\n"
     assert "](F4_dalign_vs_width.png)" in (docs / "report.md").read_text()
+
+
+def test_a_run_not_made_yet_says_so_and_keeps_the_other_blocks(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    quick, widths = markers("quick"), markers("paper-widths")
+    (tmp_path / "README.md").write_text(f"{quick[0]}\nquick table\n{quick[1]}\n{widths[0]}\nold\n{widths[1]}\n")
+    main(["--run", "paper-widths", "--not-run-ok"])
+    text = (tmp_path / "README.md").read_text()
+    assert "quick table" in text and "old" not in text
+    assert "Not run yet: `make paper-widths` then `make docs` write this block from `results/paper-widths/`." in text
