@@ -17,7 +17,7 @@ reproduce: $(STAMP)
 	$(VENV)/bin/python -m scalemech.runrecord results/quick/reproduce.json -- \
 		$(VENV)/bin/snakemake --cores $(CORES) --configfile config/config.yaml
 
-# Paper W's widths 512-3072 at initialization and along 16 steps (config/paper-widths.yaml, ~30 min on
+# Paper W's widths 512-3072 at initialization and along 16 steps (config/paper-widths.yaml, 15-30 min on
 # 2 cores); its wall and CPU time go to results/paper-widths/reproduce.json.
 paper-widths: $(STAMP)
 	$(VENV)/bin/python -m scalemech.runrecord results/paper-widths/reproduce.json -- \
