@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from scalemech.powerlaw import fit_power_law, powerlaw_table
-from scalemech.report import CONFIRMED, NOT_MEASURED, claims
+from scalemech.report import CONFIRMED, NOT_DETECTABLE, NOT_MEASURED, claims
 from scalemech.report.d4 import rule_d4
 
 DEPTHS, WIDTHS, SEEDS = [8, 14, 20, 32, 44], [0.5, 1, 1.5, 2, 4], [0, 1]
@@ -56,6 +56,12 @@ def test_noise_gives_exponent_intervals_containing_zero():
         fits = intervals(training(noise(np.random.default_rng(seed))))
         contain += all(fits.at[name, "lo"] <= 0 <= fits.at[name, "hi"] for name in PLANTED)
     assert contain >= 0.8 * DRAWS, contain
+
+
+def test_a_flat_loss_leaves_the_exponents_unidentified():
+    flat = powerlaw_table(training(lambda d, w, s: 1.0))
+    row = rule_d4({"powerlaw": flat})
+    assert row.verdict == NOT_DETECTABLE and "not identified: JᵀJ singular" in row.statistic
 
 
 def test_the_fit_recovers_exact_exponents_without_noise():

@@ -7,11 +7,20 @@ like a trend's slope (``units.Estimate.verdict``): above 0 when its interval is,
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..powerlaw import LEVEL, MIN_LEVELS
 from .common import Claim, NotMeasured, Result, Tables, agreed
 from .units import Estimate
 
 EXPONENTS = {"alpha": "α (depth)", "beta": "β (width)"}
+
+
+def exponent_text(estimate: Estimate) -> str:
+    """The exponent with its interval; an infinite one (JᵀJ singular) says the data leave it free."""
+    if np.isinf(estimate.lo) or np.isinf(estimate.hi):
+        return f"{estimate.value:.3g} (not identified: JᵀJ singular)"
+    return estimate.text()
 
 
 def rule_d4(tables: Tables) -> Result:
@@ -33,7 +42,7 @@ def rule_d4(tables: Tables) -> Result:
             for name in EXPONENTS
         }
         verdicts += [estimate.verdict(sign=1) for estimate in estimates.values()]
-        texts = ", ".join(f"{label} {estimates[name].text()}" for name, label in EXPONENTS.items())
+        texts = ", ".join(f"{label} {exponent_text(estimates[name])}" for name, label in EXPONENTS.items())
         parts.append(f"{dataset}/{family}: {texts}")
     detail = f"{LEVEL:.0%} t intervals from s²(JᵀJ)⁻¹, df = models − 5; " + "; ".join(
         f"{dataset}/{family}: {r.models} models over {r.depths} depths × {r.widths} widths, c {r.value:.3g}, "
