@@ -4,7 +4,7 @@ VENV   := .venv
 STAMP  := $(VENV)/.installed
 CORES  ?= all
 
-.PHONY: reproduce paper-widths docs test test-all test-slurm lint bench clean-venv
+.PHONY: reproduce paper-widths docs test test-all test-slurm paper-smoke gpu-check lint bench clean-venv
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -40,6 +40,21 @@ test-all: $(STAMP)
 # (needs root; installs slurm-wlm, munge and the executor plugin; several minutes). Not in `make test`.
 test-slurm: $(STAMP)
 	VENV=$(abspath $(VENV)) bash tests/slurm/run.sh
+
+# config/paper.yaml at toy size on this machine's CPUs (scalemech.smoke): fixtures in the real formats
+# and the derived config in $(SMOKE_DIR), then every rule of the paper's run there, from scratch: every
+# table, figure and the report under $(SMOKE_DIR)/{results,figures}/paper-smoke/.
+SMOKE_DIR ?= results/smoke
+paper-smoke: $(STAMP)
+	rm -rf $(SMOKE_DIR)
+	$(VENV)/bin/python -m scalemech.smoke --out $(SMOKE_DIR)
+	$(VENV)/bin/snakemake --snakefile $(CURDIR)/Snakefile --cores $(CORES) \
+		--configfile $(abspath $(SMOKE_DIR))/paper-smoke.yaml --directory $(abspath $(SMOKE_DIR))
+
+# The toy paper configuration trained and measured on CUDA against the CPU, and throughput on both
+# (benchmarks/cuda_check.py; needs a CUDA device, under 8 minutes).
+gpu-check: $(STAMP)
+	$(VENV)/bin/python benchmarks/cuda_check.py
 
 # Snakemake's own lints, snakefmt on the rules, ruff's lints and formatter on the Python (pyproject.toml
 # configures both).

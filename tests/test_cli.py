@@ -13,6 +13,7 @@ import torch
 from huggingface_hub import constants as hub_constants
 
 from scalemech import __version__
+from scalemech.certify import B_GROW, VERDICTS
 from scalemech.cli import ERROR_STATUS, main, parser
 from scalemech.data import prepare_dataset
 from scalemech.jobs import job_context
@@ -137,6 +138,17 @@ def test_every_option_has_help_and_shows_its_default() -> None:
             assert f"(default: {action.default})" in text, f"{name} {action.option_strings[0]}: {text!r}"
     certify_help = next(sub for name, sub, _ in _options(parser()) if name == "certify").format_help()
     assert "(default: 256)" in certify_help and "(default: full)" in certify_help
+
+
+def test_help_is_plain_text_with_an_example_and_the_verdicts() -> None:
+    """No reStructuredText markup on the terminal; certify's help shows a command and the verdict rule."""
+    certify_help = next(sub for name, sub, _ in _options(parser()) if name == "certify").format_help()
+    for text in (parser().format_help(), certify_help):
+        assert "``" not in text
+    assert "example" in certify_help and "scalemech certify --checkpoint " in certify_help
+    for verdict_word in VERDICTS:
+        assert f"\n  {verdict_word} " in certify_help
+    assert f"b_exact < {B_GROW}" in certify_help  # the rule certify.verdict applies
 
 
 def test_misalign_takes_no_device(capsys) -> None:

@@ -1,6 +1,10 @@
-"""The report's first page: the verdict table renders as an HTML table with links to the figures."""
+"""The report's first page: the verdict table renders as an HTML table with links to the figures,
+and in Snakemake's own report, opened in headless Chromium at 1400×900, its heading is in view."""
 
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -8,7 +12,9 @@ import pytest
 from docutils.core import publish_parts
 from jinja2 import Environment
 
-from scalemech.frontpage import CLAIM_FIGURES, front_page, rst_text
+from scalemech.frontpage import HEADING, front_page, rst_text
+from scalemech.report import CLAIMS
+from scalemech.report.claims import CLAIM_FIGURES
 
 CAPTIONS = Path(__file__).parents[1] / "workflow" / "report"
 DESCRIPTION = (CAPTIONS / "workflow.rst").read_text()
@@ -50,18 +56,19 @@ def test_first_page_shows_every_verdict_in_an_html_table_with_figure_links():
     assert [row[0] for row in rows] == ["D1", "W1", "W5"]
     assert [row[1] for row in rows] == ["refuted", "not detectable", "confirmed"]
     # statistics come through literally: no RST emphasis, no Jinja expression evaluated
-    assert rows[0][4] == "median r_off = 0.12 [0.1, 0.2]; *3 of 4* rows"
-    assert rows[1][4] == "ρ = 0.5 {{ not jinja }} |x|_2"
-    assert rows[2][4] == "x`y"
+    assert rows[0][2] == "median r_off = 0.12 [0.1, 0.2]; *3 of 4* rows"
+    assert rows[1][2] == "ρ = 0.5 {{ not jinja }} |x|_2"
+    assert rows[2][2] == "x`y"
     assert "javascript:app.showResultInfo('F1_covariance.png')" in html  # D1 links to its figure
     assert "javascript:app.showResultInfo('F4_dalign_vs_width.png')" in html
-    assert rows[2][2] == ""  # W5 has no figure
+    assert [row[3] for row in rows] == ["F1", "F4", ""]  # W5 has no figure
+    assert html.index(HEADING) < html.index("scalemech reproduces")  # the table before the description
     assert "problematic" not in html and "System Message" not in html
 
 
 def test_link_only_to_figures_the_run_made():
     page = front_page(DESCRIPTION, VERDICTS, {"F1_covariance.png"})
-    assert "`F1_covariance.png`_" in page and "F4_dalign_vs_width.png" not in page
+    assert "`F1 <F1_covariance.png_>`_" in page and "F4_dalign_vs_width.png" not in page
 
 
 def test_rst_text_escapes_markup_and_joins_lines():
@@ -73,3 +80,74 @@ def test_every_caption_renders_without_rst_errors(caption):
     """``snakemake --report`` renders each caption with docutils: a stray ``|x|`` or backquote would
     show as an error box beside the figure."""
     publish_parts(caption.read_text(), writer="html", settings_overrides={"halt_level": 2, "report_level": 2})
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+WINDOW = (1400, 900)
+# Appended to the report: once React and Tailwind have drawn the page, the heading's top in the window.
+PROBE = """<script>
+setTimeout(function () {
+  var heading = Array.from(document.querySelectorAll("h1, h2")).find(function (h) {
+    return h.textContent.trim() === "%s";
+  });
+  var out = document.createElement("output");
+  out.id = "probe";
+  out.textContent = heading ? "top=" + heading.getBoundingClientRect().top : "top=missing";
+  document.body.appendChild(out);
+}, 2000);
+</script>"""
+
+
+def snakemake_report(folder: Path, page: str) -> Path:
+    """``snakemake --report`` of a one-rule workflow whose ``report:`` is ``page``, with every figure."""
+    stems = sorted(set(CLAIM_FIGURES.values()))
+    (folder / "front.rst").write_text(page)
+    (folder / "config.yaml").write_text("run: quick\n")
+    (folder / "Snakefile").write_text(
+        f'configfile: "config.yaml"\nreport: "front.rst"\n'
+        f"rule figure:\n    output: [report(f'{{s}}.png', category='Figures') for s in {stems!r}]\n"
+        f"    shell: 'touch {{output}}'\n"
+    )
+    snakemake = [sys.executable, "-m", "snakemake", "--quiet", "all"]
+    subprocess.run([*snakemake, "--cores", "1"], cwd=folder, check=True, capture_output=True, timeout=120)
+    subprocess.run([*snakemake, "--report", "report.html"], cwd=folder, check=True, capture_output=True, timeout=120)
+    return folder / "report.html"
+
+
+def heading_top(report: Path, screenshot: Path | None = None) -> str:
+    """Open ``report`` in headless Chromium at ``WINDOW`` and return where the verdict heading's top
+    is (``top=<px>`` from the window's top, or ``top=missing``); optionally save a screenshot."""
+    head, tail = report.read_text().rsplit("</body>", 1)  # the last one: scripts hold the string too
+    probed = report.with_name("probed.html")
+    probed.write_text(head + PROBE % HEADING + "</body>" + tail)
+    chromium = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--no-first-run",
+        f"--user-data-dir={report.parent / 'profile'}",
+        f"--window-size={WINDOW[0]},{WINDOW[1]}",
+        "--virtual-time-budget=10000",
+    ]
+    if screenshot is not None:
+        subprocess.run([*chromium, f"--screenshot={screenshot}", probed.as_uri()], capture_output=True, timeout=120)
+    dom = subprocess.run([*chromium, "--dump-dom", probed.as_uri()], capture_output=True, text=True, timeout=120)
+    found = re.search(r'<output id="probe">(top=[^<]*)</output>', dom.stdout)
+    return found.group(1) if found else f"no probe in the DOM ({dom.stderr[-300:]})"
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (Debian: apt-get install -y chromium)")
+def test_verdict_heading_is_in_view_at_1400x900(tmp_path):
+    """Ten claims with ~200-character statistics: the heading of the table stays on screen (Snakemake
+    centres the page vertically; a page taller than the window would start above its top)."""
+    long = "slope of d_align per doubling of width: 0.5 [0.438, 0.561] (24 models); " * 3
+    verdicts = pd.DataFrame({"claim": [claim.id for claim in CLAIMS], "verdict": "not detectable"}).assign(
+        statement="s", rule="r", statistic=long[:200]
+    )
+    figures = {f"{stem}.png" for stem in CLAIM_FIGURES.values()}
+    report = snakemake_report(tmp_path, front_page(DESCRIPTION, verdicts, figures))
+    top = heading_top(report, tmp_path / "front.png")
+    assert top.startswith("top="), top
+    assert top != "top=missing" and float(top.removeprefix("top=")) >= 0, top

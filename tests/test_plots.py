@@ -253,20 +253,54 @@ def test_covariance_ratios_sit_at_relative_depth(tmp_path, monkeypatch):
     assert ax.get_xlabel().startswith("relative depth l/L")
 
 
-def test_expansion_points_sit_at_relative_depth_with_a_colour_per_width(tmp_path, monkeypatch):
+def _errorbars(ax) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """x, y and half bar length of every marker drawn with symmetric error bars on ``ax``."""
+    xs, ys, halves = [], [], []
+    for container in ax.containers:
+        data, _, (bars, *_) = container.lines
+        segments = np.array(bars.get_segments())  # (n, 2, 2): bottom and top of each bar
+        xs.append(np.asarray(data.get_xdata(), float))
+        ys.append(np.asarray(data.get_ydata(), float))
+        halves.append((segments[:, 1, 1] - segments[:, 0, 1]) / 2)
+    return tuple(np.concatenate(v) for v in (xs, ys, halves))
+
+
+def test_expansion_plots_the_gain_with_bars_of_two_se_at_relative_depth(tmp_path, monkeypatch):
     seen = _drawn(monkeypatch)
     table = make_tables(1, ("resnet", "llama"))["expansion"]
+    table = table.assign(se_test_selected_minus_control=0.002 * (1 + np.arange(len(table)) % 5))
     plots.fig_expansion(table, tmp_path / "f.pdf", dpi=DPI)
     fig, notes = seen[-1]
-    for ax in fig.axes:
-        family = ax.get_title().split(" / ")[1]
-        part = table[table["family"] == family]
-        assert _xs(ax) == {round(x, 9) for x in expected_relative_depth(part)}
-        drawn = [line for line in ax.lines if line.get_marker() in plots.MARKERS]
-        colours = {tuple(line.get_color()) for line in drawn}
-        markers = {line.get_marker() for line in drawn}
-        assert len(colours) == part["width"].nunique() and len(markers) == part["depth"].nunique()
-        assert not any("dropped" in note for note in notes)
+    axes = [ax for ax in fig.axes if ax.containers]
+    assert len(axes) == 2 and not any("dropped" in note for note in notes)
+    for ax in axes:
+        part = table[table["family"] == ax.get_title().split(" / ")[1]]
+        xs, ys, halves = _errorbars(ax)
+        gain = part["test_loss_control"] - part["test_loss_selected"]
+        expected = sorted(zip(gain.round(9), (2 * part["se_test_selected_minus_control"]).round(9)))
+        assert sorted(zip(ys.round(9), halves.round(9))) == expected  # each gain with its own ±2 SE
+        depths = np.array(sorted(set(expected_relative_depth(part))))
+        assert (np.abs(xs[:, None] - depths[None, :]).min(1) < 0.5 * np.diff(depths).min()).all()  # dodged only
+
+
+def test_medians_are_drawn_only_where_their_intervals_exclude_the_null():
+    frame = pd.DataFrame(
+        {"x": [1, 1, 1, 2, 2, 2, 3, 3, 3], "y": [0.1, -0.2, 0.3, 1.0, 1.2, 0.9, 2.0, 2.1, 1.9]}
+    ).assign(lo=lambda f: f["y"] - 0.5, hi=lambda f: f["y"] + 0.5)
+    median = plots.resolved_medians(frame, "x", "y", "lo", "hi")
+    assert np.isnan(median[1]) and median[2] == 1.0 and median[3] == 2.0  # at x = 1 every interval holds 0
+    fig = plots.Figure()
+    ax = fig.subplots()
+    plots._estimates(ax, frame.assign(level=1), "x", "y", "level", "level", lo="lo", hi="hi")
+    [line] = [line for line in ax.lines if line.get_label() == "level 1"]
+    drawn = np.asarray(line.get_ydata(), float)
+    assert np.isnan(drawn[0]) and list(drawn[1:]) == [1.0, 2.0]  # the line starts at the first resolved median
+
+
+def test_f3_frames_the_cells_within_noise_of_the_best():
+    cells = pd.DataFrame({"test_loss": [1.0, 1.005, 1.05, 1.02], "se": [0.01, 0.01, 0.01, np.nan]})
+    assert plots.near_best(cells).tolist() == [True, True, False, False]  # 2 SE = 0.028; 1 % of 1.0 alone
+    assert plots.near_best(cells.assign(se=np.nan)).tolist() == [True, True, False, False]
 
 
 def test_rows_without_a_known_number_of_points_are_dropped_with_a_note(tmp_path, monkeypatch):
@@ -318,7 +352,7 @@ def test_heat_map_labels_integer_widths_as_integers(tmp_path, monkeypatch):
     table = make_tables(1)["training"]
     table = table.assign(width=table["width"].map({1: 0.5, 2: 64.0, 4: 128.0}).astype(float))
     plots.fig_rebound(table, tmp_path / "f.pdf", dpi=DPI)
-    heat = next(ax for ax in seen[-1][0].axes if "best cell" in ax.get_title())
+    heat = next(ax for ax in seen[-1][0].axes if "best (solid)" in ax.get_title())
     assert [t.get_text() for t in heat.get_xticklabels()] == ["0.5", "64", "128"]
 
 

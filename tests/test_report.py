@@ -9,6 +9,7 @@ certificate, the held-out intervention). ``noise_tables`` builds small tables of
 from __future__ import annotations
 
 import itertools
+import re
 from functools import cache
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from scalemech.report.d1 import D1_MAX_MEAN_SQ_CORR, rule_d1
 from scalemech.report.d2 import rule_d2
 from scalemech.report.e8 import rule_expansion
 from scalemech.report.misalignment import rule_w2, rule_w3
+from scalemech.report.trend import null_bound
 from scalemech.report.w1 import rule_w1
 from scalemech.report.w1_training import W1_LOSS_LEVELS, at_matched_loss, first_crossing, rule_w1_training
 from scalemech.report.w4 import rule_w4
@@ -614,9 +616,16 @@ def test_a_null_states_its_bound_and_the_papers_values():
     result = rule_w1(tables)
     if result.verdict == NOT_DETECTABLE:
         bound = tables["dalign"]["d_align_ucb"].max()
-        assert f"d_align < {bound:.2g} (95 % UCB, every model)" in result.statistic
+        assert f"d_align < {bound:.2g} (95 % UCB, every row)" in result.statistic
         assert "MDE 0.75 at n = 256" in result.statistic and "3.9 at width 512" in result.statistic
     assert "24 models" in result.statistic and f"{len(rows)} rows (0 without" in result.detail
+
+
+def test_an_unbounded_row_is_counted_not_stated_as_the_bound():
+    rows = pd.DataFrame({"d_align_ucb": [0.01, np.inf, 0.02], "d_align_se": 0.01, "n": 256})
+    assert null_bound(rows, "d_align", "d_align_ucb", "d_align_se").startswith(
+        "d_align < 0.02 (95 % UCB, 2 of 3 rows, the rest unbounded)"
+    )
 
 
 def test_intermediate_outcomes_are_not_confirmed():
@@ -658,9 +667,13 @@ def test_write_report_lists_all_claims_figures_and_captions(tmp_path):
     verdicts = write_report(tables_dir, figures_dir, out, captions_dir=CAPTIONS)
     assert verdicts["claim"].tolist() == [claim.id for claim in report.CLAIMS]
     text = out.read_text()
-    assert "| claim | verdict | statistic | statement |" in text
-    for claim in GRID_IDS:
-        assert f"| {claim} | {CONFIRMED} |" in text and f"### {claim}\n" in text  # the CSV round trip changes nothing
+    assert "| claim | verdict | deciding number | figure |" in text
+    for claim in GRID_IDS:  # each claim linked to its section; the CSV round trip changes nothing
+        assert f"| [{claim}](#{report.document.anchor(claim)}) | {CONFIRMED} |" in text and f"### {claim}\n" in text
+    assert "| [F3](#f3_rebound) |" in text and "| [W1 along training](#w1-along-training) |" in text
+    table = [line for line in text.splitlines() if line.startswith("| [")]
+    cells = [cell for line in table for cell in re.split(r"(?<!\\)\|", line)[1:-1]]
+    assert len(table) == len(CLAIM_IDS) and max(map(len, cells)) <= 200, max(cells, key=len)
     assert "![F3_rebound](../figures/F3_rebound.png)" in text
     assert text.count("(figure not produced in this run)") == len(FIGURES) - 1
     for stem in [*FIGURES, "claims"]:

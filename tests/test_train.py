@@ -15,6 +15,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from scalemech import train as train_module
 from scalemech.checkpoints import snapshot_paths, snapshot_schedule
 from scalemech.data import Prepared, load_prepared, normalize_images, prepare_dataset
 from scalemech.models import build_model, load_model
@@ -338,6 +339,75 @@ def test_compiled_run_matches_eager(small_mnist, tmp_path):
     compiled = train_tiny(small_mnist, tmp_path / "compiled", recipe, checkpoint_every=200, compile=True)
     assert compiled["test_loss"] == pytest.approx(eager["test_loss"], rel=1e-3)
     assert compiled["train_loss"] == pytest.approx(eager["train_loss"], rel=1e-3)
+
+
+LM_RECIPE = Recipe(optimizer="adamw", lr=3e-3, steps=6, batch_size=8, eval_every_steps=3, eval_windows=16)
+
+
+def train_lm(data: Prepared, out: Path, **options) -> dict:
+    """``train`` LLAMA on ``data`` with ``LM_RECIPE`` into ``out``, on the CPU, quietly."""
+    return train(
+        LLAMA, LM_RECIPE, data, out, out / "ckpt", seed=0, device="cpu", checkpoint_every=4, progress=False, **options
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_compiled_language_model_matches_eager_and_resumes(text, tmp_path):
+    """A compiled llama (a train/eval switch and a checkpoint mid-run) ends where the eager one does, and a
+    compiled run killed after its checkpoint resumes to the same weights as the uninterrupted compiled run."""
+    eager = train_lm(text, tmp_path / "eager")
+    compiled = train_lm(text, tmp_path / "compiled", compile=True)
+    assert compiled["test_loss"] == pytest.approx(eager["test_loss"], rel=1e-3)
+    assert compiled["train_loss"] == pytest.approx(eager["train_loss"], rel=1e-3)
+
+    def crash_at_5(step: int) -> None:
+        if step == 5:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train_lm(text, tmp_path / "resumed", compile=True, on_step=crash_at_5)
+    train_lm(text, tmp_path / "resumed", compile=True)
+    whole, resumed = (load_model(tmp_path / run / "model.pt")[0].state_dict() for run in ("compiled", "resumed"))
+    for name, weight in whole.items():
+        torch.testing.assert_close(resumed[name], weight, rtol=1e-5, atol=1e-6, msg=name)
+
+
+@pytest.fixture
+def cpu_bf16(monkeypatch):
+    """Training and evaluation autocast to bf16 on the CPU, as they do on CUDA (``train.AUTOCAST_DTYPES``)."""
+    monkeypatch.setitem(train_module.AUTOCAST_DTYPES, "cpu", torch.bfloat16)
+
+
+def test_bf16_autocast_trains_within_tolerance_of_float32(small_mnist, text, tmp_path, monkeypatch):
+    """The CUDA path's bf16 autocast, run on the CPU: the ResNet (channels_last, batch norm) and the llama
+    train, their losses stay float and within bf16's reach of the float32 run, and the weights stay float32."""
+    recipe = dataclasses.replace(RESUME_RECIPE, steps=6)
+    float32 = train_tiny(small_mnist, tmp_path / "f32", recipe, checkpoint_every=200), train_lm(text, tmp_path / "lm32")
+    monkeypatch.setitem(train_module.AUTOCAST_DTYPES, "cpu", torch.bfloat16)
+    bf16 = train_tiny(small_mnist, tmp_path / "bf16", recipe, checkpoint_every=200), train_lm(text, tmp_path / "lm16")
+    for low, high in zip(bf16, float32):
+        assert isinstance(low["test_loss"], float) and math.isfinite(low["train_loss"])
+        assert low["test_loss"] == pytest.approx(high["test_loss"], rel=0.05)
+        assert low["test_loss"] != high["test_loss"]  # the bf16 path ran
+    for out in ("bf16", "lm16"):
+        model, _ = load_model(tmp_path / out / "model.pt")
+        assert {p.dtype for p in model.parameters()} == {torch.float32}
+
+
+def test_bf16_evaluation_reports_float_losses(small_mnist, cpu_bf16):
+    """``evaluate`` under bf16 autocast sums float losses: bf16 logits are cast before the cross-entropy."""
+    torch.manual_seed(0)
+    model = build_model(TINY_RESNET)
+
+    def normalize(b: torch.Tensor) -> torch.Tensor:
+        return normalize_images(b, small_mnist.manifest)
+
+    x, y = small_mnist.test_x[:128], small_mnist.test_y[:128]
+    low = evaluate(model, x, y, 64, "cpu", normalize)
+    train_module.AUTOCAST_DTYPES.pop("cpu")
+    high = evaluate(model, x, y, 64, "cpu", normalize)
+    assert low[0] == pytest.approx(high[0], rel=0.02) and low[0] != high[0]
 
 
 def test_memory_format_avoids_the_fragile_avx2_kernel():

@@ -141,7 +141,7 @@ def test_tiny_run_makes_every_figure_and_reruns_only_plotting(tmp_path: Path) ->
             assert (tmp_path / "figures" / "tiny" / f"{stem}{suffix}").stat().st_size > 0
     report = (tmp_path / "results" / "tiny" / "report.md").read_text()
     for claim in ("D1", "D2", "D3", "W1", "W2", "W3", "W4", "W5"):
-        assert f"| {claim} " in report
+        assert f"| [{claim}](#" in report
     training = pd.read_csv(tmp_path / "results" / "tiny" / "tables" / "training.csv")
     assert sorted(training["model"]) == ["llama-d1-w64-s0", "resnet-d8-w0.5-s0", "resnet-d8-w1-s0"]
     assert (tmp_path / "logs" / "tiny" / "train" / "mnist5k" / "resnet-d8-w1-s0.log").is_file()

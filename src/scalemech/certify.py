@@ -71,6 +71,8 @@ pools, ``stats.two_sample_certificate``) and ``b_exact_ucb`` its one-sided 95 % 
 train pool (``stats.certificates``); ``mu_cross`` estimates ``μ_trᵀμ_te``."""
 VIEWS = ("full", "pooled")
 INTERVAL_LEVEL = 0.9
+WIDE_COLUMNS = 120
+"""Line width of ``--wide``."""
 """Two-sided level of the jackknife intervals."""
 B_GROW = 0.5
 """"grow here" needs ``b_exact < B_GROW``: misalignment at ``(M, K)`` certified less likely than not."""
@@ -322,13 +324,37 @@ def _number(value: float, digits: int = 3) -> str:
 
 
 def _interval(value: float, lo: float, hi: float) -> str:
-    """``value [lo, hi]`` clipped at 0 (the quantities are >= 0; the raw estimates can dip below)."""
-    return f"{_number(max(value, 0.0))} [{_number(max(lo, 0.0))}, {_number(max(hi, 0.0))}]"
+    """``value [lo, hi]`` of a quantity >= 0 whose unbiased estimate can dip below: a negative estimate
+    reads ``< 0``, bounds are clipped at 0, and an interval the data do not give (nan) is left out."""
+    shown = "< 0" if value < 0 else _number(value)
+    if math.isnan(lo) or math.isnan(hi):
+        return shown
+    return f"{shown} [{_number(max(lo, 0.0))}, {_number(max(hi, 0.0))}]"
 
 
 def _aligned(header: list[str], rows: list[list[str]]) -> list[str]:
     widths = [max(len(cell) for cell in column) for column in zip(header, *rows)]
     return ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in [header, *rows]]
+
+
+def _cell(value: object) -> str:
+    return _number(value, 4) if isinstance(value, float) else str(value)
+
+
+def wide_table(frame: pd.DataFrame, width: int = WIDE_COLUMNS) -> list[str]:
+    """Every column, one block per point: the point's name, then ``column=value`` pairs filled into
+    lines of at most ``width`` characters (a pair is never split)."""
+    lines = []
+    for row in frame.to_dict("records"):
+        lines.append(f"{row['point']}:")
+        line = ""
+        for pair in (f"{column}={_cell(value)}" for column, value in row.items() if column != "point"):
+            if line and len(line) + 2 + len(pair) > width:
+                lines.append(line)
+                line = ""
+            line = f"{line}  {pair}" if line else f"    {pair}"
+        lines.append(line)
+    return lines
 
 
 def compact_table(frame: pd.DataFrame) -> list[str]:
@@ -387,7 +413,7 @@ def recommendation(frame: pd.DataFrame) -> str:
 def legend(frame: pd.DataFrame, wide: bool = False) -> list[str]:
     """What the verdicts, the columns, ``inf`` and ``nan`` mean (short lines)."""
     first = frame.iloc[0] if len(frame) else {"n": 0, "n_test": 0, "view": "full", "M": 0, "K": 0}
-    clipped = "raw" if wide else "clipped at 0; raw values in --wide/--out"
+    clipped = "raw" if wide else "< 0: estimate below 0 (signal below noise); bounds clipped at 0; raw in --wide/--out"
     lines = [
         (
             f"verdict: {GROW} = mu_sq interval above 0 and b_exact < {B_GROW} (and block_grad_norm > 0); "
@@ -411,9 +437,6 @@ def legend(frame: pd.DataFrame, wide: bool = False) -> list[str]:
 
 def format_certificate(frame: pd.DataFrame, wide: bool = False) -> str:
     """The certificate for the terminal: the compact table (``wide``: every column of
-    ``CERTIFICATE_COLUMNS``), then the recommendation and the legend."""
-    if wide:
-        table = frame.to_string(index=False, float_format=lambda v: f"{v:.4g}").splitlines()
-    else:
-        table = compact_table(frame)
+    ``CERTIFICATE_COLUMNS``, ``wide_table``), then the recommendation and the legend."""
+    table = wide_table(frame) if wide else compact_table(frame)
     return "\n".join([*table, "", recommendation(frame), *legend(frame, wide)])

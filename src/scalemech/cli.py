@@ -1,4 +1,4 @@
-"""``scalemech``: run one step of the pipeline by hand, or certify your own checkpoint.
+"""scalemech: run one step of the pipeline by hand, or certify your own checkpoint.
 
     scalemech check     --config my-config.yaml
     scalemech prepare   --config config/config.yaml --dataset mnist5k
@@ -13,8 +13,8 @@ Paths follow the workflow's layout (results/<run>/…), so a step run here is th
 Snakemake would run.
 
 A user error (bad argument, missing or corrupt file, invalid config) is printed as one line,
-``scalemech: error: <message>``, with exit status 2 like argparse's own usage errors;
-``scalemech --debug …`` shows the traceback instead.
+"scalemech: error: <message>", with exit status 2 like argparse's own usage errors;
+"scalemech --debug ..." shows the traceback instead.
 """
 
 from __future__ import annotations
@@ -33,6 +33,16 @@ if TYPE_CHECKING:
 # pandas or transformers; each command imports what it needs when it runs.
 
 ERROR_STATUS = 2
+CERTIFY_EPILOG = """\
+example (any Hugging Face decoder-only causal LM, text data):
+  scalemech certify --checkpoint EleutherAI/pythia-70m --data corpus.txt --block-size 256 --M 16 --K 16
+
+verdicts, one per insertion point:
+  grow here             the ||mu||^2 interval lies above 0, b_exact < 0.5 and block_grad_norm > 0
+  weak                  only one of the first two holds: a larger --pool, --M or --K may settle it
+  no detectable signal  neither holds: these data give no reason to grow the model there
+"""
+"""``certify --help``'s closing text (the rule is ``certify.verdict``; tests check the two agree)."""
 DEVICES = ["auto", "cpu", "cuda"]
 
 
@@ -192,8 +202,8 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--debug", action="store_true", help="show the traceback of an error")
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def command(name: str, help_: str) -> argparse.ArgumentParser:
-        return commands.add_parser(name, help=help_, description=help_, formatter_class=HelpFormatter)
+    def command(name: str, help_: str, epilog: str | None = None) -> argparse.ArgumentParser:
+        return commands.add_parser(name, help=help_, description=help_, epilog=epilog, formatter_class=HelpFormatter)
 
     def config_option(sub: argparse.ArgumentParser) -> None:
         sub.add_argument("--config", default="config/config.yaml", help="the run's config file")
@@ -233,6 +243,7 @@ def parser() -> argparse.ArgumentParser:
     certify = command(
         "certify",
         "where to grow your own checkpoint: d_align, the expansion certificate and a verdict per insertion point",
+        CERTIFY_EPILOG,
     )
     certify.add_argument(
         "--checkpoint",
@@ -277,7 +288,9 @@ def parser() -> argparse.ArgumentParser:
     )
     certify.add_argument("--seed", type=non_negative, default=0, help="seed of the pools and of the inserted blocks")
     certify.add_argument("--device", choices=DEVICES, default="auto", help="where to compute")
-    certify.add_argument("--wide", action="store_true", help="print every column instead of the compact table")
+    certify.add_argument(
+        "--wide", action="store_true", help="print every column, one block of column=value lines per point"
+    )
     certify.add_argument("--out", help="also write the full table as CSV to this path (default: no file)")
     certify.set_defaults(func=_certify)
     return top

@@ -11,7 +11,7 @@ class DeviceError(RuntimeError):
     """The device asked for cannot be used here."""
 
 
-def _cuda_problem() -> str | None:
+def cuda_problem() -> str | None:
     """Why torch cannot compute on CUDA here, or None when it can (a tiny allocation succeeds)."""
     if not torch.cuda.is_available():
         built = torch.version.cuda
@@ -35,7 +35,7 @@ def resolve_device(device: str | torch.device, gpu_required: bool = False) -> to
     if gpu_required and device == "cpu":
         raise DeviceError("this job was given a GPU (resources.gpu: 1) but device is cpu; set device: auto or cuda")
     if device == "cuda" or gpu_required:
-        problem = _cuda_problem()
+        problem = cuda_problem()
         if problem:
             asked = "this job was given a GPU (resources.gpu: 1)" if gpu_required else "device cuda was requested"
             raise DeviceError(f"{asked} but {problem}; use device: cpu, or resources.gpu: 0 to run on CPUs")

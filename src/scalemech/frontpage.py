@@ -1,34 +1,38 @@
-"""The front page of ``snakemake --report``: the workflow description and the run's verdicts.
+"""The front page of ``snakemake --report``: the run's verdict table first, then a short description.
 
 Snakemake shows the file named by the Snakefile's ``report:`` directive on the report's first
-page, rendered as reStructuredText (after Jinja). ``claims_report`` writes that file for the run:
-the static description ``workflow/report/workflow.rst``, then the claims table as an RST
-``list-table`` whose last column links each claim to its figure (``F4_dalign_vs_width.png_``, a
-link Snakemake defines for every figure in the report). The Snakefile points ``report:`` at it
-once it exists, and at the static description before the run has one.
+page, rendered as reStructuredText (after Jinja), in a narrow column beside the workflow graph,
+centred vertically: a page taller than the window loses its top, out of scrolling reach.
+``claims_report`` writes that file for the run: a style block that puts the page at the top, as
+wide as the window with the graph below it, the verdict table (claim · verdict · deciding number ·
+figure, linking ``F4_dalign_vs_width.png_``, a link Snakemake defines for every figure of the
+report), then the static description ``workflow/report/workflow.rst``. The Snakefile points
+``report:`` at it once it exists, and at the static description before the run has one.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 
 import pandas as pd
 
-CLAIM_FIGURES = {
-    "D1": "F1_covariance",
-    "D2": "F2_signal_decay",
-    "D3": "F3_rebound",
-    "W1": "F4_dalign_vs_width",
-    "W1 along training": "F8_dalign_over_training",
-    "W2": "F5_misalignment",
-    "W3": "F5_misalignment",
-    "W4": "F6_intervention",
-    "E8": "F7_expansion",
-}
-"""The figure that shows each claim's statistic (W5 has none: its numbers are the cost table's)."""
+from .report.claims import CLAIM_FIGURES
 
+HEADING = "Verdicts of this run"
+TABLE_ID = "verdicts"  # the list-table's HTML id, which the style block keys on
 _INLINE_MARKUP = re.compile(r"([\\`*_|<>\[\]])")
+# Snakemake ≥ 9 (html_reporter, Tailwind): the page's scroll container centres its content
+# (items-center) and the description is prose max-w-lg beside the rule graph. Only the page that
+# holds the verdict table is changed (:has), so other views keep Snakemake's layout.
+STYLE = f"""\
+.. raw:: html
+
+   <style>
+   div.h-screen:has(#{TABLE_ID}) {{ align-items: flex-start; }}
+   div.flex:has(> div > div.prose #{TABLE_ID}) {{ flex-wrap: wrap; }}
+   div.prose:has(#{TABLE_ID}) {{ max-width: 64rem; }}
+   </style>
+"""
 
 
 def rst_text(text: object) -> str:
@@ -36,51 +40,51 @@ def rst_text(text: object) -> str:
     return _INLINE_MARKUP.sub(r"\\\1", " ".join(str(text).split()))
 
 
-def verdict_table(verdicts: pd.DataFrame, figures: Mapping[str, str], title: str = "Verdicts") -> str:
-    """An RST ``list-table`` of ``verdicts``: claim, verdict, a link to the report's entry of the
-    claim's figure (``figures``: claim → PNG name), statement and statistic."""
+def verdict_table(verdicts: pd.DataFrame, figure_names: set[str]) -> str:
+    """An RST ``list-table`` of ``verdicts``: claim, verdict, deciding number (the statistic) and a
+    link to the report's entry of the claim's figure, where ``figure_names`` (PNG names) has it."""
     lines = [
-        f".. list-table:: {title}",
+        ".. list-table::",
         "   :header-rows: 1",
-        "   :widths: 8 10 10 24 48",
+        "   :widths: 12 12 62 14",
+        f"   :name: {TABLE_ID}",
         "",
         "   * - claim",
         "     - verdict",
+        "     - deciding number",
         "     - figure",
-        "     - statement",
-        "     - statistic",
     ]
     for row in verdicts.itertuples(index=False):
-        figure = f"`{figures[row.claim]}`_" if row.claim in figures else ""
+        stem = CLAIM_FIGURES.get(row.claim)
+        shown = stem is not None and f"{stem}.png" in figure_names
         lines += [
             f"   * - {rst_text(row.claim)}",
             f"     - **{rst_text(row.verdict)}**",
-            f"     - {figure}",
-            f"     - {rst_text(row.statement)}",
             f"     - {rst_text(row.statistic)}",
+            f"     - `{stem.split('_')[0]} <{stem}.png_>`_" if shown else "     -",
         ]
     return "\n".join(lines)
 
 
 def front_page(description: str, verdicts: pd.DataFrame, figure_names: set[str]) -> str:
-    """The report's first page: ``description`` (RST, may hold Snakemake's Jinja), a heading and the
-    verdict table, guarded from Jinja. Links go only to figures in ``figure_names`` (PNG names)."""
-    figures = {claim: f"{stem}.png" for claim, stem in CLAIM_FIGURES.items() if f"{stem}.png" in figure_names}
-    heading = "Verdicts of this run"
+    """The report's first page: the style block, the heading and the verdict table (guarded from
+    Jinja), then ``description`` (RST, may hold Snakemake's Jinja). Links go only to figures in
+    ``figure_names`` (PNG names)."""
     return "\n".join(
         [
-            description.rstrip(),
+            STYLE,
+            HEADING,
+            "=" * len(HEADING),
             "",
-            heading,
-            "-" * len(heading),
-            "",
-            "Each claim of the two papers beside the statistic this run measured and the verdict of the "
-            "rule in ``scalemech/report/`` (``report.md`` in the Claims category has the rules and "
-            "the captions).",
+            "Each claim of the two papers, the verdict of its rule (fixed in ``scalemech/report/`` before "
+            "results are seen) and the number that decides it. ``report.md`` (category Claims) has each "
+            "rule and the full statistics; a figure's link opens it with its caption.",
             "",
             "{% raw %}",
-            verdict_table(verdicts, figures),
+            verdict_table(verdicts, figure_names),
             "{% endraw %}",
+            "",
+            description.rstrip(),
             "",
         ]
     )

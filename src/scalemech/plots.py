@@ -32,7 +32,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
-from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
+from matplotlib.ticker import FormatStrFormatter, FuncFormatter, LogLocator, NullFormatter
 
 from .aggregate import as_flag, choose, default_mk, over_seeds, table_path
 from .paper_values import PAPER_W_DALIGN
@@ -112,6 +112,7 @@ def _lines(
             bar.set_linestyle("-")
 
 
+MEDIAN = "dash: median where resolved"  # titles' key to the medians of ``_estimates``
 GREY = "0.6"  # bars (and open markers' fill) of estimates whose interval contains the null value
 
 
@@ -138,7 +139,9 @@ def _estimates(
     """Every row of ``frame`` (each insertion point, seed) as a marker at (``x``, ``y``) with its interval
     ``lo``–``hi`` as a bar, one colour and marker per level of ``by``, dodged sideways by level and
     insertion point; filled where the interval excludes ``null`` (see ``detected``), open with a grey
-    bar where it does not; a line (legend ``name level``) through the median over all rows at each x."""
+    bar where it does not; the median over all rows at each x as a dash (legend ``name level``), only
+    where the medians of the bounds exclude ``null``, joined by a line where neighbours both are
+    (``resolved_medians``): no trend is drawn through noise."""
     levels = sorted(frame[by].unique())
     xs = np.sort(frame[x].astype(float).unique())
     step = float(np.diff(np.log(xs) if logx else xs).min()) if len(xs) > 1 else (0.5 if logx else 1.0)
@@ -171,15 +174,29 @@ def _estimates(
                 capsize=1.5,
                 alpha=0.9,
             )
-        median = part.groupby(x)[y].median()
+        median = resolved_medians(part, x, y, lo, hi, null, two_sided)
         ax.plot(
             median.index.astype(float),
             median.to_numpy(),
             color=style["color"],
             linestyle=style["linestyle"],
+            marker="_",
+            markersize=12,
             linewidth=1.2,
             label=f"{name} {level:g}",
         )
+
+
+def resolved_medians(
+    frame: pd.DataFrame, x: str, y: str, lo: str | None, hi: str | None, null: float = 0.0, two_sided: bool = False
+) -> pd.Series:
+    """The median of ``y`` at each ``x``, NaN where the medians of the bounds ``[lo, hi]`` do not exclude
+    ``null`` (most rows there are within noise): a line drawn through it only joins resolved medians."""
+    median = frame.groupby(x)[y].median()
+    if lo is None:
+        return median
+    bounds = frame.groupby(x)[[lo, hi]].median()
+    return median.where(detected(bounds, lo, hi, null, two_sided))
 
 
 def _detection_key(null: float = 0.0) -> list[Line2D]:
@@ -202,7 +219,7 @@ def _detection_key(null: float = 0.0) -> list[Line2D]:
 def _signed(ax: Axes, values: Sequence[float], axis: str = "y") -> None:
     """Symlog ``axis`` with a zero line, so both signs and several decades show: linear within ± the power
     of ten at or below the 10th percentile of the nonzero |values| (the ticks next to 0 sit a decade
-    from it), log beyond, at most seven ticks."""
+    from it), log beyond, at most seven ticks labelled as plain numbers."""
     size = np.abs(np.asarray(values, dtype=float))
     size = size[np.isfinite(size) & (size > 0)]
     linthresh = float(10 ** np.floor(np.log10(np.quantile(size, 0.1)))) if len(size) else 1.0
@@ -212,7 +229,9 @@ def _signed(ax: Axes, values: Sequence[float], axis: str = "y") -> None:
     else:
         ax.set_xscale("symlog", linthresh=linthresh)
         ax.axvline(0, color="black", linewidth=0.8)
-    getattr(ax, f"{axis}axis").get_major_locator().set_params(numticks=7)
+    scale = getattr(ax, f"{axis}axis")
+    scale.get_major_locator().set_params(numticks=7)
+    scale.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))  # -10, -1, 0, 1, 10: no 10ᵏ
 
 
 def _panels(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
@@ -441,12 +460,10 @@ SIGNALS = {
 def fig_signal(signal: pd.DataFrame, out: str | Path, *, split: str = "test", dpi: int = DPI) -> None:
     """F2 (claim D2): ‖μ‖² (with its jackknife interval) and the inserted block's gradient norm vs depth (log
     x, ticks at the depths) on ``split``, every insertion point and seed of every model, one colour per
-    width, a line through the median over all of them; symlog y with a zero line (negative estimates of
-    ‖μ‖² stay in). Families with one depth are left out (``_depth_panels``)."""
+    width, the median where resolved (``resolved_medians``); symlog y with a zero line (negative
+    estimates of ‖μ‖² stay in). Families with one depth are left out (``_depth_panels``)."""
     _required(signal, "signal", ["point_index", "split", "mu_sq", "mu_sq_lo", "mu_sq_hi", "block_grad_norm"])
-    title = (
-        f"Claim D2: does the first-order signal decay with depth? ({split} split; every insertion point, line: median)"
-    )
+    title = f"Claim D2: does the first-order signal decay with depth? ({split} split; every insertion point; {MEDIAN})"
     notes: list[str] = []
     if signal.empty:
         return _empty(out, title, notes, dpi)
@@ -473,10 +490,22 @@ def fig_signal(signal: pd.DataFrame, out: str | Path, *, split: str = "test", dp
 
 
 # -- F3 ----------------------------------------------------------------------------------
+NEAR_BEST_TOL = 0.01  # a cell within 1 % of the best test loss is not beaten (the D3 rule's D3_TOL)
+
+
+def near_best(cells: pd.DataFrame) -> pd.Series:
+    """Per (depth, width) cell of ``cells`` (columns ``test_loss``, its mean over seeds, and ``se``, the SE
+    of that mean, NaN with one seed): whether it is within noise of the best cell, i.e. its excess over
+    the best is at most max(2 SE of the difference, ``NEAR_BEST_TOL`` × the best)."""
+    best = cells.loc[cells["test_loss"].idxmin()]
+    se = np.sqrt(cells["se"] ** 2 + best["se"] ** 2).fillna(0)
+    return cells["test_loss"] - best["test_loss"] <= np.maximum(2 * se, NEAR_BEST_TOL * abs(best["test_loss"]))
+
+
 def fig_rebound(training: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -> None:
     """F3 (claim D3): test loss vs depth (ticks at the depths), one line per width, and a depth × width
-    heat map of test loss (mean over seeds; the best cell framed). Families with one depth are left out
-    (``_depth_panels``)."""
+    heat map of test loss (mean over seeds; the best cell framed solid, the cells within noise of it
+    dashed, ``near_best``). Families with one depth are left out (``_depth_panels``)."""
     _required(training, "training", ["test_loss"])
     title = "Claim D3: does test loss improve with joint depth-width scaling, and rebound in depth at small width?"
     notes: list[str] = []
@@ -489,7 +518,10 @@ def fig_rebound(training: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -> N
         _lines(axes[0, c], grid, "depth", "test_loss", "width", "width")
         _finish(axes[0, c], "depth (layers)", "test loss (nats)", name, xticks=grid["depth"])
         powerlaw_overlay(axes[0, c], fit_grid(part))
-        table = grid.pivot_table(index="depth", columns="width", values="test_loss")  # (depths, widths)
+        cells = part.groupby(["depth", "width"])["test_loss"].agg(test_loss="mean", se="sem").reset_index()
+        cells = cells.assign(near=near_best(cells))
+        table = cells.pivot(index="depth", columns="width", values="test_loss")  # (depths, widths)
+        near = cells.pivot(index="depth", columns="width", values="near").fillna(False).astype(bool).to_numpy()
         table.index, table.columns = [f"{v:g}" for v in table.index], [f"{v:g}" for v in table.columns]
         ax = axes[1, c]
         sns.heatmap(
@@ -502,9 +534,14 @@ def fig_rebound(training: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -> N
             cbar_kws={"label": "test loss (nats)"},
         )
         best = np.unravel_index(np.nanargmin(table.to_numpy()), table.shape)
-        ax.add_patch(Rectangle((best[1], best[0]), 1, 1, fill=False, edgecolor="black", linewidth=2))
-        ax.set(xlabel="width", ylabel="depth (layers)", title=f"{name}: best cell framed")
-        ax.title.set_fontsize(9)
+        for row, column in zip(*np.nonzero(near)):
+            solid = (row, column) == best
+            style = {"linewidth": 2, "linestyle": "-"} if solid else {"linewidth": 1.2, "linestyle": "--"}
+            ax.add_patch(Rectangle((column, row), 1, 1, fill=False, edgecolor="black", **style))
+        seeds = int(part.groupby(["depth", "width"]).size().min())
+        noise = "2 SE over seeds or 1 %" if seeds > 1 else "1 % (one seed: no SE)"
+        ax.set(xlabel="width", ylabel="depth (layers)", title=f"{name}\nbest (solid), within {noise} of it (dashed)")
+        ax.title.set_fontsize(8)
     _save(fig, out, title, notes, dpi)
 
 
@@ -553,11 +590,11 @@ def fig_dalign(
     dalign: pd.DataFrame, out: str | Path, *, view: str = "full", split: str = "train", dpi: int = DPI
 ) -> None:
     """F4 (claim W1): d_align, d_∥, d_2 vs width (log x, symlog y with a zero line), every insertion
-    point and seed with its jackknife interval, one colour per depth, a line through the median over
+    point and seed with its jackknife interval, one colour per depth, the median where resolved over
     all of them; facets per dataset/family. NaN (the ‖μ‖² estimate ≤ 0) is counted in a note."""
     bounds = [f"{q}_{b}" for q in DIMENSIONS for b in ("lo", "hi")]
     _required(dalign, "dalign", ["point_index", "view", "split", *DIMENSIONS, *bounds])
-    title = f"Claim W1: does d_align grow with width? (view={view}, split={split}; every insertion point, line: median)"
+    title = f"Claim W1: does d_align grow with width? (view={view}, split={split}; every insertion point; {MEDIAN})"
     notes: list[str] = []
     if dalign.empty:
         return _empty(out, title, notes, dpi)
@@ -750,8 +787,8 @@ def fig_intervention(intervention: pd.DataFrame, out: str | Path, *, dpi: int = 
     """F6 (claim W4): observed / predicted loss change at each model's smallest η, on the same test pool
     (a first-order consistency check of the implementation) and held out (prediction from test pool A,
     outcome on pool B), against width: one marker per model and view (the median over its insertion
-    points, bar: their range; filled where the range excludes 0), one colour per depth, a line through
-    the median; a zero line and a reference line at ratio 1 (symlog y where a few ratios are large)."""
+    points, bar: their range; filled where the range excludes 0), one colour per depth, the median
+    where resolved; a zero line and a reference line at ratio 1 (symlog y where a few ratios are large)."""
     _required(intervention, "intervention", ["point_index", "view", "eta", *POOLS])
     title = "Claim W4: observed / predicted test-loss change at the smallest step η (ratio > 0: signs agree)"
     notes: list[str] = []
@@ -786,67 +823,51 @@ def fig_intervention(intervention: pd.DataFrame, out: str | Path, *, dpi: int = 
 
 
 # -- F7 ----------------------------------------------------------------------------------
-def _model_key(widths: Sequence[float], depths: Sequence[float]) -> list[Line2D]:
-    """Legend entries of ``_model_style``: one colour per width, one marker per depth."""
-    palette = _palette(len(widths))
-    colours = [Line2D([], [], color=c, linewidth=3, label=f"width {w:g}") for w, c in zip(widths, palette)]
-    markers = [
-        Line2D([], [], color="black", marker=MARKERS[i % len(MARKERS)], linestyle="none", label=f"depth {d:g}")
-        for i, d in enumerate(depths)
-    ]
-    return colours + markers
+GAIN_SE = "se_test_selected_minus_control"  # evaluation SE of the gain (E8's verdict reads ±2 of it)
 
 
-def _model_style(width: float, depth: float, widths: Sequence[float], depths: Sequence[float]) -> dict:
-    """Colour of ``width`` among ``widths``, marker of ``depth`` among ``depths`` (see ``_model_key``)."""
-    i, j = list(widths).index(width), list(depths).index(depth)
-    return {"color": _palette(len(widths))[i], "marker": MARKERS[j % len(MARKERS)]}
+def expansion_gain(expansion: pd.DataFrame) -> pd.DataFrame:
+    """``expansion`` with ``gain`` = L_test(control) − L_test(selected) (> 0: the inserted block beat the
+    same extra training of the old model) and its ±2 SE bounds ``gain_lo``/``gain_hi``."""
+    gain = expansion["test_loss_control"] - expansion["test_loss_selected"]
+    margin = 2 * expansion[GAIN_SE]
+    return expansion.assign(gain=gain, gain_lo=gain - margin, gain_hi=gain + margin)
 
 
 def fig_expansion(expansion: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -> None:
-    """F7 (E8, the Paper D mechanism behind D3): test-loss change of the selected expanded model
-    (L_test(f_selected) − L_test(f_old), solid, filled) and of the control (dashed, open) against the
-    insertion point's relative depth l/L, per model (mean over seeds): one colour per width, one marker
-    per depth; × marks points where fallback was used."""
+    """F7 (E8, the Paper D mechanism behind D3): the gain L_test(control) − L_test(selected) of each model
+    × insertion point with its ±2 SE bar (the E8 rule's), against the point's relative depth l/L, one
+    colour per width (``_estimates``: filled where the bar excludes 0); × marks points where fallback
+    was used."""
     _required(
-        expansion, "expansion", ["point_index", "test_loss_old", "test_loss_selected", "test_loss_control", "fallback"]
+        expansion,
+        "expansion",
+        ["point_index", "test_loss_selected", "test_loss_control", "fallback", GAIN_SE],
     )
-    title = "E8, Paper D mechanism: does an inserted zero-init block lower test loss more than the control?"
+    title = "E8, Paper D mechanism: does an inserted zero-init block beat the same extra training? (gain ± 2 SE)"
     notes: list[str] = []
-    frame = _at_relative_depth(_clean(expansion, ["test_loss_old", "test_loss_selected"], notes), notes)
-    frame = frame.assign(
-        d_selected=frame["test_loss_selected"] - frame["test_loss_old"],
-        d_control=frame["test_loss_control"] - frame["test_loss_old"],
-        fallback=frame["fallback"].fillna(False).astype(bool).astype(float),
-    )
+    frame = _at_relative_depth(_clean(expansion, ["test_loss_control", "test_loss_selected", GAIN_SE], notes), notes)
     if frame.empty:
         return _empty(out, title, notes, dpi)
+    frame = expansion_gain(frame)
     panels = _panels(frame)
     fig, axes = _figure(1, len(panels), width=4.6, height=3.4)
     for c, (name, part) in enumerate(panels):
         ax = axes[0, c]
-        summary = over_seeds(part, ["d_selected", "d_control", "fallback"], by=["relative_depth"])
-        widths, depths = sorted(summary["width"].unique()), sorted(summary["depth"].unique())
-        for (depth, width), line in summary.sort_values("relative_depth").groupby(["depth", "width"]):
-            style = _model_style(width, depth, widths, depths)
-            ax.plot(line["relative_depth"], line["d_selected"], linestyle="-", markersize=5, **style)
-            ax.plot(
-                line["relative_depth"],
-                line["d_control"],
-                linestyle="--",
-                markerfacecolor="none",
-                markersize=5,
-                **style,
-            )
-            fell = line[line["fallback"] > 0]
-            ax.scatter(fell["relative_depth"], fell["d_selected"], marker="x", s=60, color="black", zorder=3)
+        _estimates(ax, part, "relative_depth", "gain", "width", "width", lo="gain_lo", hi="gain_hi", two_sided=True)
+        fell = part[part["fallback"].fillna(False).astype(bool)]
+        ax.scatter(fell["relative_depth"], fell["gain"], marker="x", s=60, color="black", zorder=3)
         ax.axhline(0, color="black", linewidth=1)
-        kinds = [
-            Line2D([], [], color="black", linestyle="-", label="selected − old (filled)"),
-            Line2D([], [], color="black", linestyle="--", label="control − old (open)"),
-            Line2D([], [], color="black", linestyle="none", marker="x", label="fallback used"),
-        ]
-        _finish(ax, RELATIVE, "Δ test loss (nats)", name, extra=_model_key(widths, depths) + kinds, outside=True)
+        fallback = [Line2D([], [], color="black", linestyle="none", marker="x", label="fallback used")]
+        _finish(
+            ax,
+            RELATIVE,
+            "gain (nats): test loss of\ncontrol − selected expanded model",
+            name,
+            extra=_detection_key() + fallback,
+            outside=True,
+            legend=c == len(panels) - 1,
+        )
     _save(fig, out, title, notes, dpi)
 
 
@@ -856,10 +877,10 @@ def fig_trajectory(
 ) -> None:
     """F8 (E10, W1 along training): d_align against the training step (symlog x, so step 0 shows) and,
     in a second row, against the snapshot's train loss (widths compared at equal fit); every insertion
-    point with its jackknife interval (filled where it excludes 0), one colour per width, a line through
-    the median; symlog y with a zero line; one column per dataset / family / depth."""
+    point with its jackknife interval (filled where it excludes 0), one colour per width, the median where
+    resolved; symlog y with a zero line; one column per dataset / family / depth."""
     _required(trajectory, "trajectory", ["step", "train_loss", "view", "split", "d_align", "d_align_lo", "d_align_hi"])
-    title = f"E10: d_align along training (view={view}, split={split}; every insertion point, line: median)"
+    title = f"E10: d_align along training (view={view}, split={split}; every insertion point; {MEDIAN})"
     notes: list[str] = []
     if trajectory.empty:
         return _empty(out, title, notes, dpi)
@@ -883,7 +904,8 @@ def fig_trajectory(
                 ax.set_xscale("symlog", linthresh=1)
             else:
                 ax.invert_xaxis()  # training lowers the loss: progress reads left to right
-            _finish(ax, label, "d_align", name, extra=_detection_key() if c == len(columns) - 1 and r == 0 else ())
+            last = c == len(columns) - 1  # one legend per row, outside the last panel
+            _finish(ax, label, "d_align (unitless)", name, extra=_detection_key(), outside=True, legend=last)
             _signed(ax, part["d_align"])
     _save(fig, out, title, notes, dpi)
 

@@ -153,9 +153,15 @@ def make_optimizer(model: nn.Module, recipe: Recipe) -> torch.optim.Optimizer:
 
 
 # -- evaluation -------------------------------------------------------------------------------
+AUTOCAST_DTYPES: dict[str, torch.dtype] = {"cuda": torch.bfloat16}
+"""Device type -> the dtype training and evaluation autocast to; other devices run in float32 (the
+tests add ``"cpu"`` to run the bf16 path on CPUs)."""
+
+
 def autocast(device: torch.device) -> contextlib.AbstractContextManager:
-    """bf16 autocast on CUDA, a no-op elsewhere."""
-    return torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
+    """Autocast to ``AUTOCAST_DTYPES[device.type]`` (bf16 on CUDA), a no-op elsewhere."""
+    dtype = AUTOCAST_DTYPES.get(device.type)
+    return torch.autocast(device.type, dtype=dtype) if dtype is not None else contextlib.nullcontext()
 
 
 @torch.no_grad()

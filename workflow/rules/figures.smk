@@ -1,20 +1,28 @@
-# F1-F7 from the tidy tables alone, and the claims report. Figure rules list the plotting
+# F1-F8 from the tidy tables alone, and the claims report. Figure rules list the plotting
 # modules as inputs: editing them reruns figures and the report, never training or
-# measurement (whose rules do not depend on these files).
+# measurement (whose rules do not depend on these files). Those inputs are paths relative to
+# the working directory, as Snakemake records them: results/ and figures/ copied (with
+# .snakemake/metadata) into another checkout see the same inputs and rerun nothing.
+import os
 from pathlib import Path
 
 import scalemech.aggregate
+import scalemech.frontpage
 import scalemech.plots
 import scalemech.report
 
 # The figures whose tables this run writes (config experiments), and the tables they read.
 FIGURE_TABLES = {stem: names for stem, (_, names) in scalemech.plots.FIGURES.items() if set(names) <= RUN_TABLES}
 PLOTTING_CODE = [
-    scalemech.plots.__file__,
-    scalemech.aggregate.__file__,
-    *sorted(str(p) for p in Path(scalemech.report.__file__).parent.glob("*.py")),
+    os.path.relpath(path)
+    for path in [
+        scalemech.plots.__file__,
+        scalemech.aggregate.__file__,
+        scalemech.frontpage.__file__,
+        *sorted(str(p) for p in Path(scalemech.report.__file__).parent.glob("*.py")),
+    ]
 ]
-CAPTIONS = f"{workflow.basedir}/workflow/report"  # each figure's caption, <stem>.rst, shipped with the workflow
+CAPTIONS = os.path.relpath(f"{workflow.basedir}/workflow/report")  # each figure's caption, <stem>.rst
 CLAIM_TABLES = sorted({name for names in FIGURE_TABLES.values() for name in names} | {"powerlaw"})  # D4 reads it
 
 

@@ -26,6 +26,20 @@ from .w5 import W5
 
 CLAIMS = [D1, D2, D3, D4, W1, W1_TRAINING, W1_PAPER, W2, W3, W4, W5, E8]
 COLUMNS = ["claim", "statement", "statistic", "rule", "verdict", "detail"]
+CLAIM_FIGURES = {
+    "D1": "F1_covariance",
+    "D2": "F2_signal_decay",
+    "D3": "F3_rebound",
+    "D4": "F3_rebound",
+    "W1": "F4_dalign_vs_width",
+    "W1 along training": "F8_dalign_over_training",
+    "W1 at the paper's widths": "F9_dalign_at_paper_widths",
+    "W2": "F5_misalignment",
+    "W3": "F5_misalignment",
+    "W4": "F6_intervention",
+    "E8": "F7_expansion",
+}
+"""The figure that shows each claim's statistic (W5 has none: its numbers are the cost table's)."""
 
 
 def claims(tables: Tables, benchmarks: pd.DataFrame | Mapping[str, float] | None = None) -> pd.DataFrame:

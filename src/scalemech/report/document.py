@@ -1,6 +1,7 @@
-"""``report.md``: the short verdict table (claim · verdict · deciding number · statement), a paragraph per
-claim with its rule and detail, every figure of ``scalemech.plots.FIGURES`` with its caption from
-``workflow/report/<stem>.rst``, and the run's job times."""
+"""``report.md``: the short verdict table (claim · verdict · deciding number · figure, each claim and
+figure linked to its section), a paragraph per claim with its statement, rule and detail, every figure
+of ``scalemech.plots.FIGURES`` with its caption from ``workflow/report/<stem>.rst``, and the run's job
+times."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pandas as pd
 from ..aggregate import table_path
 from ..plots import FIGURES
 from ..tables import read_table
-from .claims import claims
+from .claims import CLAIM_FIGURES, claims
 
 CLAIM_TABLES = [
     "covariance",
@@ -28,7 +29,29 @@ CLAIM_TABLES = [
     "expansion",
     "trajectory",
 ]
-TABLE = ["claim", "verdict", "statistic", "statement"]  # the verdict table's columns (each cell ≤ ~200 characters)
+TABLE = ["claim", "verdict", "deciding number", "figure"]  # the verdict table's columns (each cell ≤ ~200 characters)
+_LINK = re.compile(r"\[(.*?)\]\(.*?\)")
+
+
+def anchor(heading: str) -> str:
+    """The anchor GitHub gives a markdown heading: lower case, punctuation but ``-`` and ``_`` dropped,
+    spaces as hyphens (``W1 along training`` → ``w1-along-training``)."""
+    return re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+
+
+def verdict_table(verdicts: pd.DataFrame) -> pd.DataFrame:
+    """The short table: each claim linked to its section, its verdict, its deciding number and a link
+    to the section of its figure (``CLAIM_FIGURES``; empty for a claim without one)."""
+    stems = verdicts["claim"].map(CLAIM_FIGURES)
+    return pd.DataFrame(
+        {
+            "claim": [f"[{claim}](#{anchor(claim)})" for claim in verdicts["claim"]],
+            "verdict": verdicts["verdict"].to_list(),
+            "deciding number": verdicts["statistic"].to_list(),
+            "figure": [f"[{stem.split('_')[0]}](#{anchor(stem)})" if isinstance(stem, str) else "" for stem in stems],
+        },
+        columns=TABLE,
+    )
 
 
 def _cell(value: object) -> str:
@@ -43,16 +66,23 @@ def _markdown(frame: pd.DataFrame) -> str:
 
 
 def _section(row: tuple) -> list[str]:
-    """A claim's paragraph: its statement, verdict and statistic, the rule, then the detail."""
+    """A claim's paragraph: its statement, verdict and statistic, the rule, the detail, its figure."""
     detail = f" {row.detail}." if row.detail else ""
+    stem = CLAIM_FIGURES.get(row.claim)
+    figure = f" Figure: [{stem}](#{anchor(stem)})." if stem else ""
     return [
         f"### {row.claim}",
         "",
         f"*{row.statement}* **{row.verdict}**: {row.statistic}.",
         "",
-        f"Rule: {row.rule}.{detail}",
+        f"Rule: {row.rule}.{detail}{figure}",
         "",
     ]
+
+
+def link_text(cell: str) -> str:
+    """Markdown with its links reduced to their text (``[D1](#d1)`` → ``D1``)."""
+    return _LINK.sub(r"\1", cell)
 
 
 def _caption(captions_dir: Path, stem: str) -> str:
@@ -68,7 +98,7 @@ def verdict_summary(report_md: str | Path, figures_dir: str | Path) -> str:
     table = itertools.takewhile(lambda line: line.startswith("| "), [lines[start], *lines[start + 2 :]])
     header, *cells = [[cell.strip() for cell in re.split(r"(?<!\\)\|", line)] for line in table]
     verdict = header.index("verdict")
-    rows = [f"  {c[1]:<18} {c[verdict]}" for c in cells]
+    rows = [f"  {link_text(c[1]):<18} {c[verdict]}" for c in cells]
     return "\n".join(
         [
             f"report:  {report_md}",
@@ -118,7 +148,7 @@ def write_report(
     if benchmarks is None and (tables_dir / "benchmarks.csv").exists():
         benchmarks = pd.read_csv(tables_dir / "benchmarks.csv")
     verdicts = claims(tables, benchmarks)
-    lines = ["# Claims report", "", _caption(captions_dir, "claims"), "", _markdown(verdicts[TABLE]), ""]
+    lines = ["# Claims report", "", _caption(captions_dir, "claims"), "", _markdown(verdict_table(verdicts)), ""]
     lines += ["## Claims in detail", ""] + [line for row in verdicts.itertuples() for line in _section(row)]
     lines += ["## Figures", ""]
     for stem in FIGURES:

@@ -43,8 +43,13 @@ def trend(
 
 
 def null_bound(rows: pd.DataFrame, name: str, ucb: str, se: str) -> str:
-    """The bound a null row states: the largest one-sided 95 % UCB over ``rows`` (so ``name`` is below it
-    in every model at once, each at 95 %) and the minimum detectable effect of one row at 80 % power,
-    ``(z₀.₉₅ + z₀.₈₀)·median SE``, at the median pool size ``n``."""
+    """The bound a null row states: the largest finite one-sided 95 % UCB over ``rows`` (each row below
+    it at 95 %; rows whose bound is infinite, where the denominator is not bounded away from 0, are
+    counted) and the minimum detectable effect of one row at 80 % power, ``(z₀.₉₅ + z₀.₈₀)·median SE``,
+    at the median pool size ``n``."""
     n = f" at n = {rows['n'].median():g}" if "n" in rows else ""
-    return f"{name} < {rows[ucb].max():.2g} (95 % UCB, every model); MDE {(Z_UCB + Z_POWER) * rows[se].median():.2g}{n}"
+    bounds = rows[ucb].astype(float)
+    bounded = bounds[np.isfinite(bounds)]
+    where = "every row" if len(bounded) == len(bounds) else f"{len(bounded)} of {len(bounds)} rows, the rest unbounded"
+    largest = f"{bounded.max():.2g}" if len(bounded) else "inf"
+    return f"{name} < {largest} (95 % UCB, {where}); MDE {(Z_UCB + Z_POWER) * rows[se].median():.2g}{n}"
