@@ -4,7 +4,7 @@ VENV   := .venv
 STAMP  := $(VENV)/.installed
 CORES  ?= all
 
-.PHONY: reproduce docs test test-all test-slurm paper-smoke gpu-check lint bench clean-venv
+.PHONY: reproduce paper-widths docs test test-all test-slurm paper-smoke gpu-check lint bench clean-venv
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -17,10 +17,17 @@ reproduce: $(STAMP)
 	$(VENV)/bin/python -m scalemech.runrecord results/quick/reproduce.json -- \
 		$(VENV)/bin/snakemake --cores $(CORES) --configfile config/config.yaml
 
-# The README's results block and docs/quick/ from the last `make reproduce`; config/README.md
-# from the config schema.
+# Paper W's widths 512-3072 at initialization and along 16 steps (config/paper-widths.yaml, 15-30 min on
+# 2 cores); its wall and CPU time go to results/paper-widths/reproduce.json.
+paper-widths: $(STAMP)
+	$(VENV)/bin/python -m scalemech.runrecord results/paper-widths/reproduce.json -- \
+		$(VENV)/bin/snakemake --cores $(CORES) --configfile config/paper-widths.yaml
+
+# The README's results blocks and docs/<run>/ from the last `make reproduce` and `make paper-widths`
+# (a paper-widths run not made yet: its block says so); config/README.md from the config schema.
 docs: $(STAMP)
 	$(VENV)/bin/python -m scalemech.readme --run quick
+	$(VENV)/bin/python -m scalemech.readme --run paper-widths --not-run-ok
 	$(VENV)/bin/python -m scalemech.configdoc
 
 test: $(STAMP)

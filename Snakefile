@@ -53,6 +53,7 @@ localrules:
     claims_report,
     collect_table,
     training_table,
+    powerlaw_table,
     runtime_table,
 
 
@@ -62,7 +63,7 @@ rule all:
         rules.claims_report.output,
         rules.figures.input,
         rules.train.input,
-        rules.trajectory.input,
+        rules.trajectory.input if "trajectory" in EXPERIMENTS else [],
 
 
 # Before planning a run (snakemake -n too): how long the whole run takes from scratch.

@@ -237,6 +237,10 @@ CROSS_CHECKED = {
         _set("datasets.mnist5k.test_fraction", 0.99995),
         ["datasets.mnist5k.test_fraction", "empty", "0.9998"],
     ),
+    "an experiment reading pools without measure": (
+        _set("experiments", ["misalign", "trajectory"]),
+        ["experiments: misalign reads measure's gradient pools", "add measure, or leave misalign out"],
+    ),
     "batch over the train split": (
         _set("grids.resnet_mnist.recipe.batch_size", 8192),
         ["grids.resnet_mnist.recipe.batch_size", "8192", "3000"],

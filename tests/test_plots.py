@@ -27,6 +27,7 @@ NEEDED = {  # one column each figure cannot do without, besides the model keys
     "F6_intervention": ("intervention", "ratio_heldout"),
     "F7_expansion": ("expansion", "fallback"),
     "F8_dalign_over_training": ("trajectory", "d_align_lo"),
+    "F9_dalign_at_paper_widths": ("trajectory", "d_align_hi"),
 }
 
 

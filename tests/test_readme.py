@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scalemech.readme import END, START, between_runs, claims_table, linked_from, update
+from scalemech.readme import between_runs, claims_table, linked_from, main, markers, update
 
 ROOT = Path(__file__).resolve().parents[1]
-README_BLOCK = (ROOT / "README.md").read_text().split(START, 1)[1].split(END, 1)[0]
+README_BLOCK = (ROOT / "README.md").read_text().split(markers("quick")[0], 1)[1].split(markers("quick")[1], 1)[0]
 REPORT = "# Claims report\n\n| claim | verdict | deciding number | figure |\n|---|---|---|---|\n{rows}\n\n## Claims\n"
 
 
@@ -80,7 +80,8 @@ def test_update_rewrites_only_the_results_block(tmp_path):
     (results / "tables").mkdir()
     (results / "tables" / "runtime.csv").write_text("step,job,wall_seconds\ntrain,d/m,1.5\n")
     readme = tmp_path / "README.md"
-    readme.write_text(f"# title\n\nbefore\n{START}\nold table\n{END}\nafter\n")
+    start, end = markers("r")
+    readme.write_text(f"# title\n\nbefore\n{start}\nold table\n{end}\nafter\n")
     update(readme, results, figures, docs, "r")
     text = readme.read_text()
     assert text.startswith("# title\n\nbefore\n") and text.endswith("\nafter\n") and "old table" not in text
@@ -92,6 +93,17 @@ def test_update_rewrites_only_the_results_block(tmp_path):
     assert "](F4_dalign_vs_width.png)" in (docs / "report.md").read_text()
     assert json.loads((docs / "reproduce.json").read_text())["cpu"] == "Test CPU"  # the next update compares
     assert "**Between runs** (filled by `make docs`): not measured yet" in text
+    update(readme, results, figures, docs, "r")  # make docs twice on one run: still nothing to compare
+    assert "not measured yet" in readme.read_text() and not (docs / "previous").exists()
+    table = "| claim | verdict | deciding number | figure |\n|---|---|---|---|\n"
+    (docs / "report.md").write_text(f"{table}| [D1](#d1) | refuted | 0.2 | |\n")  # as a run shown before wrote it
+    (results / "report.md").write_text(f"{table}| [D1](#d1) | refuted | 0.3 | |\n")
+    (results / "reproduce.json").write_text(
+        json.dumps({**json.loads((docs / "reproduce.json").read_text()), "cpu": "New"})
+    )
+    for _ in range(2):  # a new run is compared with the one shown before, again after a second make docs
+        update(readme, results, figures, docs, "r")
+        assert "| D1 | refuted: 0.2 | refuted: 0.3 |" in readme.read_text()
 
 
 def test_citation_names_this_project_and_both_papers():
@@ -103,3 +115,13 @@ def test_citation_names_this_project_and_both_papers():
     ]["url"].replace("https://arxiv.org/abs/", "arXiv:")
     width = papers["Mechanisms of width scaling in normalized residual networks: the effective alignment dimension"]
     assert [a["family-names"] for a in width["authors"]] == ["Zhang", "Liu", "Yan", "Zhang", "Tan", "Liu", "Cheng"]
+
+
+def test_a_run_not_made_yet_says_so_and_keeps_the_other_blocks(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    quick, widths = markers("quick"), markers("paper-widths")
+    (tmp_path / "README.md").write_text(f"{quick[0]}\nquick table\n{quick[1]}\n{widths[0]}\nold\n{widths[1]}\n")
+    main(["--run", "paper-widths", "--not-run-ok"])
+    text = (tmp_path / "README.md").read_text()
+    assert "quick table" in text and "old" not in text
+    assert "Not run yet: `make paper-widths` then `make docs` write this block from `results/paper-widths/`." in text

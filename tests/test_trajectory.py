@@ -60,6 +60,17 @@ def test_one_row_per_snapshot_point_split_view_and_the_signal_collapses(trained)
     assert ((table.mu_sq_lo <= table.mu_sq) & (table.mu_sq <= table.mu_sq_hi)).all()
 
 
+def test_only_the_splits_asked_for_are_measured_with_both_losses(trained):
+    model, data, snapshot_dir = trained
+    both = dict(points=1, pool=16, batch_size=16, interval_level=0.9, seed=0, device="cpu")
+    train_only = trajectory(model, data, snapshot_dir, KEYS, splits=["train"], **both)
+    full = trajectory(model, data, snapshot_dir, KEYS, **both)
+    assert set(train_only.split) == {"train"} and set(full.split) == {"train", "test"}
+    columns = ["step", "view", "train_loss", "test_loss", "d_align"]
+    expected = full[full.split == "train"][columns].reset_index(drop=True)
+    assert train_only[columns].reset_index(drop=True).equals(expected)
+
+
 def test_missing_snapshots_are_refused(trained, tmp_path):
     model, data, _ = trained
     with pytest.raises(FileNotFoundError, match="train.snapshots"):

@@ -42,7 +42,12 @@ def snakemake(
     [
         (
             "config/config.yaml",
-            {"prepare_data": 2, "train_model": 12, "measure_model": 12, "trajectory_model": 12, "figure": 8},
+            {"prepare_data": 2, "train_model": 12, "measure_model": 12, "trajectory_model": 12, "figure": 9},
+        ),
+        (  # training and E10 only: no measure, misalign, intervene, expand or cost job, no figure of theirs
+            "config/paper-widths.yaml",
+            {"prepare_data": 1, "train_model": 12, "trajectory_model": 12, "powerlaw_table": 1, "figure": 3}
+            | dict.fromkeys(["measure_model", "misalign_model", "intervene_model", "expand_model", "cost_table"]),
         ),
         ("config/quick-cifar10.yaml", {"prepare_data": 2, "train_model": 12}),
         ("config/paper.yaml", {"prepare_data": 5, "train_model": 85, "pin_pretrained": 5, "measure_model": 90}),

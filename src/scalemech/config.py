@@ -31,6 +31,7 @@ import yaml
 
 from .data import DATASETS, config_keys
 from .data import text as text_data
+from .layout import POOL_READERS
 
 # Family -> the kind of data it trains on, and data set -> the kind it holds.
 FAMILY_DATA = {"resnet": "image", "tvresnet": "image", "llama": "text"}
@@ -269,6 +270,7 @@ def cross_checks(config: dict[str, Any]) -> Iterator[str]:
         yield from check_budget(name, grid)
         yield from check_model_keys(name, grid)
         yield from check_architecture(name, grid)
+    yield from check_experiments(config)
     yield from check_expand_grids(config)
     yield from check_point_names(config)
     yield from check_split_fractions(config)
@@ -419,6 +421,14 @@ def check_architecture(name: str, grid: dict[str, Any]) -> Iterator[str]:
                 f"{channels} channel(s); allowed: widths >= {(MIN_CHANNELS - 0.5) / base:g} "
                 f"(at least {MIN_CHANNELS} channels, so that the per-channel covariance has an off-diagonal)"
             )
+
+
+def check_experiments(config: dict[str, Any]) -> Iterator[str]:
+    """The experiments that read measure's gradient pools (misalign, intervene, expand) come with measure."""
+    if "measure" in config["experiments"]:
+        return
+    for name in sorted(set(config["experiments"]) & set(POOL_READERS)):
+        yield f"experiments: {name} reads measure's gradient pools; allowed: add measure, or leave {name} out"
 
 
 def check_expand_grids(config: dict[str, Any]) -> Iterator[str]:

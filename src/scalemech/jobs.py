@@ -177,6 +177,7 @@ def params(rule: str, config: dict[str, Any], model_job: ModelJob) -> dict[str, 
             "snapshot_dir": snapshot_dir,
             "measure": config["measure"],
             "pool": config["trajectory"]["pool"],
+            "splits": config["trajectory"]["splits"],
         },
     }[rule]
 
@@ -253,6 +254,14 @@ def pin_pretrained(*, model: str, spec: dict[str, Any]) -> None:
 def training_table(*, metrics: Sequence[str], table: str) -> None:
     """The ``training`` table: one row per model's ``metrics.json``."""
     tables.write_table(pd.DataFrame([json.loads(Path(p).read_text()) for p in metrics]), table, "training")
+
+
+@job
+def powerlaw_table(*, training: str, table: str) -> None:
+    """D4: the ``powerlaw`` table, Paper D's law of test loss in depth and width fitted per (dataset, family)."""
+    from .powerlaw import powerlaw_table as fitted
+
+    tables.write_table(fitted(tables.read_table(training, "training")), table, "powerlaw")
 
 
 # -- measurement and experiments ---------------------------------------------------------------
@@ -367,6 +376,7 @@ def trajectory_model(
     snapshot_dir: str,
     measure: dict[str, Any],
     pool: int,
+    splits: Sequence[str],
     device: torch.device,
 ) -> None:
     """E10: the alignment statistics at every weight snapshot of this model's training run."""
@@ -375,7 +385,14 @@ def trajectory_model(
     loaded, prepared, keys, torch_device, payload = _loaded(model, data, model_keys, device)
     settings = {k: measure[k] for k in ("points", "batch_size", "interval_level", "seed")}
     frame = trajectory_table(
-        loaded, prepared, Path(snapshot_dir) / payload["identity"], keys, pool=pool, device=torch_device, **settings
+        loaded,
+        prepared,
+        Path(snapshot_dir) / payload["identity"],
+        keys,
+        pool=pool,
+        splits=splits,
+        device=torch_device,
+        **settings,
     )
     tables.write_table(frame, trajectory, "trajectory")
 

@@ -35,6 +35,8 @@ from matplotlib.patches import Rectangle
 from matplotlib.ticker import FormatStrFormatter, FuncFormatter, LogLocator, NullFormatter
 
 from .aggregate import as_flag, choose, default_mk, over_seeds, table_path
+from .paper_values import PAPER_W_DALIGN
+from .powerlaw import PowerLawFit, fit_grid
 from .tables import check_columns, model_keys, read_table
 
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
@@ -515,6 +517,7 @@ def fig_rebound(training: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -> N
         grid = over_seeds(part, ["test_loss"])
         _lines(axes[0, c], grid, "depth", "test_loss", "width", "width")
         _finish(axes[0, c], "depth (layers)", "test loss (nats)", name, xticks=grid["depth"])
+        powerlaw_overlay(axes[0, c], fit_grid(part))
         cells = part.groupby(["depth", "width"])["test_loss"].agg(test_loss="mean", se="sem").reset_index()
         cells = cells.assign(near=near_best(cells))
         table = cells.pivot(index="depth", columns="width", values="test_loss")  # (depths, widths)
@@ -540,6 +543,22 @@ def fig_rebound(training: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -> N
         ax.set(xlabel="width", ylabel="depth (layers)", title=f"{name}\nbest (solid), within {noise} of it (dashed)")
         ax.title.set_fontsize(8)
     _save(fig, out, title, notes, dpi)
+
+
+def powerlaw_overlay(ax: Axes, fit: PowerLawFit | None) -> None:
+    """D4's fitted law ``L(D, W)`` (``scalemech.powerlaw``) as a thin black dashed curve over depth at
+    each width of ``ax``'s lines (their labels ``width w``); nothing without a fit."""
+    if fit is None:
+        return
+    low, high = ax.get_xlim()
+    depths = np.linspace(max(low, fit.depth_ref / 2), high, 100)
+    for label in ax.get_legend_handles_labels()[1]:
+        if label.startswith("width "):
+            width = float(label.removeprefix("width "))
+            ax.plot(depths, fit.predict(depths, np.full_like(depths, width)), "k--", linewidth=0.7, alpha=0.6)
+    ax.set_xlim(low, high)
+    ax.plot([], [], "k--", linewidth=0.7, label="D4 fit a·D^−α + b·W^−β + c")
+    ax.legend(fontsize=7)
 
 
 # -- F4 ----------------------------------------------------------------------------------
@@ -891,6 +910,40 @@ def fig_trajectory(
     _save(fig, out, title, notes, dpi)
 
 
+# -- F9 ----------------------------------------------------------------------------------
+def fig_dalign_paper_widths(
+    trajectory: pd.DataFrame, out: str | Path, *, view: str = "full", split: str = "train", dpi: int = DPI
+) -> None:
+    """F9 (W1 at the paper's widths): d_align of the llamas against width (log x), one colour per E10
+    snapshot step, every insertion point and seed with its jackknife interval, a line through the median
+    at each width; Paper W's two values (3.9 at 512, 9.5 at 3072) marked as black stars; symlog y with a
+    zero line; one panel per dataset / depth."""
+    _required(trajectory, "trajectory", ["step", "view", "split", "d_align", "d_align_lo", "d_align_hi"])
+    title = f"Claim W1 at the paper's widths: d_align vs width at each training step (view={view}, split={split})"
+    notes: list[str] = []
+    llamas = trajectory[trajectory["family"] == "llama"]
+    if llamas.empty:
+        return _empty(out, title, notes, dpi)
+    view, split = choose(llamas, "view", view), choose(llamas, "split", split)
+    frame = _clean(
+        llamas[(llamas["view"] == view) & (llamas["split"] == split)],
+        ["d_align"],
+        notes,
+        why="undetermined: the estimate of ‖μ‖² is ≤ 0",
+    )
+    panels = [(f"{ds} / llama / depth {depth:g}", part) for (ds, depth), part in frame.groupby(["dataset", "depth"])]
+    fig, axes = _figure(1, len(panels), width=5.0, height=3.6)
+    paper = Line2D([], [], color="black", marker="*", markersize=9, linestyle="none", label="Paper W (LLaMA)")
+    for c, (name, part) in enumerate(panels):
+        ax = axes[0, c]
+        _estimates(ax, part, "width", "d_align", "step", "step", lo="d_align_lo", hi="d_align_hi", logx=True)
+        ax.plot(list(PAPER_W_DALIGN), list(PAPER_W_DALIGN.values()), "k*", markersize=9, zorder=4)
+        ticks = [*part["width"], *PAPER_W_DALIGN]
+        _finish(ax, "width", "d_align", name, logx=True, xticks=ticks, extra=[paper, *_detection_key()], outside=True)
+        _signed(ax, [*part["d_align"], *PAPER_W_DALIGN.values()])
+    _save(fig, out, title, notes, dpi)
+
+
 # -- registry ----------------------------------------------------------------------------
 FIGURES: dict[str, tuple[Callable[..., None], list[str]]] = {
     "F1_covariance": (fig_covariance, ["covmats", "covariance"]),
@@ -901,6 +954,7 @@ FIGURES: dict[str, tuple[Callable[..., None], list[str]]] = {
     "F6_intervention": (fig_intervention, ["intervention"]),
     "F7_expansion": (fig_expansion, ["expansion"]),
     "F8_dalign_over_training": (fig_trajectory, ["trajectory"]),
+    "F9_dalign_at_paper_widths": (fig_dalign_paper_widths, ["trajectory"]),
 }
 
 

@@ -3,12 +3,14 @@
     python -m scalemech.readme --run quick
 
 copies the run's ``report.md``, run record and figure PNGs into ``docs/<run>/`` and rewrites the
-README between ``<!-- results:start -->`` and ``<!-- results:end -->``: the machine, date, wall time
-and CPU time of ``make reproduce`` (``results/<run>/reproduce.json``, ``scalemech.runrecord``),
+README between ``<!-- results:<run>:start -->`` and ``<!-- results:<run>:end -->``: the machine, date,
+wall time and CPU time of the command that made it (``results/<run>/reproduce.json``,
+``scalemech.runrecord``),
 the verdict table as ``report.md`` has it (its links pointed into ``docs/<run>/``), what moved
 since the run shown before (``docs/<run>/report.md`` and ``reproduce.json`` before they are
-replaced), and a few figures. Nothing is typed by hand; ``tests/test_readme.py`` checks that the
-README's table is ``docs/<run>/report.md``'s.
+replaced), and a few figures. With ``--not-run-ok`` a run without a report gets a block saying it
+has not been made. Nothing is typed by hand; ``tests/test_readme.py`` checks that the README's
+table is ``docs/<run>/report.md``'s.
 """
 
 from __future__ import annotations
@@ -17,19 +19,44 @@ import argparse
 import json
 import re
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 from .report.document import link_text
 
-START, END = "<!-- results:start -->", "<!-- results:end -->"
-SHOWN = [
-    "F4_dalign_vs_width",
-    "F8_dalign_over_training",
-    "F5_misalignment",
-    "F6_intervention",
-    "F2_signal_decay",
-    "F7_expansion",
-]
+
+@dataclass(frozen=True)
+class RunDocs:
+    """How a run is made and which of its figures the README shows."""
+
+    command: str
+    shown: list[str]
+
+
+RUNS = {
+    "quick": RunDocs(
+        "make reproduce",
+        [
+            "F4_dalign_vs_width",
+            "F8_dalign_over_training",
+            "F5_misalignment",
+            "F6_intervention",
+            "F2_signal_decay",
+            "F7_expansion",
+        ],
+    ),
+    "paper-widths": RunDocs("make paper-widths", ["F9_dalign_at_paper_widths", "F8_dalign_over_training"]),
+}
+
+
+def run_docs(run: str) -> RunDocs:
+    """``RUNS[run]``; another run is documented like quick."""
+    return RUNS.get(run, RUNS["quick"])
+
+
+def markers(run: str) -> tuple[str, str]:
+    """The README comments around ``run``'s block."""
+    return f"<!-- results:{run}:start -->", f"<!-- results:{run}:end -->"
 
 
 def claims_table(report_md: str) -> list[str]:
@@ -72,7 +99,7 @@ def between_runs(previous_md: str | None, previous: dict | None, report_md: str)
     if not before:
         return [
             "**Between runs** (filled by `make docs`): not measured yet. It needs the previous run's "
-            "`docs/quick/report.md` with a *deciding number* column; the next "
+            "`docs/<run>/report.md` with a *deciding number* column; the next "
             "`make reproduce` + `make docs` compares the two and lists every number that moved."
         ]
     moved = [claim for claim in now if claim in before and before[claim] != now[claim]]
@@ -95,13 +122,14 @@ def between_runs(previous_md: str | None, previous: dict | None, report_md: str)
 def results_block(run: str, report_md: str, record: dict, shown: list[str], moved: list[str]) -> str:
     """The README block: where the numbers came from, the verdict table, what ``moved`` since the
     run shown before, the figures ``shown``."""
+    start, end = markers(run)
     minutes, seconds = divmod(round(record["wall_seconds"]), 60)
     figures = [f"![{stem}](docs/{run}/{stem}.png)" for stem in shown] + [""] * (len(shown) % 2)
     grid = ["| | |", "|---|---|"] + [f"| {a} | {b} |" for a, b in zip(figures[::2], figures[1::2])]
     return "\n".join(
         [
-            START,
-            f"`make reproduce` on {_machine(record)}: "
+            start,
+            f"`{run_docs(run).command}` on {_machine(record)}: "
             f"{minutes} min {seconds} s of wall time, {record['user_cpu_seconds']:.0f} s of user CPU "
             f"(`results/{run}/reproduce.json`; regenerate this block with `make docs`). Claims and figures "
             f"link to their sections of [`docs/{run}/report.md`](docs/{run}/report.md): rule, full statistics.",
@@ -113,9 +141,43 @@ def results_block(run: str, report_md: str, record: dict, shown: list[str], move
             *grid,
             "",
             f"All figures and the full report with captions are in [`docs/{run}/`](docs/{run}/).",
-            END,
+            end,
         ]
     )
+
+
+def not_run_block(run: str) -> str:
+    """The README block of a run not made yet."""
+    start, end = markers(run)
+    return "\n".join(
+        [
+            start,
+            f"Not run yet: `{run_docs(run).command}` then `make docs` write this block from `results/{run}/`.",
+            end,
+        ]
+    )
+
+
+def replace_block(readme: Path, run: str, block: str) -> None:
+    """Rewrite ``run``'s block of ``readme`` (between ``markers(run)``) with ``block``."""
+    start, end = markers(run)
+    text = readme.read_text()
+    if start not in text or end not in text:
+        raise ValueError(f"{readme} has no {start} … {end} block to replace")
+    head, rest = text.split(start, 1)
+    readme.write_text(head + block + rest.split(end, 1)[1])
+
+
+def previous_run(docs: Path, record: dict) -> Path:
+    """``docs/previous/``: the report and run record of the run shown before this one. A new run (its
+    record differs from ``docs/reproduce.json``) moves the one shown so far there; ``make docs`` again
+    on the same run keeps the comparison it made the first time."""
+    previous, shown = docs / "previous", docs / "reproduce.json"
+    if shown.exists() and json.loads(shown.read_text()) != record:
+        previous.mkdir(parents=True, exist_ok=True)
+        for name in ("report.md", "reproduce.json"):
+            shutil.copyfile(docs / name, previous / name)
+    return previous
 
 
 def update(readme: Path, results: Path, figures: Path, docs: Path, run: str) -> None:
@@ -123,10 +185,10 @@ def update(readme: Path, results: Path, figures: Path, docs: Path, run: str) -> 
     results block (``docs/<run>/runtime.csv`` is the reference that ``snakemake -n`` estimates from)."""
     report_md = (results / "report.md").read_text().replace(f"../../figures/{run}/", "")
     record = json.loads((results / "reproduce.json").read_text())
-    previous_md, previous_record = (docs / "report.md", docs / "reproduce.json")
+    baseline = previous_run(docs, record)
     moved = between_runs(
-        previous_md.read_text() if previous_md.exists() else None,
-        json.loads(previous_record.read_text()) if previous_record.exists() else None,
+        (baseline / "report.md").read_text() if (baseline / "report.md").exists() else None,
+        json.loads((baseline / "reproduce.json").read_text()) if (baseline / "reproduce.json").exists() else None,
         report_md,
     )
     docs.mkdir(parents=True, exist_ok=True)
@@ -135,21 +197,21 @@ def update(readme: Path, results: Path, figures: Path, docs: Path, run: str) -> 
     for png in sorted(figures.glob("*.png")):
         shutil.copyfile(png, docs / png.name)
     shutil.copyfile(results / "tables" / "runtime.csv", docs / "runtime.csv")
-    text = readme.read_text()
-    if START not in text or END not in text:
-        raise ValueError(f"{readme} has no {START} … {END} block to replace")
-    head, rest = text.split(START, 1)
-    tail = rest.split(END, 1)[1]
-    shown = [stem for stem in SHOWN if (docs / f"{stem}.png").exists()]
-    readme.write_text(head + results_block(run, report_md, record, shown, moved) + tail)
+    shown = [stem for stem in run_docs(run).shown if (docs / f"{stem}.png").exists()]
+    replace_block(readme, run, results_block(run, report_md, record, shown, moved))
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m scalemech.readme", description=__doc__.split("\n")[0])
     parser.add_argument("--run", default="quick", help="the run whose results are shown")
     parser.add_argument("--readme", default="README.md")
+    parser.add_argument("--not-run-ok", action="store_true", help="a run without a report: say so in its block")
     args = parser.parse_args(argv)
-    update(Path(args.readme), Path("results", args.run), Path("figures", args.run), Path("docs", args.run), args.run)
+    results = Path("results", args.run)
+    if args.not_run_ok and not (results / "report.md").exists():
+        replace_block(Path(args.readme), args.run, not_run_block(args.run))
+        return
+    update(Path(args.readme), results, Path("figures", args.run), Path("docs", args.run), args.run)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ import sys
 
 from scalemech import jobs
 from scalemech.config import ConfigError, model_jobs, read_yaml, validate_config
-from scalemech.layout import PER_MODEL_TABLES, Layout
+from scalemech.layout import PER_MODEL_TABLES, Layout, run_tables
 
 # Snakemake reads --configfile (and the Snakefile's configfile:) itself, keeping the last of
 # two equal keys without a word; each file is read again strictly (workflow.configfiles lists
@@ -27,6 +27,8 @@ TRAINED = [key for key, job in JOBS.items() if job.recipe is not None]
 PRETRAINED = [key for key, job in JOBS.items() if job.recipe is None]
 EXPAND_GRIDS = config["expand"].get("grids", sorted(config["grids"]))
 EXPANDED = [key for key in TRAINED if JOBS[key].grid in EXPAND_GRIDS]
+EXPERIMENTS = config["experiments"]  # beside training; the others' rules are not planned
+RUN_TABLES = run_tables(EXPERIMENTS)
 
 
 def regex(keys):
@@ -110,15 +112,19 @@ def cluster_request(rule, key):
     return request
 
 
-# The per-model steps that compute and the models each runs on (besides data, one job per dataset).
-COMPUTING_STEPS = {
-    "train": TRAINED,
-    "pretrained": PRETRAINED,
+# The per-model steps that compute and the models each runs on (besides data, one job per dataset),
+# those of experiments this run leaves out dropped.
+EXPERIMENT_MODELS = {
     "measure": list(JOBS),
     "misalign": list(JOBS),
     "intervene": list(JOBS),
     "expand": EXPANDED,
     "trajectory": TRAINED,
+}
+COMPUTING_STEPS = {
+    "train": TRAINED,
+    "pretrained": PRETRAINED,
+    **{step: keys for step, keys in EXPERIMENT_MODELS.items() if step in EXPERIMENTS},
 }
 
 

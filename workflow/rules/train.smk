@@ -69,6 +69,22 @@ rule training_table:
         JOB_SCRIPT
 
 
+# D4: Paper D's power law of test loss in depth and width, fitted over each trained grid.
+rule powerlaw_table:
+    input:
+        training=LAYOUT.table("training"),
+    output:
+        table=LAYOUT.table("powerlaw"),
+    log:
+        LAYOUT.log("tables", "powerlaw"),
+    benchmark:
+        LAYOUT.benchmark("tables", "powerlaw")
+    conda:
+        "../../environment.yml"
+    script:
+        JOB_SCRIPT
+
+
 rule train:
     input:
         rules.training_table.output,

@@ -52,12 +52,13 @@ def trajectory(
     *,
     points: str | int | Sequence[str],
     pool: int,
+    splits: Sequence[str] = SPLITS,
     batch_size: int,
     interval_level: float,
     seed: int,
     device: torch.device | str,
 ) -> pd.DataFrame:
-    """The ``trajectory`` table of ``model``: one row per snapshot × point × split × view.
+    """The ``trajectory`` table of ``model``: one row per snapshot × point × split of ``splits`` × view.
 
     Pools of ``pool`` examples per split are drawn once for the model (``draw_pools``, seeded
     from ``seed`` and the model) and used at every snapshot. A BatchNorm model's running statistics
@@ -78,7 +79,7 @@ def trajectory(
         losses = {
             split: mean_loss(model, pools[split].x, pools[split].y, batch_size, to_device(device)) for split in SPLITS
         }
-        for split in SPLITS:
+        for split in splits:
             grads = gradient_rows(model, pools[split].x, pools[split].y, points, batch_size, device)
             for (point, view), Q in grads.items():
                 G = Q @ Q.T

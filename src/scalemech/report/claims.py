@@ -15,21 +15,25 @@ from .common import NOT_MEASURED, NotMeasured, Tables
 from .d1 import D1
 from .d2 import D2
 from .d3 import D3
+from .d4 import D4
 from .e8 import E8
 from .misalignment import W2, W3
 from .w1 import W1
+from .w1_paper import W1_PAPER
 from .w1_training import W1_TRAINING
 from .w4 import W4
 from .w5 import W5
 
-CLAIMS = [D1, D2, D3, W1, W1_TRAINING, W2, W3, W4, W5, E8]
+CLAIMS = [D1, D2, D3, D4, W1, W1_TRAINING, W1_PAPER, W2, W3, W4, W5, E8]
 COLUMNS = ["claim", "statement", "statistic", "rule", "verdict", "detail"]
 CLAIM_FIGURES = {
     "D1": "F1_covariance",
     "D2": "F2_signal_decay",
     "D3": "F3_rebound",
+    "D4": "F3_rebound",
     "W1": "F4_dalign_vs_width",
     "W1 along training": "F8_dalign_over_training",
+    "W1 at the paper's widths": "F9_dalign_at_paper_widths",
     "W2": "F5_misalignment",
     "W3": "F5_misalignment",
     "W4": "F6_intervention",

@@ -18,7 +18,17 @@ from ..plots import FIGURES
 from ..tables import read_table
 from .claims import CLAIM_FIGURES, claims
 
-CLAIM_TABLES = ["covariance", "signal", "training", "dalign", "misalignment", "intervention", "expansion", "trajectory"]
+CLAIM_TABLES = [
+    "covariance",
+    "signal",
+    "training",
+    "powerlaw",
+    "dalign",
+    "misalignment",
+    "intervention",
+    "expansion",
+    "trajectory",
+]
 TABLE = ["claim", "verdict", "deciding number", "figure"]  # the verdict table's columns (each cell ≤ ~200 characters)
 _LINK = re.compile(r"\[(.*?)\]\(.*?\)")
 

@@ -50,6 +50,6 @@ def null_bound(rows: pd.DataFrame, name: str, ucb: str, se: str) -> str:
     n = f" at n = {rows['n'].median():g}" if "n" in rows else ""
     bounds = rows[ucb].astype(float)
     bounded = bounds[np.isfinite(bounds)]
-    where = "every row" if len(bounded) == len(bounds) else f"{len(bounded)} of {len(bounds)} rows, the rest unbounded"
+    where = "every row" if len(bounded) == len(bounds) else f"{len(bounded)}/{len(bounds)} rows bounded"
     largest = f"{bounded.max():.2g}" if len(bounded) else "inf"
     return f"{name} < {largest} (95 % UCB, {where}); MDE {(Z_UCB + Z_POWER) * rows[se].median():.2g}{n}"

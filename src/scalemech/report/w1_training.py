@@ -73,13 +73,13 @@ def rule_w1_training(tables: Tables) -> Result:
     levels_present(trajectory, W1_STRATA, "width", "trajectory")
     step, loss = _part(trajectory, "step"), _part(at_matched_loss(trajectory), "level")
     verdict = agreed(step.slope.verdict(sign=1), loss.slope.verdict(sign=1))
-    statistic = f"slope per doubling of width: equal step {step.slope.text()}, equal loss {loss.slope.text()}"
+    statistic = f"slope per width doubling: equal step {step.slope.text()}, equal loss {loss.slope.text()}"
     if verdict == NOT_DETECTABLE:
         last = trajectory[trajectory["step"] == trajectory.groupby("model")["step"].transform("max")]
-        statistic += f"; at the last snapshot {null_bound(last, 'd_align', 'd_align_ucb', 'd_align_se')} ({PAPER_W1})"
+        statistic += f"; last snapshot: {null_bound(last, 'd_align', 'd_align_ucb', 'd_align_se')}"
     detail = (
-        f"view={W1_VIEW}, split={W1_SPLIT}; d_align scaled within (dataset, family, depth, step or level). At equal "
-        f"step: {step.detail(W1_STRATA)}. At equal train loss ({W1_LOSS_LEVELS} levels per (dataset, family, depth) "
+        f"{PAPER_W1[0].upper()}{PAPER_W1[1:]}. view={W1_VIEW}, split={W1_SPLIT}; d_align scaled within "
+        f"(dataset, family, depth, step or level). At equal step: {step.detail(W1_STRATA)}. At equal train loss ({W1_LOSS_LEVELS} levels per (dataset, family, depth) "
         f"over the train-loss range all its models reach, d_align and its SE interpolated at the first crossing): "
         f"{loss.detail(W1_STRATA)}"
     )

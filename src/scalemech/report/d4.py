@@ -1,0 +1,62 @@
+"""D4: test loss follows Paper D's power law in depth and width, L = a·D^(−α) + b·W^(−β) + c.
+
+Reads the ``powerlaw`` table (``scalemech.powerlaw``: one least-squares fit per (dataset, family) over
+models with ≥ 3 depths and ≥ 3 widths, t intervals from the fit's covariance). Each exponent is judged
+like a trend's slope (``units.Estimate.verdict``): above 0 when its interval is, below when it is below.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..powerlaw import LEVEL, MIN_LEVELS
+from .common import Claim, NotMeasured, Result, Tables, agreed
+from .units import Estimate
+
+EXPONENTS = {"alpha": "α (depth)", "beta": "β (width)"}
+
+
+def exponent_text(estimate: Estimate) -> str:
+    """The exponent with its interval; an infinite one (JᵀJ singular) says the data leave it free."""
+    if np.isinf(estimate.lo) or np.isinf(estimate.hi):
+        return f"{estimate.value:.3g} (not identified: JᵀJ singular)"
+    return estimate.text()
+
+
+def rule_d4(tables: Tables) -> Result:
+    """Confirmed when every fitted exponent's interval lies above 0 (loss falls with depth and width)."""
+    fits = tables.get("powerlaw")
+    if fits is None or fits.empty:
+        raise NotMeasured(f"no (dataset, family) with ≥ {MIN_LEVELS} depths and ≥ {MIN_LEVELS} widths (powerlaw table)")
+    parts, verdicts = [], []
+    for (dataset, family), rows in fits.groupby(["dataset", "family"]):
+        by = rows.set_index("parameter")
+        estimates = {
+            name: Estimate(
+                by.at[name, "value"],
+                by.at[name, "lo"],
+                by.at[name, "hi"],
+                int(by.at[name, "models"]),
+                int(by.at[name, "df"]),
+            )
+            for name in EXPONENTS
+        }
+        verdicts += [estimate.verdict(sign=1) for estimate in estimates.values()]
+        texts = ", ".join(f"{label} {exponent_text(estimates[name])}" for name, label in EXPONENTS.items())
+        parts.append(f"{dataset}/{family}: {texts}")
+    detail = f"{LEVEL:.0%} t intervals from s²(JᵀJ)⁻¹, df = models − 5; " + "; ".join(
+        f"{dataset}/{family}: {r.models} models over {r.depths} depths × {r.widths} widths, c {r.value:.3g}, "
+        f"RSS {r.rss:.3g}"
+        for (dataset, family), r in fits[fits["parameter"] == "c"].set_index(["dataset", "family"]).iterrows()
+    )
+    return Result(agreed(*verdicts), "; ".join(parts), detail)
+
+
+D4 = Claim(
+    "D4",
+    "Test loss falls as a power law in depth and in width toward an irreducible loss: L = a·D^(−α) + b·W^(−β) + c.",
+    f"per (dataset, family) with ≥ {MIN_LEVELS} depths and ≥ {MIN_LEVELS} widths, a least-squares fit of the law "
+    f"to every model's test loss (a, b ≥ 0; α, β in [−2, 4]); confirmed (refuted) if the 95 % t intervals of α and "
+    f"β from the fit's covariance are all above (below) 0, not confirmed if they disagree, else not detectable",
+    rule_d4,
+)
