@@ -79,9 +79,9 @@ def rule_w1_training(tables: Tables) -> Result:
         statistic += f"; last snapshot: {null_bound(last, 'd_align', 'd_align_ucb', 'd_align_se')}"
     detail = (
         f"{PAPER_W1[0].upper()}{PAPER_W1[1:]}. view={W1_VIEW}, split={W1_SPLIT}; d_align scaled within "
-        f"(dataset, family, depth, step or level). At equal step: {step.detail(W1_STRATA)}. At equal train loss ({W1_LOSS_LEVELS} levels per (dataset, family, depth) "
-        f"over the train-loss range all its models reach, d_align and its SE interpolated at the first crossing): "
-        f"{loss.detail(W1_STRATA)}"
+        f"(dataset, family, depth, step or level). At equal step: {step.detail(W1_STRATA)}. At equal train "
+        f"loss ({W1_LOSS_LEVELS} levels per (dataset, family, depth) over the train-loss range all its models "
+        f"reach, d_align and its SE interpolated at the first crossing): {loss.detail(W1_STRATA)}"
     )
     return Result(verdict, statistic, detail)
 
