@@ -21,7 +21,7 @@ class Trend:
     left_out: int  # rows without one
 
     def text(self, y: str, x: str) -> str:
-        return f"slope of {y} per doubling of {x}: {self.slope.text()} ({self.slope.units} models)"
+        return f"slope of {y} per {x} doubling: {self.slope.text()} ({self.slope.units} models)"
 
     def detail(self, strata: Sequence[str]) -> str:
         return (

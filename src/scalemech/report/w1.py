@@ -8,7 +8,7 @@ from .trend import null_bound, trend
 W1_VIEW, W1_SPLIT = "full", "train"
 W1_STRATA = ["dataset", "family", "depth"]
 W1_COLUMNS = ["point_index", "view", "split", "n", "d_align", "d_align_se", "d_align_ucb"]
-PAPER_W1 = "paper: d_align ≈ 3.9 at width 512 → ≈ 9.5 at 3072"
+PAPER_W1 = "paper: 3.9 at width 512 → 9.5 at 3072"
 
 
 def rule_w1(tables: Tables) -> Result:
