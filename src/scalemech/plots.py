@@ -317,6 +317,8 @@ def _finish(
         ax.set_xticks(sorted(set(xticks)))
         ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
         ax.xaxis.set_minor_formatter(NullFormatter())
+        if len(set(xticks)) > 5:  # log-spaced labels of neighbouring values would run into each other
+            ax.tick_params(axis="x", labelrotation=45)
     ax.grid(alpha=0.3, which="both")
     handles = ax.get_legend_handles_labels()[0] + list(extra) if legend else []
     if len(handles) > 6 or (outside and handles):

@@ -56,7 +56,7 @@ def rule_w1_paper(tables: Tables) -> Result:
         if fit.slope.verdict(sign=1) == NOT_DETECTABLE
     }
     last = max(parts)
-    paper = f"paper: {PAPER_W_DALIGN[512]} → {PAPER_W_DALIGN[3072]} at 512 → 3072, slope ≈ {PAPER_SLOPE:.2g}"
+    paper = f"paper: {PAPER_W_DALIGN[512]} → {PAPER_W_DALIGN[3072]}, slope ≈ {PAPER_SLOPE:.2g}"
     statistic = f"{texts[0]}; {texts[last]} ({paper})"
     detail = (
         f"view={W1_VIEW}, split={W1_SPLIT}, widths ≥ {MIN_PAPER_WIDTH}, d_align unscaled; at each step "
