@@ -266,10 +266,10 @@ def powerlaw_table(*, training: str, table: str) -> None:
 
 # -- measurement and experiments ---------------------------------------------------------------
 def _loaded(model: str, data: str, keys: dict[str, Any], device: torch.device):
-    """``(model, data, keys, device, payload)`` for a model job: the model in eval mode on its device,
-    and what ``model.pt`` holds beside the weights."""
+    """``(model, data, keys, payload)`` for a model job: the model in eval mode on ``device``, and what
+    ``model.pt`` holds beside the weights."""
     loaded, payload = load_model(model, map_location=device)
-    return loaded, load_prepared(data), keys_of(keys, payload["spec"]), device, payload
+    return loaded, load_prepared(data), keys_of(keys, payload["spec"]), payload
 
 
 @job
@@ -289,8 +289,8 @@ def measure_model(
     """E2/E3/E5 of one model: one file per table, and the gradient pools under ``pools``."""
     from .experiments import measure as measure_tables
 
-    loaded, prepared, keys, torch_device, _ = _loaded(model, data, model_keys, device)
-    frames = measure_tables(loaded, prepared, keys, pools, device=torch_device, **measure)
+    loaded, prepared, keys, _ = _loaded(model, data, model_keys, device)
+    frames = measure_tables(loaded, prepared, keys, pools, device=device, **measure)
     for name, path in (("covariance", covariance), ("covmats", covmats), ("signal", signal), ("dalign", dalign)):
         tables.write_table(frames[name], path, name)
 
@@ -307,8 +307,8 @@ def _model_experiment(
     device: torch.device,
 ) -> None:
     """Write ``table`` of ``experiment(model, data, pools, keys, device, **settings)`` to ``out``."""
-    loaded, prepared, model_keys, torch_device, _ = _loaded(model, data, keys, device)
-    tables.write_table(experiment(loaded, prepared, pools, model_keys, device=torch_device, **settings), out, table)
+    loaded, prepared, model_keys, _ = _loaded(model, data, keys, device)
+    tables.write_table(experiment(loaded, prepared, pools, model_keys, device=device, **settings), out, table)
 
 
 @job
@@ -382,7 +382,7 @@ def trajectory_model(
     """E10: the alignment statistics at every weight snapshot of this model's training run."""
     from .experiments import trajectory as trajectory_table
 
-    loaded, prepared, keys, torch_device, payload = _loaded(model, data, model_keys, device)
+    loaded, prepared, keys, payload = _loaded(model, data, model_keys, device)
     settings = {k: measure[k] for k in ("points", "batch_size", "interval_level", "seed")}
     frame = trajectory_table(
         loaded,
@@ -391,7 +391,7 @@ def trajectory_model(
         keys,
         pool=pool,
         splits=splits,
-        device=torch_device,
+        device=device,
         **settings,
     )
     tables.write_table(frame, trajectory, "trajectory")

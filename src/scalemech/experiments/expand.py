@@ -163,15 +163,16 @@ def best_trained(
     """``(model, lr, train-pool loss)`` of the copy of ``model`` trained (``train_params`` on ``params_of(copy)``,
     batches from ``order_seed``) at the ``lr = config.lr·f``, ``f`` in ``config.lr_factors``, with the lowest
     train-pool loss (non-finite counts as worst; ties: the first). ``f = 0`` is ``model`` untouched."""
-    candidates = []
+    best: tuple[ResidualModel, float, float] | None = None  # only the best copy so far stays in memory
     for factor in config.lr_factors:
         candidate, lr = copy.deepcopy(model), config.lr * factor
         if lr > 0:
             train_params(candidate, params_of(candidate), task, config, prepare_batch, order_seed, lr)
         loss = mean_loss(candidate, *train_pool, config.eval_batch_size, prepare_batch)
-        candidates.append((loss if math.isfinite(loss) else math.inf, lr, candidate))
-    loss, lr, chosen = min(candidates, key=lambda c: c[0])
-    return chosen, lr, loss
+        loss = loss if math.isfinite(loss) else math.inf
+        if best is None or loss < best[2]:
+            best = (candidate, lr, loss)
+    return best
 
 
 def jumpboard(

@@ -14,13 +14,14 @@ from statistics import NormalDist
 
 import pandas as pd
 
+from ..stats import UCB_LEVEL
 from ..tables import model_keys
 
 CONFIRMED, NOT_CONFIRMED, REFUTED = "confirmed", "not confirmed", "refuted"
 NOT_DETECTABLE = "not detectable"
 NOT_MEASURED = "not measured in this configuration"
 LEVEL = 0.95  # two-sided level of every deciding interval (2.5 % per direction)
-Z_UCB = NormalDist().inv_cdf(0.95)  # one-sided 95 % upper confidence bounds (the tables' *_ucb)
+Z_UCB = NormalDist().inv_cdf(UCB_LEVEL)  # one-sided upper confidence bounds (the tables' *_ucb)
 Z_POWER = NormalDist().inv_cdf(0.80)
 MIN_LEVELS = 3  # distinct depths, widths or sample sizes a trend needs (two points are only a sign)
 
