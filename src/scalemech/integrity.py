@@ -102,7 +102,7 @@ def verify(path: str | Path, required: bool = True) -> None:
         if required:
             raise IntegrityError(f"{path}: no checksum file {recorded.name} beside it; write the file again")
         return
-    expected = recorded.read_text().split()[0] if recorded.read_text().strip() else ""
+    expected = (recorded.read_text().split() or [""])[0]
     if file_digest(path) != expected:
         raise IntegrityError(
             f"{path}: sha256 differs from {recorded.name}; the file was modified or corrupted after it was "
