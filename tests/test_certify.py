@@ -24,9 +24,9 @@ from scalemech.certify import (
     GROW,
     NO_SIGNAL,
     WEAK,
-    _point_rows,
     certify,
     format_certificate,
+    point_row,
     recommendation,
     verdict,
 )
@@ -193,43 +193,73 @@ def test_compact_table_clips_and_names_inf_and_nan() -> None:
     assert "-0.0005" in wide and "inf" in wide  # raw values in --wide
 
 
-def _pool(path: Path, rows: torch.Tensor, split: str, point: str, view: str) -> None:
+def _pool(path: Path, rows: torch.Tensor, split: str, point: str, view: str) -> GradientPool:
     writer = GradientPool.create(
         path, rows.shape[0], rows.shape[1], "float32", split=split, point=point, point_index=0, view=view
     )
     writer.write(rows)
-    writer.finish()
+    return writer.finish()
 
 
 @pytest.mark.parametrize("view", ["full", "pooled"])
-def test_point_rows_use_the_test_pool(tmp_path: Path, view: str) -> None:
+def test_point_row_uses_the_test_pool(tmp_path: Path, view: str) -> None:
     """b_exact is the two-sample certificate of C = Q_tr Q_teᵀ; the one-sample bounds and the ‖μ‖²
-    interval come from the train pool (from measure's signal table in the full view, else recomputed)."""
+    interval come from the train pool alone."""
     generator = torch.Generator().manual_seed(0)
     mu = torch.full((6,), 0.5)
     Q = {
         "train": mu + torch.randn(20, 6, generator=generator),
         "test": 0.5 * mu + torch.randn(15, 6, generator=generator),
     }
-    for split, rows in Q.items():
-        _pool(pool_path(tmp_path, split, "p", view), rows, split, "p", view)
+    pools = {split: _pool(pool_path(tmp_path, split, "p", view), rows, split, "p", view) for split, rows in Q.items()}
     Q = {split: rows.float().double() for split, rows in Q.items()}
     G = Q["train"] @ Q["train"].T
     estimate, bounds = stats.stats_from_gram(G, 6), stats.alignment_intervals(G, 6, 0.9)
-    dalign = pd.DataFrame(
-        [{"point": "p", "point_index": 0, "split": "train", "view": view, **stats.table_row(estimate, bounds)}]
-    )
-    signal = pd.DataFrame([{"point": "p", "split": "train", "mu_sq_lo": -1.0, "mu_sq_hi": 2.0, "block_grad_norm": 0.5}])
-    [row] = _point_rows({"dalign": dalign, "signal": signal}, tmp_path, view, 3, 5, torch.device("cpu"))
+    row = point_row(pools["train"], pools["test"], 3, 5, 0.5, torch.device("cpu"))
     two_sample = stats.TwoSampleStats.from_cross(Q["train"] @ Q["test"].T)
     assert row["b_exact"] == pytest.approx(stats.two_sample_certificate(two_sample, 3, 5), rel=1e-6)
     assert row["mu_cross"] == pytest.approx(two_sample.mu_cross, rel=1e-6)
     common = stats.certificates(estimate, 3, 5)
     assert row["b_exact_common"] == pytest.approx(common.b_exact) and row["b_align"] == pytest.approx(common.b_align)
     assert row["b_exact"] != pytest.approx(row["b_exact_common"])  # the test pool has another mean
-    expected = (-1.0, 2.0) if view == "full" else bounds["mu_sq"]
-    assert (row["mu_sq_lo"], row["mu_sq_hi"]) == pytest.approx(expected)
+    assert row["d_align"] == pytest.approx(estimate.d_align) and row["n"] == 20 and row["view"] == view
+    assert (row["mu_sq_lo"], row["mu_sq_hi"]) == pytest.approx(bounds["mu_sq"])
     assert row["n_test"] == 15 and row["verdict"] == verdict(row["mu_sq_lo"], row["b_exact"], 0.5)
+
+
+def test_certify_gives_the_numbers_of_the_pipelines_measurement(tmp_path: Path, neox_checkpoint: Path) -> None:
+    """certify's rows equal ``experiments.measure`` on the same model, data and seed: the same pools
+    (train and test), the same statistics, the same new blocks' gradient on the train pool."""
+    from scalemech.data.tokenized import load_token_ids
+    from scalemech.experiments.measure import measure
+    from scalemech.models.hf import build
+
+    np.save(tmp_path / "ids.npy", _token_ids(3000))
+    table = certify(str(neox_checkpoint), str(tmp_path / "ids.npy"), pool=10, M=3, K=4, batch_size=4, block_size=8)
+    model = build({"checkpoint": str(neox_checkpoint), "local_files_only": True, "dtype": "auto", "block_size": 8})
+    frames = measure(
+        model,
+        load_token_ids(tmp_path / "ids.npy"),
+        {"model": str(neox_checkpoint)},
+        tmp_path / "pools",
+        points="all",
+        train_pool=10,
+        test_pool=10,
+        batch_size=4,
+        covmat_points=0,
+        pool_dtype="float32",
+        interval_level=0.9,
+        null_draws=2,
+        seed=0,
+        device="cpu",
+    )
+    dalign = frames["dalign"].query("split == 'train' and view == 'full'").set_index("point")
+    signal = frames["signal"].query("split == 'train'").set_index("point")
+    for row in table.to_dict("records"):
+        for column in ("mu_sq", "d_par", "d_2", "d_align", "d_align_lo", "d_align_hi"):
+            assert row[column] == pytest.approx(dalign.loc[row["point"], column], rel=1e-9, nan_ok=True), column
+        for column in ("mu_sq_lo", "mu_sq_hi", "block_grad_norm"):
+            assert row[column] == pytest.approx(signal.loc[row["point"], column], rel=1e-9), column
 
 
 def test_certificate_matches_the_statistics(tmp_path: Path) -> None:

@@ -25,16 +25,24 @@ from __future__ import annotations
 
 import codecs
 import math
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import torch
+from tqdm.auto import tqdm
 
-from .data import load_prepared, prepare_dataset
-from .data.tokenized import is_token_ids, load_token_ids, text_file_tokens
+from . import stats
+from .data import Prepared, load_prepared, prepare_dataset
+from .data.prepared import SPLITS
+from .data.tokenized import TokenIds, is_token_ids, load_token_ids, text_file_tokens
 from .device import resolve_device
+from .experiments.measure import draw_pools, select_points
+from .grads import GradientPool, capture_pools, to_device
 from .models import LanguageModel, ResidualModel, build_model, load_model
+from .norms import recalibrate_batch_norm
+from .seeding import derive_seed
 
 CERTIFICATE_COLUMNS = [
     "point",
@@ -166,53 +174,86 @@ def ran_on(model: ResidualModel, checkpoint: str, device: torch.device) -> str:
     return f"model: {checkpoint} ({kind}, {len(model.insertion_points())} points{tokens}), {dtype} on {device}"
 
 
-def _point_rows(
-    frames: dict[str, pd.DataFrame], pool_dir: Path, view: str, M: int, K: int, device: torch.device
-) -> list[dict[str, Any]]:
-    """One row per measured point: the train pool's statistics of ``view`` (``measure``'s ``dalign``
-    row; the ``‖μ‖²`` interval from ``signal`` for the full view, from the pooled Gram otherwise),
-    the certificates at ``(M, K)`` and the verdict."""
-    from . import stats
-    from .experiments.misalign import alignment_moments
-    from .grads import GradientPool, pool_path
+def point_row(
+    train: GradientPool, test: GradientPool, M: int, K: int, block_grad_norm: float, device: torch.device
+) -> dict[str, Any]:
+    """The row of one point from its train and test pools (one view): ``‖μ‖²``, ``d_∥``, ``d_2``,
+    ``d_align`` with jackknife intervals from the train Gram matrix, the two-sample certificate from
+    the train × test cross-Gram, the one-sample ones at ``(M, K)`` and the verdict."""
+    G = train.gram(device=device)
+    estimate = stats.stats_from_gram(G, train.dim)
+    intervals = stats.alignment_intervals(G, train.dim, INTERVAL_LEVEL)
+    jackknife = stats.TwoSampleBounds.from_cross(train.gram(test, device=device))
+    common = stats.certificates(estimate, M, K)
+    b_exact = stats.two_sample_certificate(jackknife.stats, M, K)
+    return {
+        "point": train.meta["point"],
+        "point_index": train.meta["point_index"],
+        "view": train.meta["view"],
+        **stats.table_row(estimate, intervals),
+        "n_test": test.n,
+        "M": M,
+        "K": K,
+        "mu_cross": jackknife.stats.mu_cross,
+        "b_exact": b_exact,
+        "b_exact_ucb": jackknife.certificate_ucb(M, K),
+        "b_exact_common": common.b_exact,
+        "b_align": common.b_align,
+        "block_grad_norm": block_grad_norm,
+        "verdict": verdict(intervals["mu_sq"][0], b_exact, block_grad_norm),
+    }
 
-    dalign = frames["dalign"].query("split == 'train' and view == @view")
-    moments = alignment_moments(dalign)
-    signal = frames["signal"].query("split == 'train'").set_index("point")
-    rows = []
-    for row in dalign.sort_values("point_index").to_dict("records"):
-        point = row["point"]
-        train, test = (
-            GradientPool(pool_path(pool_dir, split, point, view), verify=False) for split in ("train", "test")
+
+def measure_points(
+    model: ResidualModel,
+    prepared: Prepared | TokenIds,
+    identity: str,
+    points: list[str],
+    pool_dir: Path,
+    *,
+    pool: int,
+    M: int,
+    K: int,
+    batch_size: int,
+    view: str,
+    seed: int,
+    device: torch.device,
+) -> list[dict[str, Any]]:
+    """``point_row`` of each of ``points``: train and test pools of ``pool`` examples drawn and
+    captured as ``experiments.measure`` does (the same seeds, so the same numbers), in ``view``
+    only, as scratch pools under ``pool_dir``; the new blocks run on the train pool only."""
+    model = model.to(device).eval()
+    recalibrate_batch_norm(model, model.task(prepared), identity, device)
+    examples = draw_pools(model, prepared, {split: pool for split in SPLITS}, seed, identity)
+    new_block_seeds = {"train": [derive_seed(seed, identity, point, "new_block") for point in points], "test": None}
+    pools = {
+        split: capture_pools(
+            model,
+            examples[split],
+            points,
+            pool_dir,
+            batch_size,
+            to_device(device),
+            "float32",
+            (view,),
+            labels={"model": identity},
+            progress=True,
+            new_block_seeds=new_block_seeds[split],
+            checksum=False,
         )
-        if view == "full":
-            mu_sq_lo, mu_sq_hi = signal.loc[point, "mu_sq_lo"], signal.loc[point, "mu_sq_hi"]
-        else:
-            intervals = stats.alignment_intervals(train.gram(device=device), train.dim, INTERVAL_LEVEL)
-            mu_sq_lo, mu_sq_hi = intervals["mu_sq"]
-        jackknife = stats.TwoSampleBounds.from_cross(train.gram(test, device=device))
-        two_sample = jackknife.stats
-        common = stats.certificates(moments[point, view, "train"], M, K)
-        b_exact = stats.two_sample_certificate(two_sample, M, K)
-        grad_norm = float(signal.loc[point, "block_grad_norm"])
-        rows.append(
-            {
-                **row,
-                "n_test": test.n,
-                "mu_sq_lo": float(mu_sq_lo),
-                "mu_sq_hi": float(mu_sq_hi),
-                "M": M,
-                "K": K,
-                "mu_cross": two_sample.mu_cross,
-                "b_exact": b_exact,
-                "b_exact_ucb": jackknife.certificate_ucb(M, K),
-                "b_exact_common": common.b_exact,
-                "b_align": common.b_align,
-                "block_grad_norm": grad_norm,
-                "verdict": verdict(float(mu_sq_lo), b_exact, grad_norm),
-            }
+        for split in SPLITS
+    }
+    return [
+        point_row(
+            pools["train"][point, view],
+            pools["test"][point, view],
+            M,
+            K,
+            pools["train"][point, view].meta["block_grad_norm"],
+            device,
         )
-    return rows
+        for point in tqdm(points, desc="statistics")
+    ]
 
 
 def certify(
@@ -243,10 +284,6 @@ def certify(
     captured). A Hugging Face model's ``block_size`` defaults to ``min(max_position_embeddings,
     HF_BLOCK_SIZE)``, its tokenizer (for text data) to its checkpoint's. ``frame.attrs["ran"]``
     names the model and the dtype it ran in (``ran_on``)."""
-    import tempfile
-
-    from .experiments import measure
-
     problems = [
         f"{name} = {value} must be at least {low}"
         for name, value, low in (("pool", pool, 5), ("M", M, 1), ("K", K, 1), ("batch_size", batch_size, 1))
@@ -293,24 +330,20 @@ def certify(
                 f"--points {rule}: the model has {len(model.insertion_points())} insertion points; "
                 f"allowed: 'all', 1..{len(model.insertion_points())}, or names"
             )
-        pool_dir = Path(scratch) / "pools"
-        frames = measure(
+        rows = measure_points(
             model,
             prepared,
-            {"model": checkpoint},
-            pool_dir,
-            points=rule,
-            train_pool=pool,
-            test_pool=pool,
+            checkpoint,
+            select_points(model, rule),
+            Path(scratch) / "pools",
+            pool=pool,
+            M=M,
+            K=K,
             batch_size=batch_size,
-            covmat_points=0,
-            pool_dtype="float32",
-            interval_level=INTERVAL_LEVEL,
-            null_draws=2,
+            view=view,
             seed=seed,
             device=torch_device,
         )
-        rows = _point_rows(frames, pool_dir, view, M, K, torch_device)
     frame = pd.DataFrame(rows, columns=CERTIFICATE_COLUMNS)
     frame.attrs["ran"] = ran_on(model, checkpoint, torch_device)
     return frame

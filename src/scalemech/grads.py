@@ -233,7 +233,8 @@ class GradientPool:
     - ``<path>.scale.npy``: the float64 row scales ``s_i``;
     - ``<path>.json``: ``n``, ``dim``, ``dtype``, labels (``split``, ``point``, ``point_index``,
       ``view``, ``stream_shape``) and ``files``: bytes, shape, dtype and sha256 of both ``.npy``
-      files; written last by ``finish``, so a pool with it is complete.
+      files (sha256 None for a scratch pool, ``create(checksum=False)``); written last by
+      ``finish``, so a pool with it is complete.
 
     Opening checks both files' size and header against ``files``, and their sha256 (up to
     ``SHA256_VERIFY_MAX_BYTES``, as for prepared data) unless ``verify`` is False; a mismatch
@@ -255,9 +256,10 @@ class GradientPool:
         self.scale = np.array(_checked_array(scale_file, meta_file, files.get(scale_file.name), verify))  # (n,)
 
     @staticmethod
-    def create(path: str | Path, n: int, dim: int, dtype: str, **labels) -> PoolWriter:
-        """A ``PoolWriter`` for ``n`` rows of length ``dim`` stored in ``dtype`` (float16 | float32)."""
-        return PoolWriter(Path(path), n, dim, dtype, labels)
+    def create(path: str | Path, n: int, dim: int, dtype: str, checksum: bool = True, **labels) -> PoolWriter:
+        """A ``PoolWriter`` for ``n`` rows of length ``dim`` stored in ``dtype`` (float16 | float32);
+        without ``checksum`` no sha256 is computed (a scratch pool, opened only with ``verify=False``)."""
+        return PoolWriter(Path(path), n, dim, dtype, labels, checksum)
 
     @property
     def n(self) -> int:
@@ -297,7 +299,7 @@ class GradientPool:
 class PoolWriter:
     """Fills a ``GradientPool`` batch by batch (``write``), then ``finish`` makes it readable."""
 
-    def __init__(self, path: Path, n: int, dim: int, dtype: str, labels: dict):
+    def __init__(self, path: Path, n: int, dim: int, dtype: str, labels: dict, checksum: bool = True):
         if dtype not in POOL_DTYPES:
             raise ValueError(f"pool dtype {dtype!r}; allowed: {POOL_DTYPES}")
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -305,7 +307,7 @@ class PoolWriter:
         self.path, self.meta = path, {"n": n, "dim": dim, "dtype": dtype, **labels}
         self.scaled = np.lib.format.open_memmap(path.with_suffix(".npy"), mode="w+", dtype=dtype, shape=(n, dim))
         self.scale = np.ones(n, dtype=np.float64)
-        self.filled = 0
+        self.filled, self.checksum = 0, checksum
 
     def write(self, rows: Tensor) -> None:
         """Append ``rows`` (b, D)."""
@@ -315,11 +317,13 @@ class PoolWriter:
                 f"rows of shape {tuple(rows.shape)} after {self.filled} rows do not fit the pool "
                 f"{self.path} of shape {self.scaled.shape}"
             )
-        rows = rows.detach().double()
+        # Half and single precision rows are divided in float32: rounded to the pool's float32 or
+        # float16, that quotient equals the float64 one (double rounding is innocuous for division).
+        rows = rows.detach() if rows.dtype == torch.float64 else rows.detach().float()
         scale = rows.abs().amax(dim=1)
-        scale = torch.where(scale > 0, scale, 1.0)  # (b,)
+        scale = torch.where(scale > 0, scale, 1.0)  # (b,), exact
         self.scaled[self.filled : stop] = (rows / scale[:, None]).cpu().numpy()
-        self.scale[self.filled : stop] = scale.cpu().numpy()
+        self.scale[self.filled : stop] = scale.double().cpu().numpy()
         self.filled = stop
 
     def finish(self) -> GradientPool:
@@ -328,9 +332,12 @@ class PoolWriter:
             raise ValueError(f"pool {self.path} got {self.filled} of its {self.scaled.shape[0]} rows")
         self.scaled.flush()
         np.save(self.path.with_suffix(".scale.npy"), self.scale)
-        files = {p.name: file_record(p) for p in (self.path.with_suffix(suffix) for suffix in (".npy", ".scale.npy"))}
+        files = {
+            p.name: file_record(p, self.checksum)
+            for p in (self.path.with_suffix(suffix) for suffix in (".npy", ".scale.npy"))
+        }
         self.path.with_suffix(".json").write_text(json.dumps({**self.meta, "files": files}, indent=1))
-        return GradientPool(self.path, verify=False)  # just hashed
+        return GradientPool(self.path, verify=False)  # just written
 
 
 def capture_pools(
@@ -345,6 +352,7 @@ def capture_pools(
     labels: dict[str, Any] | None = None,
     progress: bool = False,
     new_block_seeds: Sequence[int] | None = None,
+    checksum: bool = True,
 ) -> dict[tuple[str, str], GradientPool]:
     """Capture ``q`` of ``examples`` at ``points`` and store one ``GradientPool`` per point × view.
 
@@ -352,7 +360,7 @@ def capture_pools(
     pool records its provenance (``examples.provenance()``: split, seed, example index) and
     ``labels`` (the model). With ``new_block_seeds`` (one per point), the same passes give the
     first-order signal of a new block at each point, recorded as each pool's ``block_grad_norm``
-    (``block_grad_norms``).
+    (``block_grad_norms``). Without ``checksum`` the pools are scratch (``GradientPool.create``).
     """
     x, y, split = examples.x, examples.y, examples.split
     provenance = {**examples.provenance(), **(labels or {})}
@@ -373,6 +381,7 @@ def capture_pools(
                     len(x),
                     grads[p][v].shape[1],
                     dtype,
+                    checksum,
                     point=p,
                     point_index=model.index(p),
                     view=v,
@@ -417,11 +426,15 @@ def block_grad(
 
 def new_blocks(model: ResidualModel, points: Sequence[str], seeds: Sequence[int]) -> dict[str, nn.Module]:
     """``{point: model.new_block(point)}`` in eval mode, block ``k``'s random weights from ``seeds[k]``
-    (the global RNG state is left as it was), as ``insert_block`` draws them."""
+    (the global RNG state is left as it was), as ``insert_block`` draws them. Only the
+    ``first_order_parameters`` require grad, so autograd keeps no activations for the others."""
     blocks = {}
     for point, seed in zip(points, seeds, strict=True):
         with seeded(seed):
-            blocks[point] = model.new_block(point).eval()
+            block = model.new_block(point).eval().requires_grad_(False)
+        for param in model.first_order_parameters(block):
+            param.requires_grad_(True)
+        blocks[point] = block
     return blocks
 
 

@@ -89,14 +89,15 @@ def open_array(directory: Path, name: str, shape: tuple[int, ...], dtype: str) -
     return np.lib.format.open_memmap(directory / f"{name}.npy", mode="w+", dtype=np.dtype(dtype), shape=shape)
 
 
-def file_record(path: Path) -> dict:
-    """What a load checks of a ``.npy`` file: its ``.npy`` header (shape, dtype), size and sha256."""
+def file_record(path: Path, digest: bool = True) -> dict:
+    """What a load checks of a ``.npy`` file: its ``.npy`` header (shape, dtype), size and sha256
+    (None without ``digest``: a scratch file read once by the process that wrote it)."""
     array = np.load(path, mmap_mode="r")
     return {
         "shape": list(array.shape),
         "dtype": str(array.dtype),
         "bytes": path.stat().st_size,
-        "sha256": file_digest(path),
+        "sha256": file_digest(path) if digest else None,
     }
 
 
@@ -155,6 +156,8 @@ def checked_npy(
             f"{path}: shape {list(array.shape)} dtype {array.dtype}, {listed_in} says "
             f"{record['shape']} {record['dtype']}; {remedy}"
         )
+    if verify and record["sha256"] is None:
+        raise error(f"{path}: written without a checksum ({listed_in}), so it cannot be verified; {remedy}")
     if verify and size <= SHA256_VERIFY_MAX_BYTES and file_digest(path) != record["sha256"]:
         raise error(f"{path}: sha256 differs from {listed_in}, the file was modified or corrupted; {remedy}")
     return array
