@@ -1,23 +1,29 @@
 """``scalemech certify`` on a random GPT-NeoX of Pythia-160m's shape vs. its plain forward + backward.
 
 The checkpoint (12 layers, hidden 768, 12 heads, vocabulary 50 304, random weights) is saved with
-``save_pretrained``; token ids are a ``.npy``. Timed in the same run, over the same number of
-sequences (``2·pool``: train and test pools) of ``block_size`` tokens in batches of ``batch_size``:
+``save_pretrained``; token ids are a ``.npy``. Each side runs in a fresh process (so each peak
+memory is its own), over the same number of sequences (``2·pool``: train and test pools) of
+``block_size`` tokens in batches of ``batch_size``:
 
-- ``certify``: the whole command (weights loaded, pools captured to disk, statistics);
+- ``certify``: the call of ``scalemech.certify.certify`` (weights loaded, pools drawn, captured to
+  disk, statistics), every point, full view;
 - the baseline: the same model's training-style forward and backward (``loss.backward()``,
-  parameters requiring grad), weights already loaded.
+  parameters requiring grad), weights loaded and one batch run before the clock starts.
 
-Prints the ratio (goal ≤ 1.5), certify's peak memory (CUDA: ``max_memory_allocated``; CPU: the
-process's peak RSS, reset before certify) against the weights and the pools' size on disk.
+Prints the ratio (goal ≤ 1.5) and each side's peak memory (CUDA: ``max_memory_allocated``; CPU:
+the process's peak RSS, ``VmHWM``, which includes torch itself) against the weights and the pools'
+size on disk.
 
     python benchmarks/bench_certify.py --pool 256 --block-size 512          # the issue's sizes (GPU)
-    python benchmarks/bench_certify.py --pool 16 --block-size 64 --device cpu  # a small CPU run
+    python benchmarks/bench_certify.py --pool 32 --block-size 128 --device cpu  # a CPU run
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -41,15 +47,8 @@ PYTHIA_160M = dict(
 GB = 1e9
 
 
-def peak_memory_reset(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-    else:
-        Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM, the peak RSS
-
-
 def peak_memory(device: torch.device) -> float:
-    """Bytes: the CUDA allocator's peak, or the process's peak RSS (VmHWM)."""
+    """Bytes: the CUDA allocator's peak, or this process's peak RSS (VmHWM)."""
     if device.type == "cuda":
         return float(torch.cuda.max_memory_allocated(device))
     status = Path("/proc/self/status").read_text().split("VmHWM:")[1]
@@ -61,7 +60,7 @@ def synchronized(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def forward_backward(model, ids: torch.Tensor, block_size: int, batch_size: int, device: torch.device) -> float:
+def forward_backward(model, ids: torch.Tensor, batch_size: int, device: torch.device) -> float:
     """Seconds of the training-style forward + backward over ``ids`` (n, block_size + 1)."""
     synchronized(device)
     start = time.perf_counter()
@@ -74,53 +73,76 @@ def forward_backward(model, ids: torch.Tensor, block_size: int, batch_size: int,
     return time.perf_counter() - start
 
 
+def run_certify(args: argparse.Namespace, device: torch.device) -> dict:
+    synchronized(device)
+    start = time.perf_counter()
+    table = certify(
+        args.checkpoint,
+        args.ids,
+        pool=args.pool,
+        M=min(16, args.pool),
+        K=min(16, args.pool),
+        batch_size=args.batch_size,
+        block_size=args.block_size,
+        device=str(device),
+    )
+    synchronized(device)
+    return {"seconds": time.perf_counter() - start, "points": len(table), "ran": table.attrs["ran"]}
+
+
+def run_baseline(args: argparse.Namespace, device: torch.device) -> dict:
+    model = AutoModelForCausalLM.from_pretrained(args.checkpoint).to(device).eval()
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    rng = np.random.default_rng(1)
+    sequences = torch.from_numpy(rng.integers(0, PYTHIA_160M["vocab_size"], (2 * args.pool, args.block_size + 1)))
+    forward_backward(model, sequences[: args.batch_size], args.batch_size, device)  # warm-up
+    return {"seconds": forward_backward(model, sequences, args.batch_size, device), "weights": weights}
+
+
+def in_child(args: argparse.Namespace, part: str, checkpoint: Path, ids: Path) -> dict:
+    """``part``'s result, run by this script in a fresh process."""
+    argv = [sys.executable, __file__, "--part", part, "--checkpoint", str(checkpoint), "--ids", str(ids)]
+    for name in ("pool", "block_size", "batch_size", "device"):
+        argv += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
+    done = subprocess.run(argv, check=True, stdout=subprocess.PIPE, text=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pool", type=int, default=256)
     parser.add_argument("--block-size", type=int, default=512)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--device", default="auto")
+    parser.add_argument("--part", choices=["certify", "baseline"], help=argparse.SUPPRESS)
+    parser.add_argument("--checkpoint", help=argparse.SUPPRESS)
+    parser.add_argument("--ids", help=argparse.SUPPRESS)
     args = parser.parse_args()
     device = resolve_device(args.device)
-    window = args.block_size + 1
+    if args.part:
+        result = (run_certify if args.part == "certify" else run_baseline)(args, device)
+        print(json.dumps({**result, "peak": peak_memory(device)}))
+        return
+    args.device = str(device)
     with tempfile.TemporaryDirectory() as scratch:
-        checkpoint, ids_file = Path(scratch) / "neox", Path(scratch) / "ids.npy"
+        checkpoint, ids = Path(scratch) / "neox", Path(scratch) / "ids.npy"
         torch.manual_seed(0)
         AutoModelForCausalLM.from_config(GPTNeoXConfig(**PYTHIA_160M)).save_pretrained(checkpoint)
-        rng = np.random.default_rng(0)
-        np.save(ids_file, rng.integers(0, PYTHIA_160M["vocab_size"], 40 * args.pool * window).astype(np.int32))
-
-        peak_memory_reset(device)
-        synchronized(device)
-        start = time.perf_counter()
-        table = certify(
-            str(checkpoint),
-            str(ids_file),
-            pool=args.pool,
-            M=min(16, args.pool),
-            K=min(16, args.pool),
-            batch_size=args.batch_size,
-            block_size=args.block_size,
-            device=str(device),
+        vocab = PYTHIA_160M["vocab_size"]
+        np.save(
+            ids, np.random.default_rng(0).integers(0, vocab, 40 * args.pool * (args.block_size + 1)).astype(np.int32)
         )
-        synchronized(device)
-        certify_s = time.perf_counter() - start
-        certify_peak = peak_memory(device)
-
-        model = AutoModelForCausalLM.from_pretrained(checkpoint).to(device).eval()
-        weights = sum(p.numel() * p.element_size() for p in model.parameters())
-        sequences = torch.from_numpy(rng.integers(0, PYTHIA_160M["vocab_size"], (2 * args.pool, window)))
-        forward_backward(model, sequences[: args.batch_size], args.block_size, args.batch_size, device)  # warm-up
-        baseline_s = forward_backward(model, sequences, args.block_size, args.batch_size, device)
-    points, d = len(table), PYTHIA_160M["hidden_size"]
-    pools = 2 * points * args.pool * (args.block_size * d + d) * 4  # train + test, full + pooled views, float32
+        measured = in_child(args, "certify", checkpoint, ids)
+        baseline = in_child(args, "baseline", checkpoint, ids)
+    d = PYTHIA_160M["hidden_size"]
+    pools = 2 * measured["points"] * args.pool * (args.block_size * d * 4 + 8)  # train + test, float32 rows, scales
     print(
-        f"Pythia-160m shape (random), {points} points, pool {args.pool} x {args.block_size} tokens, "
-        f"batch {args.batch_size}, {device}, {torch.get_num_threads()} threads:\n"
-        f"  certify {certify_s:.1f} s; forward+backward over the same {2 * args.pool} sequences {baseline_s:.1f} s; "
-        f"ratio {certify_s / baseline_s:.2f} (goal <= 1.5)\n"
-        f"  certify's peak memory {certify_peak / GB:.2f} GB; weights {weights / GB:.2f} GB; "
-        f"pools on disk {pools / GB:.2f} GB ({table.attrs['ran']})"
+        f"Pythia-160m shape (random), {measured['points']} points, pool {args.pool} x {args.block_size} tokens, "
+        f"batch {args.batch_size}, {device}, {torch.get_num_threads()} threads ({measured['ran']}):\n"
+        f"  certify {measured['seconds']:.1f} s; forward+backward over the same {2 * args.pool} sequences "
+        f"{baseline['seconds']:.1f} s; ratio {measured['seconds'] / baseline['seconds']:.2f} (goal <= 1.5)\n"
+        f"  peak memory: certify {measured['peak'] / GB:.2f} GB, forward+backward {baseline['peak'] / GB:.2f} GB; "
+        f"weights {baseline['weights'] / GB:.2f} GB; pools on disk {pools / GB:.2f} GB"
     )
 
 

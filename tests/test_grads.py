@@ -158,6 +158,36 @@ def test_pool_roundtrip_mean_and_gram(tmp_path, dtype, rtol):
         GradientPool.create(tmp_path / "c", 2, 2, "bfloat16")
 
 
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_single_precision_rows_are_stored_as_float64_division_would_store_them(tmp_path, dtype):
+    """Rows of a float32 (or bf16, fp16) model are scaled in float32: the stored quotients and scales
+    are bit for bit those of dividing in float64 and rounding once to the pool's dtype."""
+    torch.manual_seed(3)
+    rows = (torch.randn(64, 257, dtype=torch.float64) * torch.logspace(-30, 10, 257, dtype=torch.float64)).float()
+    rows[5] = 0.0
+    writer = GradientPool.create(tmp_path / "p", 64, 257, dtype, point_index=0)
+    writer.write(rows[:40]), writer.write(rows[40:])
+    pool = writer.finish()
+    wide = rows.double()
+    scale = wide.abs().amax(dim=1)
+    scale = torch.where(scale > 0, scale, 1.0)
+    expected = (wide / scale[:, None]).numpy().astype(dtype)
+    np.testing.assert_array_equal(
+        np.asarray(pool.scaled).view(np.uint16 if dtype == "float16" else np.uint32),
+        expected.view(np.uint16 if dtype == "float16" else np.uint32),
+    )
+    np.testing.assert_array_equal(pool.scale, scale.numpy())
+
+
+def test_scratch_pool_has_no_checksum_and_refuses_verification(tmp_path):
+    writer = GradientPool.create(tmp_path / "p", 4, 3, "float32", checksum=False, point_index=0)
+    writer.write(torch.ones(4, 3))
+    writer.finish()
+    assert GradientPool(tmp_path / "p", verify=False).meta["files"]["p.npy"]["sha256"] is None
+    with pytest.raises(PoolError, match="written without a checksum"):
+        GradientPool(tmp_path / "p")
+
+
 def _stored_pool(path, rows):
     writer = GradientPool.create(path, len(rows), rows.shape[1], "float16", point_index=0)
     writer.write(rows)

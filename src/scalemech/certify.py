@@ -221,13 +221,16 @@ def measure_points(
 ) -> list[dict[str, Any]]:
     """``point_row`` of each of ``points``: train and test pools of ``pool`` examples drawn and
     captured as ``experiments.measure`` does (the same seeds, so the same numbers), in ``view``
-    only, as scratch pools under ``pool_dir``; the new blocks run on the train pool only."""
+    only, as scratch pools under ``pool_dir``; the new blocks run on the train pool only. Memory:
+    the model, one batch, and one point's pools while its statistics are computed."""
     model = model.to(device).eval()
     recalibrate_batch_norm(model, model.task(prepared), identity, device)
     examples = draw_pools(model, prepared, {split: pool for split in SPLITS}, seed, identity)
     new_block_seeds = {"train": [derive_seed(seed, identity, point, "new_block") for point in points], "test": None}
-    pools = {
-        split: capture_pools(
+    paths = {
+        (split, point): pool.path
+        for split in SPLITS
+        for (point, _), pool in capture_pools(
             model,
             examples[split],
             points,
@@ -240,20 +243,13 @@ def measure_points(
             progress=True,
             new_block_seeds=new_block_seeds[split],
             checksum=False,
-        )
-        for split in SPLITS
+        ).items()
     }
-    return [
-        point_row(
-            pools["train"][point, view],
-            pools["test"][point, view],
-            M,
-            K,
-            pools["train"][point, view].meta["block_grad_norm"],
-            device,
-        )
-        for point in tqdm(points, desc="statistics")
-    ]
+    rows = []
+    for point in tqdm(points, desc="statistics"):  # one point's pools mapped at a time
+        train, test = (GradientPool(paths[split, point], verify=False) for split in SPLITS)
+        rows.append(point_row(train, test, M, K, train.meta["block_grad_norm"], device))
+    return rows
 
 
 def certify(

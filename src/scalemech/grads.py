@@ -297,7 +297,8 @@ class GradientPool:
 
 
 class PoolWriter:
-    """Fills a ``GradientPool`` batch by batch (``write``), then ``finish`` makes it readable."""
+    """Fills a ``GradientPool`` batch by batch (``write``, appended to the ``.npy`` file, which is
+    not memory-mapped: written rows leave the process), then ``finish`` makes it readable."""
 
     def __init__(self, path: Path, n: int, dim: int, dtype: str, labels: dict, checksum: bool = True):
         if dtype not in POOL_DTYPES:
@@ -305,32 +306,35 @@ class PoolWriter:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.with_suffix(".json").unlink(missing_ok=True)
         self.path, self.meta = path, {"n": n, "dim": dim, "dtype": dtype, **labels}
-        self.scaled = np.lib.format.open_memmap(path.with_suffix(".npy"), mode="w+", dtype=dtype, shape=(n, dim))
+        self.shape, self.dtype = (n, dim), np.dtype(dtype)
+        self.file = path.with_suffix(".npy").open("wb")
+        header = {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False, "shape": self.shape}
+        np.lib.format.write_array_header_1_0(self.file, header)
         self.scale = np.ones(n, dtype=np.float64)
         self.filled, self.checksum = 0, checksum
 
     def write(self, rows: Tensor) -> None:
         """Append ``rows`` (b, D)."""
         stop = self.filled + rows.shape[0]
-        if stop > self.scaled.shape[0] or rows.shape[1] != self.scaled.shape[1]:
+        if stop > self.shape[0] or rows.shape[1] != self.shape[1]:
             raise ValueError(
                 f"rows of shape {tuple(rows.shape)} after {self.filled} rows do not fit the pool "
-                f"{self.path} of shape {self.scaled.shape}"
+                f"{self.path} of shape {self.shape}"
             )
         # Half and single precision rows are divided in float32: rounded to the pool's float32 or
         # float16, that quotient equals the float64 one (double rounding is innocuous for division).
         rows = rows.detach() if rows.dtype == torch.float64 else rows.detach().float()
         scale = rows.abs().amax(dim=1)
         scale = torch.where(scale > 0, scale, 1.0)  # (b,), exact
-        self.scaled[self.filled : stop] = (rows / scale[:, None]).cpu().numpy()
+        self.file.write((rows / scale[:, None]).cpu().numpy().astype(self.dtype, copy=False).tobytes())
         self.scale[self.filled : stop] = scale.double().cpu().numpy()
         self.filled = stop
 
     def finish(self) -> GradientPool:
         """Flush; write the scales, then the metadata with each file's record; return the pool for reading."""
-        if self.filled != self.scaled.shape[0]:
-            raise ValueError(f"pool {self.path} got {self.filled} of its {self.scaled.shape[0]} rows")
-        self.scaled.flush()
+        if self.filled != self.shape[0]:
+            raise ValueError(f"pool {self.path} got {self.filled} of its {self.shape[0]} rows")
+        self.file.close()
         np.save(self.path.with_suffix(".scale.npy"), self.scale)
         files = {
             p.name: file_record(p, self.checksum)
