@@ -633,6 +633,7 @@ def test_cross_gram_equals_plain_product(kind, chunk_bytes, chunk_size, tmp_path
     for got, want in [
         (stats.cross_gram(a, b, chunk_size), a64 @ b64.T),
         (stats.cross_gram(a, None, chunk_size), a64 @ a64.T),
+        *zip(stats.cross_grams(a, [None, b, None], chunk_size), [a64 @ a64.T, a64 @ b64.T, a64 @ a64.T]),
     ]:
         assert got.dtype == torch.float64 and got.shape == want.shape
         torch.testing.assert_close(got, want, rtol=1e-13, atol=1e-13)

@@ -179,11 +179,12 @@ def point_row(
 ) -> dict[str, Any]:
     """The row of one point from its train and test pools (one view): ``‖μ‖²``, ``d_∥``, ``d_2``,
     ``d_align`` with jackknife intervals from the train Gram matrix, the two-sample certificate from
-    the train × test cross-Gram, the one-sample ones at ``(M, K)`` and the verdict."""
-    G = train.gram(device=device)
+    the train × test cross-Gram (both from one pass over the pools), the one-sample ones at
+    ``(M, K)`` and the verdict."""
+    G, C = train.grams([None, test], device=device)
     estimate = stats.stats_from_gram(G, train.dim)
     intervals = stats.alignment_intervals(G, train.dim, INTERVAL_LEVEL)
-    jackknife = stats.TwoSampleBounds.from_cross(train.gram(test, device=device))
+    jackknife = stats.TwoSampleBounds.from_cross(C)
     common = stats.certificates(estimate, M, K)
     b_exact = stats.two_sample_certificate(jackknife.stats, M, K)
     return {

@@ -38,7 +38,7 @@ from tqdm.auto import tqdm
 from .data.store import DataError, checked_npy, file_record
 from .models.base import ResidualModel
 from .seeding import seeded
-from .stats import cross_gram
+from .stats import cross_grams
 from .tasks import Examples
 
 VIEWS = ("full", "pooled")
@@ -283,17 +283,30 @@ class GradientPool:
     def gram(
         self, other: GradientPool | None = None, device: torch.device | str = "cpu", chunk_cols: int = 8192
     ) -> Tensor:
-        """``Q_a Q_bᵀ`` (n_a × n_b, float64; ``b = a`` when ``other`` is None), summed over column chunks.
+        """``Q_a Q_bᵀ`` (n_a × n_b, float64; ``b = a`` when ``other`` is None), summed over column chunks
+        (``grams``)."""
+        return self.grams([other], device, chunk_cols)[0]
+
+    def grams(
+        self, others: Sequence[GradientPool | None], device: torch.device | str = "cpu", chunk_cols: int = 8192
+    ) -> list[Tensor]:
+        """``[Q_a Q_bᵀ for b in others]`` (``b = a`` where None), float64, from one pass over the
+        column chunks of every pool (``stats.cross_grams``).
 
         ``G_ij = s_i t_j Σ_k Q̃_ik R̃_jk`` from the stored scaled rows; only a column chunk of
         each pool is in memory at a time (docs/science.md §4).
         """
-        b = self if other is None else other
-        if b.dim != self.dim:
-            raise ValueError(f"pools of different lengths: {self.path} has D = {self.dim}, {b.path} has D = {b.dim}")
-        cross = cross_gram(self.scaled, None if other is None else b.scaled, chunk_cols, device)
-        a_scale, b_scale = (torch.from_numpy(p.scale).to(device) for p in (self, b))
-        return cross * a_scale[:, None] * b_scale[None, :]
+        pools = [self if other is None else other for other in others]
+        for b in pools:
+            if b.dim != self.dim:
+                raise ValueError(
+                    f"pools of different lengths: {self.path} has D = {self.dim}, {b.path} has D = {b.dim}"
+                )
+        crosses = cross_grams(self.scaled, [None if o is None else o.scaled for o in others], chunk_cols, device)
+        a_scale = torch.from_numpy(self.scale).to(device)
+        return [
+            cross * a_scale[:, None] * torch.from_numpy(b.scale).to(device)[None, :] for cross, b in zip(crosses, pools)
+        ]
 
 
 class PoolWriter:

@@ -86,27 +86,40 @@ class _ChunkReader:
 
 
 @torch.no_grad()
+def cross_grams(
+    a: Tensor | np.ndarray,
+    others: Sequence[Tensor | np.ndarray | None],
+    chunk_size: int = 8192,
+    device: torch.device | str = "cpu",
+) -> list[Tensor]:
+    """``[a bᵀ for b in others]`` (``b = a`` where None), float64, in one pass over column chunks of
+    at most ``chunk_size`` features and at most ``_CHUNK_BYTES`` (4 MiB) of float64 for the rows of
+    ``a`` and the ``others`` together: each chunk of each operand is read once (a numpy/memmap slice
+    of any float dtype converted there) into one reused float64 buffer per operand on ``device``.
+    Peak memory: the products, ``8·n_a·n_b`` each, + those buffers (+ BLAS's own)."""
+    distinct = [b for b in others if b is not None]
+    columns = _chunk_columns(a.shape[0] + sum(b.shape[0] for b in distinct), chunk_size)
+    read_a = _ChunkReader(a, columns, device)
+    readers = [read_a if b is None else _ChunkReader(b, columns, device) for b in others]
+    products = [
+        torch.zeros(a.shape[0], (a if b is None else b).shape[0], dtype=torch.float64, device=device) for b in others
+    ]
+    for start in range(0, a.shape[1], columns):
+        stop = min(start + columns, a.shape[1])
+        a_chunk = read_a(start, stop)  # (n_a, c)
+        for product, read_b in zip(products, readers):
+            product.addmm_(a_chunk, (a_chunk if read_b is read_a else read_b(start, stop)).T)
+    return products
+
+
 def cross_gram(
     a: Tensor | np.ndarray,
     b: Tensor | np.ndarray | None = None,
     chunk_size: int = 8192,
     device: torch.device | str = "cpu",
 ) -> Tensor:
-    """``C = a bᵀ`` (``b = a`` when None), float64, summed over column chunks of at most ``chunk_size``
-    features and at most ``_CHUNK_BYTES`` (4 MiB) of float64 for ``a``'s and ``b``'s rows together.
-    Each chunk is read (a numpy/memmap slice of any float dtype converted there) into one reused
-    float64 buffer per operand on ``device``: peak memory ``8·n_a·n_b`` + that buffer (+ BLAS's own)."""
-    n_b = (a if b is None else b).shape[0]
-    columns = _chunk_columns(a.shape[0] + (0 if b is None else n_b), chunk_size)
-    read_a = _ChunkReader(a, columns, device)
-    read_b = read_a if b is None else _ChunkReader(b, columns, device)
-    cross = torch.zeros(a.shape[0], n_b, dtype=torch.float64, device=device)
-    for start in range(0, a.shape[1], columns):
-        stop = min(start + columns, a.shape[1])
-        a_chunk = read_a(start, stop)  # (n_a, c)
-        b_chunk = a_chunk if b is None else read_b(start, stop)  # (n_b, c)
-        cross.addmm_(a_chunk, b_chunk.T)
-    return cross
+    """``C = a bᵀ`` (``b = a`` when None), float64, summed over column chunks (``cross_grams``)."""
+    return cross_grams(a, [b], chunk_size, device)[0]
 
 
 def _flat(rows: Tensor | np.ndarray) -> Tensor | np.ndarray:
