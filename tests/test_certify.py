@@ -353,20 +353,27 @@ def test_text_without_a_tokenizer_says_how_to_give_one(tmp_path: Path, text_file
     assert len(table) == 2
 
 
-def test_a_large_text_file_is_read_only_as_far_as_the_pools_need(
-    tmp_path: Path, neox_checkpoint: Path, monkeypatch
+@pytest.mark.parametrize("form", ["text file", "prepared directory"])
+def test_large_text_is_read_only_as_far_as_the_pools_need(
+    tmp_path_factory, neox_checkpoint: Path, monkeypatch, form: str
 ) -> None:
-    """50 MB of text, pools of 6 windows of 9 tokens: a prefix of a few kB is tokenized."""
+    """50 MB of text, as a file or a prepared dataset, pools of 6 windows of 9 tokens: only a
+    prefix of a few kB (of each split) is tokenized."""
     from scalemech.data import tokenized
 
+    tmp_path = tmp_path_factory.mktemp("big")
     big = tmp_path / "big.txt"
     with big.open("w") as f:
         for _ in range(50):
             f.write("To be, or not to be, that is the question. " * 24_000)
+    data = big
+    if form == "prepared directory":
+        prepare_dataset("corpus", {"path": str(big)}, tmp_path / "prepared")
+        data = tmp_path / "prepared"
     read = []
     tokenize = tokenized.tokenize_text
     monkeypatch.setattr(tokenized, "tokenize_text", lambda text, *args: read.append(len(text)) or tokenize(text, *args))
-    table = certify(str(neox_checkpoint), str(big), points="1", pool=6, M=2, K=2, block_size=8, device="cpu")
+    table = certify(str(neox_checkpoint), str(data), points="1", pool=6, M=2, K=2, block_size=8, device="cpu")
     assert len(table) == 1 and read and max(read) <= 4 * tokenized.BYTES_PER_TOKEN * 2 * tokenized.TEXT_SLACK * 6 * 9
 
 

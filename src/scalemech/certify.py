@@ -36,7 +36,7 @@ from tqdm.auto import tqdm
 from . import stats
 from .data import Prepared, load_prepared, prepare_dataset
 from .data.prepared import SPLITS
-from .data.tokenized import TokenIds, is_token_ids, load_token_ids, text_file_tokens
+from .data.tokenized import TokenIds, is_token_ids, load_token_ids, prepared_text_tokens, text_file_tokens
 from .device import resolve_device
 from .experiments.measure import draw_pools, select_points
 from .grads import GradientPool, capture_pools, to_device
@@ -135,14 +135,19 @@ DATA_FORMS = (
 
 
 def _certify_data(data: str, scratch: Path, hf_spec: dict[str, Any] | None, pool: int):
-    """A prepared dataset directory; token ids (``data.tokenized.load_token_ids``: a ``.npy`` or
-    nanoGPT's ``train.bin``/``val.bin``); or a UTF-8 text file (judged by its first MiB): for a
-    Hugging Face model, the head of it that ``pool`` windows per split need, in the tokenizer's
-    ids (``data.tokenized.text_file_tokens``), else prepared here as a byte-level corpus. Any
-    other binary file is refused."""
+    """A prepared dataset directory (for a Hugging Face model, a text one becomes the head of each
+    split that ``pool`` windows need, in the tokenizer's ids: ``data.tokenized.prepared_text_tokens``);
+    token ids (``data.tokenized.load_token_ids``: a ``.npy`` or nanoGPT's ``train.bin``/``val.bin``);
+    or a UTF-8 text file (judged by its first MiB): for a Hugging Face model, the head of it that
+    ``pool`` windows per split need (``data.tokenized.text_file_tokens``), else prepared here as a
+    byte-level corpus. Any other binary file is refused."""
     path = Path(data)
     if (path / "manifest.json").is_file():
-        return load_prepared(path)
+        prepared = load_prepared(path)
+        if hf_spec is not None and prepared.kind == "text":
+            tokenizer, local = hf_spec["tokenizer"], Path(hf_spec["tokenizer"]).is_dir()
+            return prepared_text_tokens(prepared, pool, hf_spec["block_size"], tokenizer, None, local)
+        return prepared
     if is_token_ids(path):
         return load_token_ids(path)
     if path.is_file():

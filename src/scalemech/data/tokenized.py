@@ -14,9 +14,11 @@ for checkpoints whose tokenizer is not in Hugging Face format.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -24,6 +26,9 @@ from torch import Tensor
 
 from ..tasks import WindowTask
 from .prepared import SPLITS, text_windows, token_starts
+
+if TYPE_CHECKING:
+    from .prepared import Prepared
 
 
 def text_from_bytes(stream: Tensor) -> str:
@@ -87,6 +92,24 @@ BYTES_PER_TOKEN = 4
 """A first guess of the text bytes per token (English BPE: about 4), refined by reading more."""
 
 
+def _head_tokens(
+    read_head: Callable[[int], bytes],
+    size: int,
+    wanted: int,
+    tokenizer: str,
+    revision: str | None,
+    local_files_only: bool,
+) -> np.ndarray:
+    """The first ``wanted`` tokens of a byte stream of ``size`` bytes (fewer if it is shorter), from
+    its first ``wanted·BYTES_PER_TOKEN`` bytes (``read_head(k)``), doubled until they hold them."""
+    read = wanted * BYTES_PER_TOKEN
+    while True:
+        tokens = tokenize_text(read_head(read).decode("utf-8", errors="replace"), tokenizer, revision, local_files_only)
+        if len(tokens) >= wanted or read >= size:
+            return tokens[:wanted].numpy()
+        read *= 2
+
+
 def text_file_tokens(
     path: str | Path, windows: int, block_size: int, tokenizer: str, revision: str | None, local_files_only: bool
 ) -> TokenIds:
@@ -98,18 +121,41 @@ def text_file_tokens(
     tokens or the file ends (utf-8, undecodable bytes as U+FFFD).
     """
     path = Path(path)
-    wanted = 2 * TEXT_SLACK * windows * (block_size + 1)
-    size, file_size = wanted * BYTES_PER_TOKEN, path.stat().st_size
-    while True:
+
+    def read_head(size: int) -> bytes:
         with path.open("rb") as f:
-            text = f.read(size).decode("utf-8", errors="replace")
-        tokens = tokenize_text(text, tokenizer, revision, local_files_only)[:wanted]
-        if len(tokens) >= wanted or size >= file_size:
-            break
-        size *= 2
-    ids = tokens.numpy()
+            return f.read(size)
+
+    wanted = 2 * TEXT_SLACK * windows * (block_size + 1)
+    ids = _head_tokens(read_head, path.stat().st_size, wanted, tokenizer, revision, local_files_only)
     half = len(ids) // 2
     return TokenIds(path.name, ids[:half], ids[half:], f"{path} (first {len(ids)} tokens of {tokenizer!r})")
+
+
+def prepared_text_tokens(
+    data: Prepared, windows: int, block_size: int, tokenizer: str, revision: str | None, local_files_only: bool
+) -> TokenIds:
+    """Token ids of the head of each split of a prepared text dataset: the first
+    ``TEXT_SLACK·windows·(block_size + 1)`` tokens of its train and of its test byte stream, read
+    and tokenized as ``text_file_tokens`` reads a file (only as far as they need)."""
+    if data.kind != "text":
+        raise ValueError(f"a tokenizer takes text data; {data.name!r} holds {data.kind}")
+    wanted = TEXT_SLACK * windows * (block_size + 1)
+    streams = {}
+    for split in SPLITS:
+        stream = getattr(data, f"{split}_x")  # (N,) uint8, memory-mapped
+        streams[split] = _head_tokens(
+            lambda size, stream=stream: bytes(stream[:size].numpy()),
+            len(stream),
+            wanted,
+            tokenizer,
+            revision,
+            local_files_only,
+        )
+    sizes = ", ".join(f"{len(ids)} {split}" for split, ids in streams.items())
+    return TokenIds(
+        data.name, streams["train"], streams["test"], f"{data.name} (first tokens of {tokenizer!r}: {sizes})"
+    )
 
 
 def token_pool(tokens: Tensor, n: int, block_size: int, seed: int) -> tuple[Tensor, Tensor]:
