@@ -7,6 +7,7 @@ import contextlib
 import io
 import json
 import math
+import os
 import re
 from pathlib import Path
 
@@ -375,6 +376,42 @@ def test_large_text_is_read_only_as_far_as_the_pools_need(
     monkeypatch.setattr(tokenized, "tokenize_text", lambda text, *args: read.append(len(text)) or tokenize(text, *args))
     table = certify(str(neox_checkpoint), str(data), points="1", pool=6, M=2, K=2, block_size=8, device="cpu")
     assert len(table) == 1 and read and max(read) <= 4 * tokenized.BYTES_PER_TOKEN * 2 * tokenized.TEXT_SLACK * 6 * 9
+
+
+def test_without_network_a_cached_hub_name_runs_and_an_uncached_one_is_refused_at_once(
+    tmp_path: Path, neox_checkpoint: Path
+) -> None:
+    """No DNS (as on a machine without network): a hub name in the local cache is certified from
+    it, with no download retried; a name not in the cache is refused in one line within seconds."""
+    import subprocess
+    import sys
+
+    snapshot = tmp_path / "hub" / "models--tiny--neox" / "snapshots" / ("0" * 40)
+    AutoModelForCausalLM.from_pretrained(neox_checkpoint).save_pretrained(snapshot)
+    (snapshot.parents[1] / "refs").mkdir()
+    (snapshot.parents[1] / "refs" / "main").write_text("0" * 40)
+    np.save(tmp_path / "ids.npy", _token_ids(2000))
+    common = ["--data", str(tmp_path / "ids.npy"), *TINY, "--points", "1"]
+    script = f"""
+import socket, time
+def no_dns(*args, **kwargs):
+    raise socket.gaierror(-2, "Name or service not known")
+socket.getaddrinfo = no_dns
+from scalemech.cli import main
+assert main(["certify", "--checkpoint", "tiny/neox", *{common!r}]) == 0
+start = time.perf_counter()
+assert main(["certify", "--checkpoint", "nobody/nothing", *{common!r}]) == 2
+print("refused in", time.perf_counter() - start)
+"""
+    env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "0"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "layer.2" in done.stdout and "(gpt_neox, 3 points" in done.stdout
+    assert (
+        "'nobody/nothing'" in done.stderr
+        and "cannot be downloaded: no network (huggingface.co does not resolve" in done.stderr
+    )
+    assert float(done.stdout.split("refused in")[1]) < 5
 
 
 def test_a_missing_checkpoint_directory_is_named(tmp_path: Path) -> None:

@@ -187,7 +187,7 @@ def test_unknown_hub_name_offline(capsys, monkeypatch, tmp_path) -> None:
     )
     assert "'nobody/no-such-model'" in message
     assert "neither a local directory nor in the local Hugging Face cache" in message
-    assert "offline mode (HF_HUB_OFFLINE=1) forbids downloading it" in message
+    assert "it cannot be downloaded: offline mode (HF_HUB_OFFLINE=1)" in message
 
 
 @pytest.mark.parametrize("damage", ["truncated", "zeroed", "empty"])

@@ -108,19 +108,20 @@ def _hf_spec(
     decoder-only causal LM is refused here, before the data and the weights are loaded. The
     weights load in their own dtype; ``block_size`` defaults to ``min(max_position_embeddings,
     HF_BLOCK_SIZE)``."""
-    from .models.hub import decoder_config
+    from .models.hub import decoder_config, hub_unreachable
 
     path = Path(checkpoint)
     if path.suffix == ".pt" and family in (None, "resnet", "llama", "tvresnet"):
         return None
     if family not in (None, "hf"):
         raise ValueError(f"--family {family} needs a scalemech model.pt, got {checkpoint!r}")
-    config = decoder_config(checkpoint, None, path.is_dir())
+    config = decoder_config(checkpoint, None, path.is_dir())  # an uncached name without network: refused here
+    local = path.is_dir() or hub_unreachable() is not None  # from the cache, with no download to wait for
     positions = config.get("max_position_embeddings") or config.get("n_positions") or HF_BLOCK_SIZE
     return {
         "family": "hf",
         "checkpoint": checkpoint,
-        "local_files_only": path.is_dir(),
+        "local_files_only": local,
         "dtype": "auto",
         "block_size": block_size or min(positions, HF_BLOCK_SIZE),
         "tokenizer": tokenizer or checkpoint,
@@ -134,6 +135,13 @@ DATA_FORMS = (
 )
 
 
+def _local(hf_spec: dict[str, Any]) -> bool:
+    """Whether the tokenizer is read from disk only: a directory, or no download possible."""
+    return Path(hf_spec["tokenizer"]).is_dir() or (
+        hf_spec["local_files_only"] and not Path(hf_spec["checkpoint"]).is_dir()
+    )
+
+
 def _certify_data(data: str, scratch: Path, hf_spec: dict[str, Any] | None, pool: int):
     """A prepared dataset directory (for a Hugging Face model, a text one becomes the head of each
     split that ``pool`` windows need, in the tokenizer's ids: ``data.tokenized.prepared_text_tokens``);
@@ -145,7 +153,7 @@ def _certify_data(data: str, scratch: Path, hf_spec: dict[str, Any] | None, pool
     if (path / "manifest.json").is_file():
         prepared = load_prepared(path)
         if hf_spec is not None and prepared.kind == "text":
-            tokenizer, local = hf_spec["tokenizer"], Path(hf_spec["tokenizer"]).is_dir()
+            tokenizer, local = hf_spec["tokenizer"], _local(hf_spec)
             return prepared_text_tokens(prepared, pool, hf_spec["block_size"], tokenizer, None, local)
         return prepared
     if is_token_ids(path):
@@ -164,7 +172,7 @@ def _certify_data(data: str, scratch: Path, hf_spec: dict[str, Any] | None, pool
                 f"train.bin/val.bin; give {DATA_FORMS}"
             )
         if hf_spec is not None:
-            tokenizer, local = hf_spec["tokenizer"], Path(hf_spec["tokenizer"]).is_dir()
+            tokenizer, local = hf_spec["tokenizer"], _local(hf_spec)
             return text_file_tokens(path, pool, hf_spec["block_size"], tokenizer, None, local)
         prepare_dataset("corpus", {"path": str(path)}, scratch / "corpus")
         return load_prepared(scratch / "corpus")

@@ -9,8 +9,10 @@ path that does not exist, and any model that is not a decoder-only causal LM
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 CAUSAL_LM_SUFFIXES = ("ForCausalLM", "LMHeadModel")
 """How ``transformers`` names the class of a decoder-only LM with its head (``architectures``)."""
@@ -21,11 +23,26 @@ def looks_like_path(checkpoint: str) -> bool:
     return checkpoint.startswith(("/", ".", "~")) or checkpoint.endswith("/") or checkpoint.count("/") > 1
 
 
+def hub_unreachable() -> str | None:
+    """Why the hub cannot be downloaded from, or None: offline mode (``HF_HUB_OFFLINE=1``), or its
+    host name does not resolve (no network: told at once, where downloading would retry for ~30 s)."""
+    from huggingface_hub import constants, is_offline_mode
+
+    if is_offline_mode():
+        return "offline mode (HF_HUB_OFFLINE=1)"
+    host = urlparse(constants.ENDPOINT).hostname or constants.ENDPOINT
+    try:
+        socket.getaddrinfo(host, 443)
+    except OSError as err:
+        return f"no network ({host} does not resolve: {err})"
+    return None
+
+
 def config_file(checkpoint: str, revision: str | None, local_files_only: bool) -> Path:
     """The ``config.json`` of ``checkpoint``: in its directory, else from the hub (or its cache).
 
     ``FileNotFoundError`` for a path that does not exist, a directory without ``config.json``, and a
-    hub name that is not cached while downloads are off (offline mode or ``local_files_only``).
+    hub name that is not cached while downloads are off (``local_files_only``, ``hub_unreachable``).
     """
     path = Path(checkpoint).expanduser()
     if path.is_dir():
@@ -34,19 +51,19 @@ def config_file(checkpoint: str, revision: str | None, local_files_only: bool) -
         return path / "config.json"
     if looks_like_path(checkpoint) or path.exists():
         raise FileNotFoundError(f"checkpoint {checkpoint!r} does not exist (no such directory)")
-    from huggingface_hub import constants, hf_hub_download, is_offline_mode, try_to_load_from_cache
+    from huggingface_hub import constants, hf_hub_download, try_to_load_from_cache
     from huggingface_hub.errors import HFValidationError
 
     revision = revision or "main"
     try:
-        if is_offline_mode() or local_files_only:
+        why = "local_files_only" if local_files_only else hub_unreachable()
+        if why:
             cached = try_to_load_from_cache(checkpoint, "config.json", revision=revision)
             if isinstance(cached, str):
                 return Path(cached)
-            why = "offline mode (HF_HUB_OFFLINE=1)" if is_offline_mode() else "local_files_only"
             raise FileNotFoundError(
                 f"{checkpoint!r} (revision {revision!r}) is neither a local directory nor in the local "
-                f"Hugging Face cache ({constants.HF_HUB_CACHE}), and {why} forbids downloading it"
+                f"Hugging Face cache ({constants.HF_HUB_CACHE}), and it cannot be downloaded: {why}"
             )
         return Path(hf_hub_download(checkpoint, "config.json", revision=revision))
     except HFValidationError as err:
