@@ -14,18 +14,24 @@ Prints the ratio (goal ≤ 1.5) and each side's peak memory (CUDA: ``max_memory_
 the process's peak RSS, ``VmHWM``, which includes torch itself) against the weights and the pools'
 size on disk.
 
-    python benchmarks/bench_certify.py --pool 256 --block-size 512          # the issue's sizes (GPU)
-    python benchmarks/bench_certify.py --pool 32 --block-size 128 --device cpu  # a CPU run
+Sizes: ``--pool 256 --block-size 512`` on a GPU; on a CPU by default ``--pool 32 --block-size 128``
+(the GPU sizes would take hours on a laptop's cores). ``--readme README.md`` writes the result, with
+the machine, the date and the command, into that file's ``bench-certify`` block.
+
+    python benchmarks/bench_certify.py                       # GPU sizes on CUDA, CPU sizes otherwise
+    python benchmarks/bench_certify.py --device cpu --readme README.md
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +40,8 @@ from transformers import AutoModelForCausalLM, GPTNeoXConfig
 
 from scalemech.certify import certify
 from scalemech.device import resolve_device
+from scalemech.readme import markers, replace_block
+from scalemech.runrecord import cpu_model
 
 PYTHIA_160M = dict(
     hidden_size=768,
@@ -45,6 +53,8 @@ PYTHIA_160M = dict(
     rotary_pct=0.25,
 )
 GB = 1e9
+SIZES = {False: (32, 128), True: (256, 512)}
+"""``(pool, block_size)`` by default: on CUDA (the issue's sizes), else on CPU."""
 
 
 def peak_memory(device: torch.device) -> float:
@@ -110,15 +120,18 @@ def in_child(args: argparse.Namespace, part: str, checkpoint: Path, ids: Path) -
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--pool", type=int, default=256)
-    parser.add_argument("--block-size", type=int, default=512)
+    parser.add_argument("--pool", type=int, help="examples per pool (default: 256 on CUDA, 32 on CPU)")
+    parser.add_argument("--block-size", type=int, help="tokens per example (default: 512 on CUDA, 128 on CPU)")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--device", default="auto")
+    parser.add_argument("--readme", type=Path, help="write the result into this file's bench-certify block")
     parser.add_argument("--part", choices=["certify", "baseline"], help=argparse.SUPPRESS)
     parser.add_argument("--checkpoint", help=argparse.SUPPRESS)
     parser.add_argument("--ids", help=argparse.SUPPRESS)
     args = parser.parse_args()
     device = resolve_device(args.device)
+    args.pool = args.pool or SIZES[device.type == "cuda"][0]
+    args.block_size = args.block_size or SIZES[device.type == "cuda"][1]
     if args.part:
         result = (run_certify if args.part == "certify" else run_baseline)(args, device)
         print(json.dumps({**result, "peak": peak_memory(device)}))
@@ -136,13 +149,26 @@ def main() -> None:
         baseline = in_child(args, "baseline", checkpoint, ids)
     d = PYTHIA_160M["hidden_size"]
     pools = 2 * measured["points"] * args.pool * (args.block_size * d * 4 + 8)  # train + test, float32 rows, scales
-    print(
+    result = (
         f"Pythia-160m shape (random), {measured['points']} points, pool {args.pool} x {args.block_size} tokens, "
-        f"batch {args.batch_size}, {device}, {torch.get_num_threads()} threads ({measured['ran']}):\n"
+        f"batch {args.batch_size}, {device}, {torch.get_num_threads()} threads:\n"
         f"  certify {measured['seconds']:.1f} s; forward+backward over the same {2 * args.pool} sequences "
         f"{baseline['seconds']:.1f} s; ratio {measured['seconds'] / baseline['seconds']:.2f} (goal <= 1.5)\n"
         f"  peak memory: certify {measured['peak'] / GB:.2f} GB, forward+backward {baseline['peak'] / GB:.2f} GB; "
         f"weights {baseline['weights'] / GB:.2f} GB; pools on disk {pools / GB:.2f} GB"
+    )
+    print(result)
+    if args.readme:
+        replace_block(args.readme, "bench-certify", readme_block(result, device))
+
+
+def readme_block(result: str, device: torch.device) -> str:
+    """The README's ``bench-certify`` block: the machine, the date, the command and ``result``."""
+    start, end = markers("bench-certify")
+    machine = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{cpu_model()}, {os.cpu_count()} cores"
+    command = " ".join(["python", "benchmarks/bench_certify.py", *sys.argv[1:]])
+    return "\n".join(
+        [start, f"On {machine}, {datetime.now(UTC):%Y-%m-%d}, `{command}`:", "", "```", result, "```", end]
     )
 
 
