@@ -414,6 +414,30 @@ print("refused in", time.perf_counter() - start)
     assert float(done.stdout.split("refused in")[1]) < 5
 
 
+def test_pools_larger_than_the_free_disk_are_refused_before_any_capture(
+    capsys, tmp_path: Path, neox_checkpoint: Path, monkeypatch
+) -> None:
+    """3 points × 2 pools × 12 rows × 8·32 float32 = 73 728 bytes: with 50 000 bytes free, refused in
+    one line naming both sizes before a gradient is captured; with exactly that much, certified."""
+    import shutil
+
+    from scalemech import grads
+
+    np.save(tmp_path / "ids.npy", _token_ids(2000))
+    usage = shutil.disk_usage(tmp_path)
+    argv = ["certify", "--checkpoint", str(neox_checkpoint), "--data", str(tmp_path / "ids.npy"), *TINY]
+    with monkeypatch.context() as patch:
+        patch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=50_000))
+        patch.setattr(grads, "one_pass", lambda *args, **kwargs: pytest.fail("a gradient was captured"))
+        assert main(argv) == 2
+    message = capsys.readouterr().err
+    assert "gradient pools need 73.7 kB under" in message and "which has 50 kB free" in message
+    [error] = [line for line in message.splitlines() if line.startswith("scalemech: error:")]
+    assert "gradient pools need" in error and error.endswith("or --view pooled")
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=73_728))
+    assert main(argv) == 0
+
+
 def test_a_missing_checkpoint_directory_is_named(tmp_path: Path) -> None:
     for missing in ("/nonexistent/dir/", str(tmp_path / "nowhere")):
         with pytest.raises(FileNotFoundError, match="does not exist"):

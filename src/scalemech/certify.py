@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import codecs
 import math
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import torch
+from torch import Tensor
 from tqdm.auto import tqdm
 
 from . import stats
@@ -39,7 +41,7 @@ from .data.prepared import SPLITS
 from .data.tokenized import TokenIds, is_token_ids, load_token_ids, prepared_text_tokens, text_file_tokens
 from .device import resolve_device
 from .experiments.measure import draw_pools, select_points
-from .grads import GradientPool, capture_pools, to_device
+from .grads import GradientPool, capture_pools, to_device, view_of
 from .models import LanguageModel, ResidualModel, build_model, load_model
 from .norms import recalibrate_batch_norm
 from .seeding import derive_seed
@@ -136,10 +138,10 @@ DATA_FORMS = (
 
 
 def _local(hf_spec: dict[str, Any]) -> bool:
-    """Whether the tokenizer is read from disk only: a directory, or no download possible."""
-    return Path(hf_spec["tokenizer"]).is_dir() or (
-        hf_spec["local_files_only"] and not Path(hf_spec["checkpoint"]).is_dir()
-    )
+    """Whether the tokenizer is read from disk only: a directory, or a hub name with no download possible."""
+    from .models.hub import hub_unreachable
+
+    return Path(hf_spec["tokenizer"]).is_dir() or hub_unreachable() is not None
 
 
 def _certify_data(data: str, scratch: Path, hf_spec: dict[str, Any] | None, pool: int):
@@ -218,6 +220,37 @@ def point_row(
     }
 
 
+POOL_BYTES = 4
+"""Bytes per stored gradient entry: certify's pools are float32."""
+
+
+def _bytes(size: int) -> str:
+    """``size`` bytes in kB, MB, GB or TB (powers of 1000), three significant digits."""
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
+        if size >= scale:
+            return f"{size / scale:.3g} {unit}"
+    return f"{size / 1e3:.3g} kB"
+
+
+def check_scratch_space(
+    model: ResidualModel, example: Tensor, points: list[str], view: str, rows: int, pool_dir: Path
+) -> None:
+    """Refuse, before any gradient is captured, pools of ``rows`` rows per point that the disk under
+    ``pool_dir`` cannot hold: their size (``POOL_BYTES`` per entry of each point's ``view`` of the
+    stream, from one no-grad forward of ``example``) against its free space, with what to change."""
+    with torch.no_grad():
+        streams = model.forward_streams(example, points)[1]
+    needed = rows * POOL_BYTES * sum(view_of(streams[p], view).shape[1] for p in points)
+    pool_dir.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(pool_dir).free
+    if needed > free:
+        raise OSError(
+            f"certify's gradient pools need {_bytes(needed)} under {pool_dir.parent} (TMPDIR), which has "
+            f"{_bytes(free)} free; point TMPDIR to a larger disk, or measure fewer --points, a smaller "
+            "--pool or --block-size, or --view pooled"
+        )
+
+
 def measure_points(
     model: ResidualModel,
     prepared: Prepared | TokenIds,
@@ -240,6 +273,7 @@ def measure_points(
     model = model.to(device).eval()
     recalibrate_batch_norm(model, model.task(prepared), identity, device)
     examples = draw_pools(model, prepared, {split: pool for split in SPLITS}, seed, identity)
+    check_scratch_space(model, examples["train"].x[:1].to(device), points, view, 2 * pool, pool_dir)
     new_block_seeds = {"train": [derive_seed(seed, identity, point, "new_block") for point in points], "test": None}
     paths = {
         (split, point): pool.path
