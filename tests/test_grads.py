@@ -160,12 +160,14 @@ def test_pool_roundtrip_mean_and_gram(tmp_path, dtype, rtol):
 
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
 def test_single_precision_rows_are_stored_as_float64_division_would_store_them(tmp_path, dtype):
-    """Rows of a float32 (or bf16, fp16) model are scaled in float32: the stored quotients and scales
-    are bit for bit those of dividing in float64 and rounding once to the pool's dtype."""
-    torch.manual_seed(3)
-    rows = (torch.randn(64, 257, dtype=torch.float64) * torch.logspace(-30, 10, 257, dtype=torch.float64)).float()
+    """Rows of a float32 (or bf16, fp16) model: the stored quotients and scales are bit for bit those
+    of dividing in float64 and rounding once to the pool's dtype (these rows hold float32 quotients
+    that a float16 pool would round the other way)."""
+    torch.manual_seed(0)
+    rows = (torch.randn(64, 4096, dtype=torch.float64) * torch.logspace(-12, 0, 4096, dtype=torch.float64)).float()
+    rows[:, :4] *= 1e-20
     rows[5] = 0.0
-    writer = GradientPool.create(tmp_path / "p", 64, 257, dtype, point_index=0)
+    writer = GradientPool.create(tmp_path / "p", 64, 4096, dtype, point_index=0)
     writer.write(rows[:40]), writer.write(rows[40:])
     pool = writer.finish()
     wide = rows.double()

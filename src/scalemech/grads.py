@@ -334,9 +334,11 @@ class PoolWriter:
                 f"rows of shape {tuple(rows.shape)} after {self.filled} rows do not fit the pool "
                 f"{self.path} of shape {self.shape}"
             )
-        # Half and single precision rows are divided in float32: rounded to the pool's float32 or
-        # float16, that quotient equals the float64 one (double rounding is innocuous for division).
-        rows = rows.detach() if rows.dtype == torch.float64 else rows.detach().float()
+        # A float32 pool takes single-precision rows' quotients in float32: operands and result in
+        # float32, that is the float64 quotient rounded once. A float16 pool needs the float64 one (a
+        # float32 quotient of float32 rows can land on a float16 midpoint and round the other way).
+        wide = rows.dtype == torch.float64 or self.dtype == np.float16
+        rows = rows.detach().double() if wide else rows.detach().float()
         scale = rows.abs().amax(dim=1)
         scale = torch.where(scale > 0, scale, 1.0)  # (b,), exact
         self.file.write((rows / scale[:, None]).cpu().numpy().astype(self.dtype, copy=False).tobytes())
