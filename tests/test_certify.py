@@ -196,7 +196,15 @@ def test_compact_table_clips_and_names_inf_and_nan() -> None:
 
 def _pool(path: Path, rows: torch.Tensor, split: str, point: str, view: str) -> GradientPool:
     writer = GradientPool.create(
-        path, rows.shape[0], rows.shape[1], "float32", split=split, point=point, point_index=0, view=view
+        path,
+        rows.shape[0],
+        rows.shape[1],
+        "float32",
+        split=split,
+        point=point,
+        point_index=0,
+        view=view,
+        block_grad_norm=0.5,
     )
     writer.write(rows)
     return writer.finish()
@@ -216,7 +224,7 @@ def test_point_row_uses_the_test_pool(tmp_path: Path, view: str) -> None:
     Q = {split: rows.float().double() for split, rows in Q.items()}
     G = Q["train"] @ Q["train"].T
     estimate, bounds = stats.stats_from_gram(G, 6), stats.alignment_intervals(G, 6, 0.9)
-    row = point_row(pools["train"], pools["test"], 3, 5, 0.5, torch.device("cpu"))
+    row = point_row(pools["train"], pools["test"], 3, 5, torch.device("cpu"))
     two_sample = stats.TwoSampleStats.from_cross(Q["train"] @ Q["test"].T)
     assert row["b_exact"] == pytest.approx(stats.two_sample_certificate(two_sample, 3, 5), rel=1e-6)
     assert row["mu_cross"] == pytest.approx(two_sample.mu_cross, rel=1e-6)

@@ -40,11 +40,9 @@ from .data import Prepared, load_prepared, prepare_dataset
 from .data.prepared import SPLITS
 from .data.tokenized import TokenIds, is_token_ids, load_token_ids, prepared_text_tokens, text_file_tokens
 from .device import resolve_device
-from .experiments.measure import draw_pools, select_points
-from .grads import GradientPool, capture_pools, to_device, view_of
+from .experiments.measure import capture_split, ready_pools, select_points
+from .grads import GradientPool, view_of
 from .models import LanguageModel, ResidualModel, build_model, load_model
-from .norms import recalibrate_batch_norm
-from .seeding import derive_seed
 
 CERTIFICATE_COLUMNS = [
     "point",
@@ -189,13 +187,12 @@ def ran_on(model: ResidualModel, checkpoint: str, device: torch.device) -> str:
     return f"model: {checkpoint} ({kind}, {len(model.insertion_points())} points{tokens}), {dtype} on {device}"
 
 
-def point_row(
-    train: GradientPool, test: GradientPool, M: int, K: int, block_grad_norm: float, device: torch.device
-) -> dict[str, Any]:
+def point_row(train: GradientPool, test: GradientPool, M: int, K: int, device: torch.device) -> dict[str, Any]:
     """The row of one point from its train and test pools (one view): ``‖μ‖²``, ``d_∥``, ``d_2``,
     ``d_align`` with jackknife intervals from the train Gram matrix, the two-sample certificate from
     the train × test cross-Gram (both from one pass over the pools), the one-sample ones at
-    ``(M, K)`` and the verdict."""
+    ``(M, K)``, the train pool's ``block_grad_norm`` and the verdict."""
+    block_grad_norm = train.meta["block_grad_norm"]
     G, C = train.grams([None, test], device=device)
     estimate = stats.stats_from_gram(G, train.dim)
     intervals = stats.alignment_intervals(G, train.dim, INTERVAL_LEVEL)
@@ -270,33 +267,30 @@ def measure_points(
     captured as ``experiments.measure`` does (the same seeds, so the same numbers), in ``view``
     only, as scratch pools under ``pool_dir``; the new blocks run on the train pool only. Memory:
     the model, one batch, and one point's pools while its statistics are computed."""
-    model = model.to(device).eval()
-    recalibrate_batch_norm(model, model.task(prepared), identity, device)
-    examples = draw_pools(model, prepared, {split: pool for split in SPLITS}, seed, identity)
+    model, examples = ready_pools(model, prepared, {split: pool for split in SPLITS}, seed, identity, device)
     check_scratch_space(model, examples["train"].x[:1].to(device), points, view, 2 * pool, pool_dir)
-    new_block_seeds = {"train": [derive_seed(seed, identity, point, "new_block") for point in points], "test": None}
     paths = {
-        (split, point): pool.path
+        (split, point): captured.path
         for split in SPLITS
-        for (point, _), pool in capture_pools(
+        for (point, _), captured in capture_split(
             model,
             examples[split],
             points,
             pool_dir,
-            batch_size,
-            to_device(device),
-            "float32",
-            (view,),
-            labels={"model": identity},
-            progress=True,
-            new_block_seeds=new_block_seeds[split],
+            identity=identity,
+            batch_size=batch_size,
+            pool_dtype="float32",
+            views=(view,),
+            seed=seed,
+            device=device,
+            new_blocks=split == "train",
             checksum=False,
         ).items()
     }
     rows = []
     for point in tqdm(points, desc="statistics"):  # one point's pools mapped at a time
         train, test = (GradientPool(paths[split, point], verify=False) for split in SPLITS)
-        rows.append(point_row(train, test, M, K, train.meta["block_grad_norm"], device))
+        rows.append(point_row(train, test, M, K, device))
     return rows
 
 

@@ -33,7 +33,7 @@ from tqdm.auto import tqdm
 
 from .. import stats
 from ..data import Prepared
-from ..grads import VIEWS, capture_pools, to_device
+from ..grads import VIEWS, GradientPool, capture_pools, to_device
 from ..models.base import ResidualModel
 from ..norms import recalibrate_batch_norm
 from ..seeding import derive_seed, model_identity
@@ -79,6 +79,49 @@ def draw_pools(
     }
 
 
+def ready_pools(
+    model: ResidualModel, data: Prepared, sizes: dict[str, int], seed: int, identity: str, device: torch.device | str
+) -> tuple[ResidualModel, dict[str, Examples]]:
+    """``model`` on ``device`` in eval mode with its BatchNorm statistics recomputed
+    (``norms.recalibrate_batch_norm``), and its pools (``draw_pools``)."""
+    model = model.to(device).eval()
+    recalibrate_batch_norm(model, model.task(data), identity, device)
+    return model, draw_pools(model, data, sizes, seed, identity)
+
+
+def capture_split(
+    model: ResidualModel,
+    examples: Examples,
+    points: Sequence[str],
+    pool_dir: str | Path,
+    *,
+    identity: str,
+    batch_size: int,
+    pool_dtype: str,
+    views: Sequence[str],
+    seed: int,
+    device: torch.device | str,
+    new_blocks: bool = True,
+    checksum: bool = True,
+) -> dict[tuple[str, str], GradientPool]:
+    """``grads.capture_pools`` of one split's pool, labelled with the model; with ``new_blocks``, the
+    new block at each point seeded by ``derive_seed(seed, identity, point, "new_block")``."""
+    return capture_pools(
+        model,
+        examples,
+        points,
+        pool_dir,
+        batch_size,
+        to_device(device),
+        pool_dtype,
+        views,
+        labels={"model": identity},
+        progress=True,
+        new_block_seeds=[derive_seed(seed, identity, point, "new_block") for point in points] if new_blocks else None,
+        checksum=checksum,
+    )
+
+
 def _rows(table: str, keys: dict[str, Any], rows: list[dict[str, Any]]) -> pd.DataFrame:
     """A frame of ``rows`` with ``keys`` prepended, in the schema's column order."""
     return pd.DataFrame([{**keys, **row} for row in rows], columns=columns(table))
@@ -122,27 +165,23 @@ def measure(
     """
     points = select_points(model, points)
     covmat_names = set(select_points(model, min(covmat_points, len(points)))) & set(points) if covmat_points else set()
-    model = model.to(device).eval()
-    prepare = to_device(device)
     identity = model_identity(keys)
-    recalibrate_batch_norm(model, model.task(data), identity, device)
-    pools = draw_pools(model, data, {"train": train_pool, "test": test_pool}, seed, identity)
+    model, pools = ready_pools(model, data, {"train": train_pool, "test": test_pool}, seed, identity, device)
     index = {p: model.index(p) for p in points}
     tables: dict[str, list[dict[str, Any]]] = {name: [] for name in ("covariance", "signal", "dalign")}
     covmats: list[pd.DataFrame] = []
     for split in SPLITS:
-        grads = capture_pools(
+        grads = capture_split(
             model,
             pools[split],
             points,
             pool_dir,
-            batch_size,
-            prepare,
-            pool_dtype,
-            VIEWS,
-            labels={"model": identity},
-            progress=True,
-            new_block_seeds=[derive_seed(seed, identity, point, "new_block") for point in points],
+            identity=identity,
+            batch_size=batch_size,
+            pool_dtype=pool_dtype,
+            views=VIEWS,
+            seed=seed,
+            device=device,
         )
         for point in tqdm(points, desc=f"statistics {split}"):
             where = {"point": point, "point_index": index[point]}
