@@ -30,11 +30,14 @@ docs: $(STAMP)
 	$(VENV)/bin/python -m scalemech.readme --run paper-widths --not-run-ok
 	$(VENV)/bin/python -m scalemech.configdoc
 
+# On every core (pytest-xdist), a file per worker at a time, the Snakemake files first (tests/conftest.py).
+PYTEST := $(VENV)/bin/pytest -q -n auto --dist loadfile --no-loadscope-reorder
+
 test: $(STAMP)
-	$(VENV)/bin/pytest -q
+	$(PYTEST)
 
 test-all: $(STAMP)
-	$(VENV)/bin/pytest -q -m ''
+	$(PYTEST) -m ''
 
 # The tiny run through workflow/profiles/slurm on a one-node SLURM cluster set up on this machine
 # (needs root; installs slurm-wlm, munge and the executor plugin; several minutes). Not in `make test`.

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from playtext import play_text
 from test_hf import CONFIGS, TINY_DECODER, VOCAB, save_tiny, tiny_tokenizer
 from transformers import AutoModelForCausalLM, GPTNeoXConfig
 
@@ -36,7 +37,6 @@ from scalemech.data import prepare_dataset
 from scalemech.grads import GradientPool, pool_path
 from scalemech.models import build_model, save_model
 
-SHAKESPEARE = Path(__file__).resolve().parents[2] / "shared" / "data" / "tinyshakespeare.txt"
 TINY = ["--pool", "12", "--block-size", "8", "--M", "4", "--K", "4", "--batch-size", "12", "--device", "cpu"]
 COMPACT_HEADER = ["point", "mu_sq [lo, hi]", "d_align [lo, hi]", "b_exact", "b_align", "block_grad_norm", "verdict"]
 
@@ -54,8 +54,7 @@ def neox_checkpoint(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def text_file(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("text") / "corpus.txt"
-    text = SHAKESPEARE.read_text()[:20_000] if SHAKESPEARE.exists() else "To be, or not to be. " * 1000
-    path.write_text(text)
+    path.write_text(play_text(20_000))
     return path
 
 

@@ -16,6 +16,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
+from playtext import play_text
 
 from scalemech.data import (
     DATASETS,
@@ -28,9 +29,6 @@ from scalemech.data import (
     text_windows,
 )
 from scalemech.data.images import stratified_indices
-
-SHAKESPEARE = Path(__file__).resolve().parents[2] / "shared" / "data" / "tinyshakespeare.txt"  # ../shared, beside
-
 
 # ---------------------------------------------------------------- fixtures ----------------
 
@@ -295,8 +293,10 @@ def test_mnist5k_real_digits_stratified_split(tmp_path):
 
 
 def test_text_split_is_contiguous(tmp_path):
-    raw = SHAKESPEARE.read_bytes()
-    manifest = prepare_dataset("tinyshakespeare", {"path": str(SHAKESPEARE)}, tmp_path / "ts")
+    shakespeare = tmp_path / "input.txt"
+    shakespeare.write_text(play_text(50_000))
+    raw = shakespeare.read_bytes()
+    manifest = prepare_dataset("tinyshakespeare", {"path": str(shakespeare)}, tmp_path / "ts")
     data = load_prepared(tmp_path / "ts")
     assert data.kind == "text" and data.vocab_size == 256 and data.train_y is None
     assert bytes(data.train_x.numpy()) + bytes(data.test_x.numpy()) == raw
@@ -316,6 +316,19 @@ def test_empty_text_rejected(tmp_path):
     with pytest.raises(DataError, match="empty.txt"):
         prepare_dataset("corpus", {"path": str(empty)}, tmp_path / "out" / "corpus")
     _assert_no_output(tmp_path / "out" / "corpus")
+
+
+def test_shakespeare_download_is_read_then_removed(tmp_path):
+    """``download: true`` fetches ``url`` (here a file:// URL to a fixture) and keeps only the split."""
+    served = tmp_path / "served" / "input.txt"
+    served.parent.mkdir()
+    served.write_text(play_text(20_000, seed=1))
+    cfg = {"download": True, "url": served.as_uri()}
+    manifest = prepare_dataset("tinyshakespeare", cfg, tmp_path / "ts", offline=False)
+    data = load_prepared(tmp_path / "ts")
+    assert bytes(data.train_x.numpy()) + bytes(data.test_x.numpy()) == served.read_bytes()
+    assert manifest["source"]["type"] == "url" and manifest["source"]["url"] == served.as_uri()
+    assert not (tmp_path / "ts" / "download.txt").exists()
 
 
 def test_offline_shakespeare_without_path(tmp_path):

@@ -4,7 +4,7 @@ Three sources, tried in this order:
 
 - ``archive``: a local tarball, either the official python version (``cifar-10-python.tar.gz``,
   ``cifar-100-python.tar.gz``; md5 checked against ``OFFICIAL_MD5``) or an image-folder
-  archive ``.../{train,test}/<class>/*.{png,jpg}`` (e.g. ``shared/data/cifar10-jpg.tar.gz``);
+  archive ``.../{train,test}/<class>/*.{png,jpg}``;
 - the official tarball already in ``root``;
 - a download into ``root`` (torchvision's ``download_url``) when ``download: true`` and not offline.
 
