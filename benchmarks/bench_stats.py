@@ -35,8 +35,8 @@ from multiprocessing import get_context
 import torch
 
 from scalemech import stats
-from scalemech.cost import covariance_moments
 from scalemech.stats import alignment_stats
+from scalemech.stats.cost import covariance_moments
 
 
 def _rows(n: int, dim: int, seed: int) -> torch.Tensor:

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from scalemech.data import DataError
-from scalemech.grads import (
+from scalemech.gradients.capture import (
     GradientPool,
     PoolError,
     activation_grads,

@@ -7,9 +7,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from scalemech import jobs
+from scalemech.core.tables import read_table
+from scalemech.pipeline import jobs
 from scalemech.report import runtime_section
-from scalemech.tables import read_table
 
 RECORD = (
     "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"

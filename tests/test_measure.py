@@ -7,9 +7,11 @@ import torch
 
 from scalemech import stats
 from scalemech.config import schema
+from scalemech.core.seeding import derive_seed, model_identity
+from scalemech.core.tables import check_columns
 from scalemech.data import Prepared, normalize_images
 from scalemech.experiments.measure import draw_pools, measure, select_points
-from scalemech.grads import (
+from scalemech.gradients.capture import (
     GradientPool,
     activation_grads,
     block_grad_norms,
@@ -17,8 +19,6 @@ from scalemech.grads import (
     to_device,
 )
 from scalemech.models import build_model
-from scalemech.seeding import derive_seed, model_identity
-from scalemech.tables import check_columns
 
 KEYS = {"run": "t", "dataset": "synthetic", "family": "resnet", "depth": 8, "width": 0.25, "seed": 0, "model": "m"}
 SETTINGS = {key: spec["default"] for key, spec in schema()["properties"]["measure"]["properties"].items()}

@@ -13,9 +13,9 @@ import pytest
 from matplotlib.image import imread
 from test_report import make_tables, write_contract_table
 
-from scalemech import plots
-from scalemech.aggregate import choose, default_mk, over_points, over_seeds
-from scalemech.plots import FIGURES, make_figure
+from scalemech import figures as plots
+from scalemech.figures import FIGURES, make_figure
+from scalemech.figures.aggregate import choose, default_mk, over_points, over_seeds
 
 DPI = 40
 NEEDED = {  # one column each figure cannot do without, besides the model keys

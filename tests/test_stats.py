@@ -11,7 +11,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scalemech import stats, tables
+from scalemech import stats
+from scalemech.core import tables
 
 
 def gaussian_rows(

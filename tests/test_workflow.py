@@ -16,9 +16,9 @@ import torch
 import yaml
 from jobstats import planned
 
-import scalemech.plots
+import scalemech.figures
 from scalemech import cli
-from scalemech.tables import timing_columns
+from scalemech.core.tables import timing_columns
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile")]
@@ -112,7 +112,7 @@ TINY = {
 
 def assert_same_tables(tables: Path, other: Path) -> None:
     """Every table under ``tables`` equals its namesake under ``other`` exactly, but for the
-    columns that time the machine (``scalemech.tables.timing_columns``)."""
+    columns that time the machine (``scalemech.core.tables.timing_columns``)."""
     names = sorted(p.name for p in tables.iterdir() if p.suffix in (".csv", ".parquet"))
     assert names == sorted(p.name for p in other.iterdir() if p.suffix in (".csv", ".parquet")) and names
     for name in names:
@@ -128,7 +128,7 @@ def test_tiny_run_makes_every_figure_and_reruns_only_plotting(tmp_path: Path) ->
     # leaves the repository untouched (PYTHONPATH comes before the editable install).
     package = tmp_path / "pkg"
     shutil.copytree(
-        Path(scalemech.plots.__file__).parent, package / "scalemech", ignore=shutil.ignore_patterns("__pycache__")
+        Path(scalemech.figures.__file__).parents[1], package / "scalemech", ignore=shutil.ignore_patterns("__pycache__")
     )
     env = {"PYTHONPATH": str(package)}
     (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(TINY))
@@ -136,7 +136,7 @@ def test_tiny_run_makes_every_figure_and_reruns_only_plotting(tmp_path: Path) ->
         "--cores", "2", "--configfile", str(tmp_path / "tiny.yaml"), "--directory", str(tmp_path), timeout=900, env=env
     )
     assert run.returncode == 0, run.stderr[-4000:]
-    for stem in scalemech.plots.FIGURES:
+    for stem in scalemech.figures.FIGURES:
         for suffix in (".pdf", ".png"):
             assert (tmp_path / "figures" / "tiny" / f"{stem}{suffix}").stat().st_size > 0
     report = (tmp_path / "results" / "tiny" / "report.md").read_text()
@@ -200,14 +200,14 @@ def test_tiny_run_makes_every_figure_and_reruns_only_plotting(tmp_path: Path) ->
     finally:
         os.chdir(ROOT)
 
-    plots_py = package / "scalemech" / "plots.py"
+    plots_py = package / "scalemech" / "figures" / "__init__.py"
     plots_py.write_text(plots_py.read_text() + "\n# an edit of the plotting code\n")
     dry = snakemake(
         "-n", "--cores", "2", "--configfile", str(tmp_path / "tiny.yaml"), "--directory", str(tmp_path), env=env
     )
     assert dry.returncode == 0, dry.stderr[-3000:]
     counts = planned(dry.stdout)
-    assert counts.get("figure") == len(scalemech.plots.FIGURES) and counts.get("claims_report") == 1
+    assert counts.get("figure") == len(scalemech.figures.FIGURES) and counts.get("claims_report") == 1
     for heavy in (
         "prepare_data",
         "train_model",

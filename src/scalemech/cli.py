@@ -49,9 +49,9 @@ DEVICES = ["auto", "cpu", "cuda"]
 def user_errors() -> tuple[type[BaseException], ...]:
     """What ``main`` reports in one line; anything else is a bug and keeps its traceback."""
     from .config import ConfigError
+    from .core.device import DeviceError
     from .data import DataError
-    from .device import DeviceError
-    from .grads import PoolError
+    from .gradients.capture import PoolError
 
     return (ValueError, KeyError, OSError, ConfigError, DataError, PoolError, DeviceError)
 
@@ -89,9 +89,9 @@ def _job(config: dict[str, Any], key: str) -> ModelJob:
 
 def _model_command(args: argparse.Namespace) -> None:
     """Run the per-model rule of ``args.command`` exactly as the workflow would (same paths, params)."""
-    from . import jobs
     from .config import load_config
-    from .layout import Layout
+    from .core.layout import Layout
+    from .pipeline import jobs
 
     config = load_config(args.config)
     rule, model_job, layout = MODEL_COMMANDS[args.command], _job(config, args.model), Layout(config["run"])
@@ -109,9 +109,9 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def _prepare(args: argparse.Namespace) -> None:
-    from . import jobs
     from .config import load_config
-    from .layout import Layout
+    from .core.layout import Layout
+    from .pipeline import jobs
 
     config = load_config(args.config)
     if args.dataset not in config["datasets"]:
@@ -126,17 +126,17 @@ def _prepare(args: argparse.Namespace) -> None:
 
 def _figure(args: argparse.Namespace) -> None:
     from .config import load_config
-    from .layout import Layout
+    from .core.layout import Layout
 
     layout = Layout(load_config(args.config)["run"])  # a bad config fails before plotting is imported
-    from .plots import make_figure
+    from .figures import make_figure
 
     print(make_figure(args.figure, layout.tables_dir, layout.figures))
 
 
 def _report(args: argparse.Namespace) -> None:
     from .config import load_config
-    from .layout import Layout
+    from .core.layout import Layout
 
     layout = Layout(load_config(args.config)["run"])  # a bad config fails before the report's imports
     if not any(Path(layout.tables_dir).glob("*.csv")):

@@ -1,11 +1,11 @@
 # Config validation (before any job is planned), the model jobs, the run's layout, and the
-# named inputs/outputs/params of the per-model rules (from scalemech.jobs, which the CLI uses too).
+# named inputs/outputs/params of the per-model rules (from scalemech.pipeline.jobs, which the CLI uses too).
 import re
 import sys
 
-from scalemech import jobs
+from scalemech.pipeline import jobs
 from scalemech.config import ConfigError, model_jobs, read_yaml, validate_config
-from scalemech.layout import PER_MODEL_TABLES, Layout, run_tables
+from scalemech.core.layout import PER_MODEL_TABLES, Layout, run_tables
 
 # Snakemake reads --configfile (and the Snakefile's configfile:) itself, keeping the last of
 # two equal keys without a word; each file is read again strictly (workflow.configfiles lists
@@ -20,7 +20,7 @@ except ConfigError as error:
 
 RUN = config["run"]
 LAYOUT = Layout(RUN)
-JOB_SCRIPT = "../scripts/job.py"  # every rule: scalemech.jobs.run(snakemake)
+JOB_SCRIPT = "../scripts/job.py"  # every rule: scalemech.pipeline.jobs.run(snakemake)
 
 JOBS = {job.key: job for job in model_jobs(config)}
 TRAINED = [key for key, job in JOBS.items() if job.recipe is not None]
@@ -145,8 +145,8 @@ def planned_cores():
 
 
 def print_estimate():
-    """Print how long the whole run takes from scratch, from recorded job times (scalemech.estimate)."""
-    from scalemech.estimate import estimate, planned_jobs, read_records
+    """Print how long the whole run takes from scratch, from recorded job times (scalemech.pipeline.estimate)."""
+    from scalemech.pipeline.estimate import estimate, planned_jobs, read_records
 
     if planned_cores():
         records, source = read_records(

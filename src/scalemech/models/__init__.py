@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from ..integrity import load_torch, save_torch
+from ..core.integrity import load_torch, save_torch
 from .base import LanguageModel, ResidualModel
 
 FAMILIES = {"resnet": "resnet", "tvresnet": "tvresnet", "llama": "llama", "hf": "hf"}

@@ -1,6 +1,6 @@
 """Run a command and record how long it took and on what machine (``make reproduce`` uses it).
 
-    python -m scalemech.runrecord results/quick/reproduce.json -- snakemake --cores all
+    python -m scalemech.pipeline.runrecord results/quick/reproduce.json -- snakemake --cores all
 
 writes ``{"command", "date", "wall_seconds", "user_cpu_seconds", "system_cpu_seconds", "cpu",
 "cores", "kernel_caps", "returncode"}``: wall time of the whole command, and the CPU time of every process it
@@ -59,7 +59,7 @@ def record(command: list[str], out: str | Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) < 3 or args[1] != "--":
-        print("usage: python -m scalemech.runrecord OUT.json -- COMMAND ...", file=sys.stderr)
+        print("usage: python -m scalemech.pipeline.runrecord OUT.json -- COMMAND ...", file=sys.stderr)
         return 2
     return record(args[2:], args[0])
 

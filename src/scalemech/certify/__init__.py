@@ -35,14 +35,14 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from . import stats
-from .data import Prepared, load_prepared, prepare_dataset
-from .data.prepared import SPLITS
-from .data.tokenized import TokenIds, is_token_ids, load_token_ids, prepared_text_tokens, text_file_tokens
-from .device import resolve_device
-from .experiments.measure import capture_split, ready_pools, select_points
-from .grads import GradientPool, view_of
-from .models import LanguageModel, ResidualModel, build_model, load_model
+from .. import stats
+from ..core.device import resolve_device
+from ..data import Prepared, load_prepared, prepare_dataset
+from ..data.prepared import SPLITS
+from ..data.tokenized import TokenIds, is_token_ids, load_token_ids, prepared_text_tokens, text_file_tokens
+from ..experiments.measure import capture_split, ready_pools, select_points
+from ..gradients.capture import GradientPool, view_of
+from ..models import LanguageModel, ResidualModel, build_model, load_model
 
 CERTIFICATE_COLUMNS = [
     "point",
@@ -108,7 +108,7 @@ def _hf_spec(
     decoder-only causal LM is refused here, before the data and the weights are loaded. The
     weights load in their own dtype; ``block_size`` defaults to ``min(max_position_embeddings,
     HF_BLOCK_SIZE)``."""
-    from .models.hub import decoder_config, hub_unreachable
+    from ..models.hub import decoder_config, hub_unreachable
 
     path = Path(checkpoint)
     if path.suffix == ".pt" and family in (None, "resnet", "llama", "tvresnet"):
@@ -137,7 +137,7 @@ DATA_FORMS = (
 
 def _local(hf_spec: dict[str, Any]) -> bool:
     """Whether the tokenizer is read from disk only: a directory, or a hub name with no download possible."""
-    from .models.hub import hub_unreachable
+    from ..models.hub import hub_unreachable
 
     return Path(hf_spec["tokenizer"]).is_dir() or hub_unreachable() is not None
 

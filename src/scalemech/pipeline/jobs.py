@@ -28,13 +28,13 @@ from typing import Any
 import pandas as pd
 import torch
 
-from . import tables
-from .config import ModelJob
-from .data import load_prepared, prepare_dataset
-from .device import resolve_device
-from .integrity import save_torch, write_text
-from .layout import STATS_TABLES, Layout
-from .models import build_model, load_model
+from ..config import ModelJob
+from ..core import tables
+from ..core.device import resolve_device
+from ..core.integrity import save_torch, write_text
+from ..core.layout import STATS_TABLES, Layout
+from ..data import load_prepared, prepare_dataset
+from ..models import build_model, load_model
 
 log = logging.getLogger("scalemech")
 
@@ -215,8 +215,9 @@ def train_model(
 ) -> None:
     """Train one grid model (E1): ``train`` writes ``model``, ``metrics`` (with the model's table keys)
     and ``curve`` into the model's directory."""
-    from .tasks import task_for
-    from .train import Recipe, train
+    from ..core.recipe import Recipe
+    from ..tasks import task_for
+    from ..training.train import train
 
     prepared = load_prepared(data)
     full_spec = {**spec, **task_for(prepared, spec.get("block_size")).spec_keys()}
@@ -259,7 +260,7 @@ def training_table(*, metrics: Sequence[str], table: str) -> None:
 @job
 def powerlaw_table(*, training: str, table: str) -> None:
     """D4: the ``powerlaw`` table, Paper D's law of test loss in depth and width fitted per (dataset, family)."""
-    from .powerlaw import powerlaw_table as fitted
+    from ..stats.powerlaw import powerlaw_table as fitted
 
     tables.write_table(fitted(tables.read_table(training, "training")), table, "powerlaw")
 
@@ -287,7 +288,7 @@ def measure_model(
     device: torch.device,
 ) -> None:
     """E2/E3/E5 of one model: one file per table, and the gradient pools under ``pools``."""
-    from .experiments import measure as measure_tables
+    from ..experiments import measure as measure_tables
 
     loaded, prepared, keys, _ = _loaded(model, data, model_keys, device)
     frames = measure_tables(loaded, prepared, keys, pools, device=device, **measure)
@@ -323,7 +324,7 @@ def misalign_model(
 ) -> None:
     """E6 at every measured point (read from the pools), over the (M, K) grid of ``misalign.sizes``;
     the interval of ``E = μ_trᵀμ_te`` at ``measure.interval_level``."""
-    from .experiments import misalignment as misalignment_table
+    from ..experiments import misalignment as misalignment_table
 
     measured = tables.read_table(dalign, "dalign").sort_values("point_index")
     keys = measured.iloc[0][tables.model_keys()].to_dict()
@@ -343,7 +344,7 @@ def intervene_model(
     device: torch.device,
 ) -> None:
     """E7 at every measured point and view, on the very examples whose gradients the pools hold."""
-    from .experiments import intervene as intervene_table
+    from ..experiments import intervene as intervene_table
 
     _model_experiment(intervene_table, "intervention", intervention, data, model, pools, model_keys, intervene, device)
 
@@ -360,7 +361,7 @@ def expand_model(
     device: torch.device,
 ) -> None:
     """E8 at the measured points (or ``expand.points``): insert, jumpboard, train, fall back, control."""
-    from .experiments import expand as expand_table
+    from ..experiments import expand as expand_table
 
     settings = {k: v for k, v in expand.items() if k != "grids"}  # grids: which models the workflow expands
     _model_experiment(expand_table, "expansion", expansion, data, model, pools, model_keys, settings, device)
@@ -380,7 +381,7 @@ def trajectory_model(
     device: torch.device,
 ) -> None:
     """E10: the alignment statistics at every weight snapshot of this model's training run."""
-    from .experiments import trajectory as trajectory_table
+    from ..experiments import trajectory as trajectory_table
 
     loaded, prepared, keys, payload = _loaded(model, data, model_keys, device)
     settings = {k: measure[k] for k in ("points", "batch_size", "interval_level", "seed")}
@@ -400,7 +401,7 @@ def trajectory_model(
 @job
 def cost_table(*, dalign: str, table: str, cost: dict[str, Any]) -> None:
     """W5: time the Gram U-statistics against the covariance at every D measured in this run."""
-    from .cost import cost_table as timings
+    from ..stats.cost import cost_table as timings
 
     dims = tables.read_table(dalign, "dalign")["dim"].astype(int).tolist()
     tables.write_table(timings(dims, **cost), table, "benchmarks")
@@ -437,7 +438,7 @@ def collect_table(*, parts: Sequence[str], table: str, name: str) -> None:
 def figure(*, tables: Sequence[str], code: Sequence[str], caption: str, pdf: str, png: str, stem: str) -> None:
     """Figure ``stem`` from the run's tables. ``code`` (the plotting modules) is an input so that
     editing them reruns the figures; ``snakemake --report`` shows ``caption`` beside it."""
-    from .plots import make_figure
+    from ..figures import make_figure
 
     make_figure(stem, Path(tables[0]).parent, Path(pdf).parent)  # writes <stem>.pdf and <stem>.png
 
@@ -458,8 +459,8 @@ def claims_report(
     ``workflow/report/*.rst``) and the runtime of the run's jobs (``cost`` and ``runtime`` are read
     from the tables directory); ``front_page``: the description and the verdicts for the first
     page of ``snakemake --report``."""
-    from .frontpage import front_page as first_page
-    from .report import write_report
+    from ..report import write_report
+    from ..report.frontpage import front_page as first_page
 
     captions_dir = Path(captions[0]).parent
     verdicts = write_report(Path(tables[0]).parent, Path(figures[0]).parent, report, captions_dir=captions_dir)

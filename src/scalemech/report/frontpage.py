@@ -16,7 +16,7 @@ import re
 
 import pandas as pd
 
-from .report.claims import CLAIM_FIGURES
+from .claims import CLAIM_FIGURES
 
 HEADING = "Verdicts of this run"
 TABLE_ID = "verdicts"  # the list-table's HTML id, which the style block keys on

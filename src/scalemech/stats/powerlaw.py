@@ -20,7 +20,7 @@ import pandas as pd
 from scipy import optimize
 from scipy import stats as sps
 
-from .tables import columns
+from ..core.tables import columns
 
 PARAMETERS = ("a", "alpha", "b", "beta", "c")
 LOWER, UPPER = (0.0, -2.0, 0.0, -2.0, -np.inf), (np.inf, 4.0, np.inf, 4.0, np.inf)

@@ -5,7 +5,7 @@ without its evaluation-only keys, the seed, and the prepared data's fingerprint 
 is a new run). Its checkpoints live in one directory:
 
     step-<step>.pt     the newest ``KEPT`` resume states (written atomically, each with a
-                       ``.sha256`` sidecar checked on load: scalemech.integrity)
+                       ``.sha256`` sidecar checked on load: scalemech.core.integrity)
     complete.json      written once the run's outputs exist: the run is finished
 
 ``resume_state`` returns the newest readable state of *this unfinished* run. A directory that
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-from .integrity import IntegrityError, load_torch, read_json, save_torch, sidecar, write_json
+from ..core.integrity import IntegrityError, load_torch, read_json, save_torch, sidecar, write_json
 
 KEPT = 2
 COMPLETE = "complete.json"

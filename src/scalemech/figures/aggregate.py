@@ -1,4 +1,4 @@
-"""Aggregation shared by the figures (``scalemech.plots``) and the claims report (``scalemech.report``):
+"""Aggregation shared by the figures (``scalemech.figures``) and the claims report (``scalemech.report``):
 seeds and insertion points collapsed, the misalignment table's default (M, K), flags read from CSV."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .tables import model_keys
+from ..core.tables import model_keys
 
 GRID_KEYS = ["dataset", "family", "depth", "width"]  # a grid cell: what seeds are averaged over
 

@@ -19,9 +19,9 @@ import torch
 from torch import nn
 from torch.optim.swa_utils import update_bn
 
-from .models.base import ResidualModel
-from .seeding import derive_seed
-from .tasks import Task, draw_examples
+from ..core.seeding import derive_seed
+from ..models.base import ResidualModel
+from ..tasks import Task, draw_examples
 
 RECALIBRATION_EXAMPLES = 512
 """Train examples behind the recomputed statistics (all of them if the split holds fewer)."""

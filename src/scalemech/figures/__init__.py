@@ -1,7 +1,7 @@
 """Figures F1–F8 of docs/science.md §5, one function per claim, drawn from tidy tables only.
 
 Each ``fig_<name>(tables..., out)`` checks the columns it needs
-(``scalemech.tables.check_columns``), drops rows with NaN (an estimate that is undefined:
+(``scalemech.core.tables.check_columns``), drops rows with NaN (an estimate that is undefined:
 counted in a note printed under the figure) and writes ``out`` as PDF and PNG with the same
 stem. No finite value is dropped: estimates that can come out ≤ 0 (‖μ‖², d_align, loss
 changes, ratios) sit on linear or symlog axes with a zero line, each insertion point's
@@ -34,10 +34,10 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import FormatStrFormatter, FuncFormatter, LogLocator, NullFormatter
 
+from ..core.tables import check_columns, model_keys, read_table
+from ..stats.powerlaw import PowerLawFit, fit_grid
 from .aggregate import as_flag, choose, default_mk, over_seeds, table_path
 from .paper_values import PAPER_W_DALIGN
-from .powerlaw import PowerLawFit, fit_grid
-from .tables import check_columns, model_keys, read_table
 
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
 LINESTYLES = ["-", "--", "-.", ":"]
@@ -48,7 +48,7 @@ D1_BAND_SDS = 2.0  # F1 draws the null ± this many sd
 
 def point_count(family: str, depth: int) -> int | None:
     """``models.point_count``, imported when a figure needs it (the models import torch)."""
-    from .models import point_count as count
+    from ..models import point_count as count
 
     return count(family, depth)
 
@@ -548,7 +548,7 @@ def fig_rebound(training: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -> N
 
 
 def powerlaw_overlay(ax: Axes, fit: PowerLawFit | None) -> None:
-    """D4's fitted law ``L(D, W)`` (``scalemech.powerlaw``) as a thin black dashed curve over depth at
+    """D4's fitted law ``L(D, W)`` (``scalemech.stats.powerlaw``) as a thin black dashed curve over depth at
     each width of ``ax``'s lines (their labels ``width w``); nothing without a fit."""
     if fit is None:
         return

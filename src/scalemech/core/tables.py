@@ -52,7 +52,7 @@ def check_columns(frame: pd.DataFrame, table: str, required: list[str] | None = 
 
 def write_table(frame: pd.DataFrame, path: str | Path, table: str) -> None:
     """Check ``frame`` against the schema of ``table``, then write it as CSV or parquet by suffix,
-    atomically and with a sha256 sidecar (``scalemech.integrity``)."""
+    atomically and with a sha256 sidecar (``scalemech.core.integrity``)."""
     check_columns(frame, table)
     path = Path(path)
     ordered = frame[columns(table) + [c for c in frame.columns if c not in columns(table)]]

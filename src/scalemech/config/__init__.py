@@ -29,9 +29,9 @@ from typing import Any
 import jsonschema
 import yaml
 
-from .data import DATASETS, config_keys
-from .data import text as text_data
-from .layout import POOL_READERS
+from ..core.layout import POOL_READERS
+from ..data import DATASETS, config_keys
+from ..data import text as text_data
 
 # Family -> the kind of data it trains on, and data set -> the kind it holds.
 FAMILY_DATA = {"resnet": "image", "tvresnet": "image", "llama": "text"}
@@ -453,7 +453,7 @@ def insertion_points(
     None if the family refuses the spec."""
     import torch
 
-    from .models import build_model
+    from ..models import build_model
 
     try:
         with torch.device("meta"):

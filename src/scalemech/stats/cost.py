@@ -16,7 +16,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from .stats import alignment_stats
+from . import alignment_stats
 
 
 def covariance_moments(rows: Tensor) -> dict[str, float]:

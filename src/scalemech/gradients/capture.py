@@ -35,11 +35,11 @@ import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from .data.store import DataError, checked_npy, file_record
-from .models.base import ResidualModel
-from .seeding import seeded
-from .stats import cross_grams
-from .tasks import Examples
+from ..core.seeding import seeded
+from ..data.store import DataError, checked_npy, file_record
+from ..models.base import ResidualModel
+from ..stats import cross_grams
+from ..tasks import Examples
 
 VIEWS = ("full", "pooled")
 POOL_DTYPES = ("float16", "float32")

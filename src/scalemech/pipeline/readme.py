@@ -1,11 +1,11 @@
 """``make docs``: the README's results block and ``docs/quick/`` regenerated from a finished run.
 
-    python -m scalemech.readme --run quick
+    python -m scalemech.pipeline.readme --run quick
 
 copies the run's ``report.md``, run record and figure PNGs into ``docs/<run>/`` and rewrites the
 README between ``<!-- results:<run>:start -->`` and ``<!-- results:<run>:end -->``: the machine, date,
 wall time and CPU time of the command that made it (``results/<run>/reproduce.json``,
-``scalemech.runrecord``),
+``scalemech.pipeline.runrecord``),
 the verdict table as ``report.md`` has it (its links pointed into ``docs/<run>/``), what moved
 since the run shown before (``docs/<run>/report.md`` and ``reproduce.json`` before they are
 replaced), and a few figures. With ``--not-run-ok`` a run without a report gets a block saying it
@@ -22,7 +22,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from .report.document import link_text
+from ..report.document import link_text
 
 
 @dataclass(frozen=True)
@@ -202,7 +202,7 @@ def update(readme: Path, results: Path, figures: Path, docs: Path, run: str) -> 
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m scalemech.readme", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m scalemech.pipeline.readme", description=__doc__.split("\n")[0])
     parser.add_argument("--run", default="quick", help="the run whose results are shown")
     parser.add_argument("--readme", default="README.md")
     parser.add_argument("--not-run-ok", action="store_true", help="a run without a report: say so in its block")

@@ -1,6 +1,6 @@
 """Resumable, fast, deterministic training of one model on one prepared dataset.
 
-Defines ``Recipe`` (the optimization settings of a run), ``train`` (one run, resumable from
+Defines ``train`` (one run of a ``Recipe``, ``scalemech.core.recipe``, resumable from
 its own checkpoints), ``evaluate`` and the batched augmentation ``crop_flip``/``augment``.
 
 - Data lives on the device as one uint8 tensor; normalization and augmentation (random
@@ -17,7 +17,7 @@ its own checkpoints), ``evaluate`` and the batched augmentation ``crop_flip``/``
 - CUDA: bf16 autocast; image models run channels_last (deterministic on CPU, and faster there
   with oneDNN), except where oneDNN's AVX2 kernel fails (``memory_format_for``). On CPU a run is
   bit-reproducible for a fixed thread count, and a resumed run ends with the same weights as an
-  uninterrupted one; checkpoints and run identity are ``scalemech.checkpoints``.
+  uninterrupted one; checkpoints and run identity are ``scalemech.training.checkpoints``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import platform
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,15 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm import tqdm
 
+from ..core.device import resolve_device
+from ..core.integrity import atomic_write, write_json
+from ..core.recipe import Recipe
+from ..core.tables import timing_columns
+from ..data import Prepared
+from ..models import build_model, save_model
+from ..tasks import Task
+from ..tasks.images import ImageBatches
+from ..tasks.windows import TextBatches
 from .checkpoints import (
     identity_hash,
     mark_complete,
@@ -47,12 +56,6 @@ from .checkpoints import (
     save_snapshot,
     snapshot_schedule,
 )
-from .data import Prepared
-from .device import resolve_device
-from .integrity import atomic_write, write_json
-from .models import build_model, save_model
-from .tables import timing_columns
-from .tasks import ImageBatches, Task, TextBatches
 
 SYNC_EVERY = 50  # steps between host syncs (non-finite check, progress bar) in the hot loop
 EVAL_SEED = 0  # fixed seed of the evaluation subsets/windows: the same for every run
@@ -61,68 +64,6 @@ CURVE_COLUMNS = ["step", "epoch", "lr", "train_loss", "test_loss", "test_acc"]
 
 class NonFiniteLossError(FloatingPointError):
     """The training loss became NaN or infinite."""
-
-
-@dataclass
-class Recipe:
-    """How to train: optimizer, schedule, budget, augmentation and evaluation."""
-
-    optimizer: str = "sgd"  # sgd | adamw
-    lr: float = 0.1  # peak learning rate
-    momentum: float = 0.9  # SGD momentum; AdamW beta1
-    beta2: float = 0.95  # AdamW beta2
-    weight_decay: float = 5e-4  # on conv/linear weight matrices only
-    nesterov: bool = True  # SGD only
-    batch_size: int = 128  # examples (LM: sequences of block_size tokens) per step
-    epochs: int | None = None  # budget: passes over the train split ...
-    steps: int | None = None  # ... or optimizer steps ...
-    tokens: int | None = None  # ... or tokens (LMs): steps = tokens // (batch_size·block_size)
-    warmup_fraction: float = 0.0  # share of the steps with linear warmup from lr/warmup_steps
-    min_lr_fraction: float = 0.0  # cosine floor as a fraction of lr
-    grad_clip: float | None = None  # max global gradient norm, None = no clipping
-    eval_batch_size: int = 512  # examples per evaluation batch
-    augment: bool | str = "auto"  # auto: crop+flip for 3×32×32 images only; or true/false
-    eval_every_epoch: int = 1  # images: test-split evaluation every this many epochs
-    eval_every_steps: int = 200  # LMs: test-window evaluation every this many steps
-    eval_examples: int = 10_000  # images: final train-split metrics on at most this many examples
-    eval_windows: int = 256  # LMs: fixed windows per split for test and final train metrics
-    label_smoothing: float = 0.0  # of the training loss only; reported losses are plain CE
-
-    def __post_init__(self) -> None:
-        if self.optimizer not in ("sgd", "adamw"):
-            raise ValueError(f"recipe optimizer {self.optimizer!r} is not one of ('sgd', 'adamw')")
-        budgets = {k: getattr(self, k) for k in ("epochs", "steps", "tokens") if getattr(self, k) is not None}
-        if len(budgets) != 1:
-            raise ValueError(f"a recipe needs exactly one budget of epochs | steps | tokens, got {budgets or 'none'}")
-        for key, value in (
-            *budgets.items(),
-            ("batch_size", self.batch_size),
-            ("eval_batch_size", self.eval_batch_size),
-            ("eval_every_epoch", self.eval_every_epoch),
-            ("eval_every_steps", self.eval_every_steps),
-            ("eval_examples", self.eval_examples),
-            ("eval_windows", self.eval_windows),
-        ):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"recipe {key} must be an integer >= 1, got {value!r}")
-        if not self.lr > 0:
-            raise ValueError(f"recipe lr must be > 0, got {self.lr!r}")
-        for key in ("warmup_fraction", "min_lr_fraction", "label_smoothing"):
-            if not 0 <= getattr(self, key) < 1:
-                raise ValueError(f"recipe {key} must lie in [0, 1), got {getattr(self, key)!r}")
-        if self.grad_clip is not None and not self.grad_clip > 0:
-            raise ValueError(f"recipe grad_clip must be None or > 0, got {self.grad_clip!r}")
-        if self.augment not in ("auto", True, False):
-            raise ValueError(f"recipe augment must be 'auto', true or false, got {self.augment!r}")
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Recipe:
-        """A ``Recipe`` from a config mapping; unknown keys raise ``ValueError`` listing the allowed ones."""
-        allowed = [f.name for f in fields(cls)]
-        unknown = sorted(set(d) - set(allowed))
-        if unknown:
-            raise ValueError(f"unknown recipe key(s) {unknown}; allowed: {allowed}")
-        return cls(**d)
 
 
 # -- schedule and optimizer ------------------------------------------------------------------
