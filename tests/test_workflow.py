@@ -200,7 +200,7 @@ def test_tiny_run_makes_every_figure_and_reruns_only_plotting(tmp_path: Path) ->
     finally:
         os.chdir(ROOT)
 
-    plots_py = package / "scalemech" / "figures" / "__init__.py"
+    plots_py = package / "scalemech" / "figures" / "common.py"
     plots_py.write_text(plots_py.read_text() + "\n# an edit of the plotting code\n")
     dry = snakemake(
         "-n", "--cores", "2", "--configfile", str(tmp_path / "tiny.yaml"), "--directory", str(tmp_path), env=env
