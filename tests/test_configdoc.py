@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from scalemech.config import doc as configdoc
-from scalemech.config import schema
+from scalemech.config.schema import schema
 
 ROOT = Path(__file__).resolve().parents[1]
 

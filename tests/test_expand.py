@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from scalemech.config import schema
+from scalemech.config.schema import schema
 from scalemech.core.tables import check_columns
 from scalemech.experiments.expand import (
     ExpandConfig,

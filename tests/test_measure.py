@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from scalemech import stats
-from scalemech.config import schema
+from scalemech.config.schema import schema
 from scalemech.core.seeding import derive_seed, model_identity
 from scalemech.core.tables import check_columns
 from scalemech.data import Prepared, normalize_images

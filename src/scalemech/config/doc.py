@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from . import schema
+from .schema import schema
 
 README = Path("config/README.md")
 REF = "#/$defs/"
