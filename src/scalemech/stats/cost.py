@@ -16,7 +16,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from . import alignment_stats
+from .moments import alignment_stats
 
 
 def covariance_moments(rows: Tensor) -> dict[str, float]:
