@@ -33,7 +33,7 @@ from scalemech.certify import (
 )
 from scalemech.cli import main
 from scalemech.data import prepare_dataset
-from scalemech.gradients.capture import GradientPool, pool_path
+from scalemech.gradients.pools import GradientPool, pool_path
 from scalemech.models import build_model, save_model
 
 SHAKESPEARE = Path(__file__).resolve().parents[2] / "shared" / "data" / "tinyshakespeare.txt"

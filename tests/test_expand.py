@@ -23,7 +23,7 @@ from scalemech.experiments.expand import (
     paired_se,
     per_example_losses,
 )
-from scalemech.gradients.capture import mean_loss, to_device
+from scalemech.gradients.batches import mean_loss, to_device
 from scalemech.models import build_model
 
 KEYS = {"run": "t", "dataset": "d", "family": "resnet", "depth": 8, "width": 0.25, "seed": 0, "model": "m"}

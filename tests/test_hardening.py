@@ -24,7 +24,7 @@ from scalemech.core import integrity
 from scalemech.core.device import DeviceError, resolve_device
 from scalemech.core.tables import read_table, write_table
 from scalemech.experiments.misalign import measured_in_both
-from scalemech.gradients.capture import PoolError
+from scalemech.gradients.pools import PoolError
 from scalemech.models import build_model, load_model, save_model
 from scalemech.training import checkpoints
 

@@ -7,7 +7,8 @@ from torch import nn
 
 from scalemech.core.tables import check_columns
 from scalemech.experiments.intervene import intervene_at
-from scalemech.gradients.capture import capture_pools, to_device
+from scalemech.gradients.batches import to_device
+from scalemech.gradients.capture import capture_pools
 from scalemech.models import build_model
 from scalemech.models.base import ResidualModel
 from scalemech.tasks import Examples

@@ -11,13 +11,9 @@ from scalemech.core.seeding import derive_seed, model_identity
 from scalemech.core.tables import check_columns
 from scalemech.data import Prepared, normalize_images
 from scalemech.experiments.measure import draw_pools, measure, select_points
-from scalemech.gradients.capture import (
-    GradientPool,
-    activation_grads,
-    block_grad_norms,
-    pool_path,
-    to_device,
-)
+from scalemech.gradients.batches import to_device
+from scalemech.gradients.capture import activation_grads, block_grad_norms
+from scalemech.gradients.pools import GradientPool, pool_path
 from scalemech.models import build_model
 
 KEYS = {"run": "t", "dataset": "synthetic", "family": "resnet", "depth": 8, "width": 0.25, "seed": 0, "model": "m"}

@@ -16,7 +16,7 @@ from scalemech.experiments.misalign import (
     ordered_subsets,
     wilson_interval,
 )
-from scalemech.gradients.capture import GradientPool, pool_path
+from scalemech.gradients.pools import GradientPool, pool_path
 from scalemech.stats import AlignmentStats, TwoSampleStats, alignment_stats, certificates, two_sample_certificate
 
 

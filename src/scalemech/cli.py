@@ -51,7 +51,7 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from .config import ConfigError
     from .core.device import DeviceError
     from .data import DataError
-    from .gradients.capture import PoolError
+    from .gradients.pools import PoolError
 
     return (ValueError, KeyError, OSError, ConfigError, DataError, PoolError, DeviceError)
 

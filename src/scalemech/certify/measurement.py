@@ -20,7 +20,8 @@ from ..data import Prepared
 from ..data.prepared import SPLITS
 from ..data.tokenized import TokenIds
 from ..experiments.measure import capture_split, ready_pools, select_points
-from ..gradients.capture import GradientPool, view_of
+from ..gradients.pools import GradientPool
+from ..gradients.views import view_of
 from ..models import LanguageModel, ResidualModel, build_model, load_model
 from .inputs import DATA_FORMS, _certify_data, _hf_spec
 from .verdict import verdict

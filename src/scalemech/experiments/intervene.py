@@ -34,16 +34,10 @@ from torch import Tensor
 from ..core.seeding import derive_seed, model_identity
 from ..core.tables import columns
 from ..data import Prepared
-from ..gradients.capture import (
-    GradientPool,
-    PrepareBatch,
-    broadcast_shift,
-    iter_batches,
-    measured_points,
-    pool_path,
-    to_device,
-)
+from ..gradients.batches import PrepareBatch, iter_batches, to_device
 from ..gradients.norms import recalibrate_batch_norm
+from ..gradients.pools import GradientPool, measured_points, pool_path
+from ..gradients.views import broadcast_shift
 from ..models.base import ResidualModel
 from ..tasks import draw_disjoint, fetch
 

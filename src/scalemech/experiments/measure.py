@@ -35,8 +35,11 @@ from .. import stats
 from ..core.seeding import derive_seed, model_identity
 from ..core.tables import columns
 from ..data import Prepared
-from ..gradients.capture import VIEWS, GradientPool, capture_pools, to_device
+from ..gradients.batches import to_device
+from ..gradients.capture import capture_pools
 from ..gradients.norms import recalibrate_batch_norm
+from ..gradients.pools import GradientPool
+from ..gradients.views import VIEWS
 from ..models.base import ResidualModel
 from ..tasks import Examples, draw_examples
 

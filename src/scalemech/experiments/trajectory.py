@@ -22,8 +22,10 @@ from .. import stats
 from ..core.seeding import model_identity
 from ..core.tables import columns
 from ..data import Prepared
-from ..gradients.capture import VIEWS, iter_activation_grads, mean_loss, to_device
+from ..gradients.batches import mean_loss, to_device
+from ..gradients.capture import iter_activation_grads
 from ..gradients.norms import recalibrate_batch_norm
+from ..gradients.views import VIEWS
 from ..models.base import ResidualModel
 from ..training.checkpoints import snapshot_paths
 from .measure import draw_pools, select_points
