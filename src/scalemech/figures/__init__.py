@@ -14,8 +14,8 @@ grayscale printing), marker and line style. Per-point figures (F1, F7) place an 
 at its relative depth l/L (``relative_depth``), so models of different depths line up. A family
 with a single depth shows no trend in depth: F2 and F3 leave it out and say so under the figure.
 ``FIGURES`` maps each figure's file stem to its function and the tables it reads, from the
-``STEM``, ``draw`` and ``TABLES`` of each module in ``MODULES``; ``make_figure`` draws one from a
-tables folder.
+``STEM``, ``draw`` and ``TABLES`` of each figure module (``figure_modules``: every ``f<k>_<name>``
+of the package, by ``k``); ``make_figure`` draws one from a tables folder.
 
 F3 and F7 show per-model values: seeds aggregated by the mean (``over_seeds``); F6 one value per
 model, the median over its insertion points (``over_points``) with their range.
@@ -24,37 +24,27 @@ References: matplotlib (Hunter 2007), seaborn (Waskom 2021).
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+import re
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 from ..core.tables import read_table
-from . import (
-    f1_covariance,
-    f2_signal_decay,
-    f3_rebound,
-    f4_dalign_vs_width,
-    f5_misalignment,
-    f6_intervention,
-    f7_expansion,
-    f8_dalign_over_training,
-    f9_dalign_at_paper_widths,
-)
 from .aggregate import table_path
 from .common import DPI
 
-MODULES = (
-    f1_covariance,
-    f2_signal_decay,
-    f3_rebound,
-    f4_dalign_vs_width,
-    f5_misalignment,
-    f6_intervention,
-    f7_expansion,
-    f8_dalign_over_training,
-    f9_dalign_at_paper_widths,
-)
-"""One module per figure, in report order: each names its file ``STEM``, its ``TABLES`` and ``draw``."""
-FIGURES: dict[str, tuple[Callable[..., None], list[str]]] = {m.STEM: (m.draw, m.TABLES) for m in MODULES}
+
+def figure_modules() -> list[ModuleType]:
+    """The figure modules of this package, ``f<k>_<name>``, by ``k``: each names its file ``STEM``, its
+    ``TABLES`` and ``draw``."""
+    names = [m.name for m in pkgutil.iter_modules(__path__) if re.fullmatch(r"f\d+_\w+", m.name)]
+    ordered = sorted(names, key=lambda name: int(name[1:].split("_")[0]))
+    return [importlib.import_module(f"{__name__}.{name}") for name in ordered]
+
+
+FIGURES: dict[str, tuple[Callable[..., None], list[str]]] = {m.STEM: (m.draw, m.TABLES) for m in figure_modules()}
 
 
 def make_figure(stem: str, tables_dir: str | Path, out_dir: str | Path, *, dpi: int = DPI) -> Path:
