@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import __version__
+from .models import FAMILIES
 
 if TYPE_CHECKING:
     from .config import ModelJob
@@ -259,7 +260,7 @@ def parser() -> argparse.ArgumentParser:
     )
     certify.add_argument(
         "--family",
-        choices=["hf", "resnet", "llama", "tvresnet"],
+        choices=list(FAMILIES),
         help="the checkpoint's model family (default: hf unless the checkpoint is a model.pt)",
     )
     certify.add_argument(

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..data import load_prepared, prepare_dataset
 from ..data.tokenized import is_token_ids, load_token_ids, prepared_text_tokens, text_file_tokens
+from ..models import FAMILIES
 
 HF_BLOCK_SIZE = 1024
 """Tokens per example of a Hugging Face model when ``--block-size`` is not given: at most this
@@ -27,7 +28,8 @@ def _hf_spec(
     from ..models.hub import decoder_config, hub_unreachable
 
     path = Path(checkpoint)
-    if path.suffix == ".pt" and family in (None, "resnet", "llama", "tvresnet"):
+    trained = [name for name, known in FAMILIES.items() if known.trained]  # their models are model.pt files
+    if path.suffix == ".pt" and family in (None, *trained):
         return None
     if family not in (None, "hf"):
         raise ValueError(f"--family {family} needs a scalemech model.pt, got {checkpoint!r}")

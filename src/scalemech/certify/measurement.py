@@ -22,7 +22,8 @@ from ..data.tokenized import TokenIds
 from ..experiments.measure import capture_split, ready_pools, select_points
 from ..gradients.pools import GradientPool
 from ..gradients.views import view_of
-from ..models import LanguageModel, ResidualModel, build_model, load_model
+from ..models import build_model, load_model
+from ..models.base import LanguageModel, ResidualModel
 from .inputs import DATA_FORMS, _certify_data, _hf_spec
 from .verdict import verdict
 

@@ -15,19 +15,16 @@ from typing import Any
 from ..core.layout import POOL_READERS
 from ..data import DATASETS
 from ..data import text as text_data
+from ..models import FAMILIES
 from .schema import schema
 
-# Family -> the kind of data it trains on, and data set -> the kind it holds.
-FAMILY_DATA = {"resnet": "image", "tvresnet": "image", "llama": "text"}
+# Family a grid trains -> the kind of data it trains on, and data set -> the kind it holds.
+FAMILY_DATA = {name: family.data for name, family in FAMILIES.items() if family.trained}
 DATASET_KIND = {name: "text" if name in text_data.CONFIG_KEYS else "image" for name in DATASETS}
 # Family -> (module under scalemech.models, its config dataclass). The dataclass's
 # __post_init__ holds the family's rules (resnet depth 6n+2, llama width a multiple of
 # head_dim, ...); validation builds it (never the model) to apply them.
-FAMILY_CONFIGS = {
-    "resnet": ("resnet", "ResNetConfig"),
-    "tvresnet": ("tvresnet", "TVResNetConfig"),
-    "llama": ("llama", "LlamaConfig"),
-}
+FAMILY_CONFIGS = {name: (name, family.config) for name, family in FAMILIES.items() if family.trained}
 # Fewest channels allowed in the narrowest stage of a convolutional family: with one channel
 # the pooled view's covariance is 1 x 1 and has no off-diagonal to measure (D1). Width 0.25
 # gives a CIFAR ResNet 4 channels, width 0.125 gives it 2; 0.05 (1 channel) is refused.
