@@ -42,6 +42,7 @@ from scalemech.core import tables
 from scalemech.core.device import cuda_problem
 from scalemech.core.layout import Layout
 from scalemech.core.recipe import Recipe
+from scalemech.core.steps import arguments
 from scalemech.data import Prepared, prepare_dataset
 from scalemech.pipeline import jobs
 from scalemech.pipeline.smoke import paper_smoke, write_fixtures
@@ -71,15 +72,8 @@ def inside(directory: Path) -> Iterator[None]:
 def run_job(rule: str, config: dict, job: ModelJob, device: str, **replaced: str) -> None:
     """Run per-model ``rule`` of ``job`` as the workflow would, on ``device`` (named inputs in ``replaced``
     take the place of the layout's)."""
-    layout = Layout(config["run"])
-    arguments = {
-        **jobs.inputs(rule, layout, job.dataset, job.name),
-        **jobs.outputs(rule, layout, job.dataset, job.name),
-        **jobs.params(rule, config, job),
-        **replaced,
-    }
     settings = {**jobs.execution(config, gpus=int(device == "cuda")), "device": device}
-    jobs.call(rule, arguments, settings)
+    jobs.call(rule, {**arguments(rule, config, job), **replaced}, settings)
 
 
 @contextmanager

@@ -14,7 +14,7 @@ import yaml
 
 import scalemech.figures
 from scalemech.config import model_jobs, read_yaml, validate_config
-from scalemech.core.layout import PER_MODEL_TABLES
+from scalemech.core.steps import PER_MODEL_TABLES
 from scalemech.pipeline.smoke import paper_smoke
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import __version__
+from .core.steps import STEPS, Step
 from .models import FAMILIES
 
 if TYPE_CHECKING:
@@ -68,15 +69,8 @@ def non_negative(text: str) -> int:
     return value
 
 
-MODEL_COMMANDS = {
-    "train": "train_model",
-    "measure": "measure_model",
-    "misalign": "misalign_model",
-    "intervene": "intervene_model",
-    "expand": "expand_model",
-}
-NO_DEVICE = {"misalign"}
-"""Model commands whose job takes no device (E6 works on the stored pools, on the CPU): no ``--device``."""
+MODEL_COMMANDS: dict[str, Step] = {step.name: step for step in STEPS.values() if step.help}
+"""The per-model steps run by hand, by command; a step whose job takes no device has no ``--device``."""
 
 
 def _job(config: dict[str, Any], key: str) -> ModelJob:
@@ -91,15 +85,14 @@ def _job(config: dict[str, Any], key: str) -> ModelJob:
 def _model_command(args: argparse.Namespace) -> None:
     """Run the per-model rule of ``args.command`` exactly as the workflow would (same paths, params)."""
     from .config import load_config
-    from .core.layout import Layout
+    from .core.steps import arguments
     from .pipeline import jobs
 
     config = load_config(args.config)
-    rule, model_job, layout = MODEL_COMMANDS[args.command], _job(config, args.model), Layout(config["run"])
-    where = (layout, model_job.dataset, model_job.name)
-    arguments = {**jobs.inputs(rule, *where), **jobs.outputs(rule, *where), **jobs.params(rule, config, model_job)}
+    rule = MODEL_COMMANDS[args.command].rule
     device = getattr(args, "device", None)
-    jobs.call(rule, arguments, {**jobs.execution(config), **({"device": device} if device else {})})
+    settings = {**jobs.execution(config), **({"device": device} if device else {})}
+    jobs.call(rule, arguments(rule, config, _job(config, args.model)), settings)
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -218,17 +211,11 @@ def parser() -> argparse.ArgumentParser:
     prepare.add_argument("--dataset", required=True, help="a dataset name of the config's datasets section")
     prepare.set_defaults(func=_prepare)
 
-    for name, help_ in [
-        ("train", "train one model"),
-        ("measure", "gradient statistics of one model (E2, E3, E5)"),
-        ("misalign", "misalignment probability and certificates (E6)"),
-        ("intervene", "zero-init residual parameter intervention (E7)"),
-        ("expand", "depth expansion with jumpboard and fallback (E8)"),
-    ]:
-        sub = command(name, help_)
+    for name, step in MODEL_COMMANDS.items():
+        sub = command(name, step.help)
         config_option(sub)
         sub.add_argument("--model", required=True, help="<dataset>/<model>, e.g. mnist5k/resnet-d20-w1-s0")
-        if name not in NO_DEVICE:
+        if step.device:
             sub.add_argument("--device", choices=DEVICES, help="where to compute (default: the config's device)")
         sub.set_defaults(func=_model_command)
 

@@ -12,9 +12,9 @@ rule train_model:
     output:
         **model_outputs("train_model"),
     log:
-        log_of("train"),
+        log_of("train_model"),
     benchmark:
-        benchmark_of("train")
+        benchmark_of("train_model")
     wildcard_constraints:
         model=regex(TRAINED),
     conda:
@@ -36,9 +36,9 @@ rule pin_pretrained:
     output:
         **model_outputs("pin_pretrained"),
     log:
-        log_of("pretrained"),
+        log_of("pin_pretrained"),
     benchmark:
-        benchmark_of("pretrained")
+        benchmark_of("pin_pretrained")
     wildcard_constraints:
         model=regex(PRETRAINED),
     conda:

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from functools import cache
 from typing import Any
 
-from ..core.layout import POOL_READERS
+from ..core.steps import POOL_READERS
 from ..data import DATASETS
 from ..data import text as text_data
 from ..models import FAMILIES

@@ -19,26 +19,7 @@ so a step run by hand writes exactly where Snakemake would::
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
-
-STATS_TABLES = ("covariance", "covmats", "signal", "dalign")  # written by the measurement of a model
-PER_MODEL_TABLES = (*STATS_TABLES, "misalignment", "intervention", "expansion", "trajectory")
-# The tables each experiment of the config's ``experiments`` writes; training's are in every run.
-EXPERIMENT_TABLES = {
-    "train": ("training", "powerlaw", "runtime"),
-    "measure": (*STATS_TABLES, "benchmarks"),
-    "misalign": ("misalignment",),
-    "intervene": ("intervention",),
-    "expand": ("expansion",),
-    "trajectory": ("trajectory",),
-}
-POOL_READERS = ("misalign", "intervene", "expand")  # experiments that read measure's gradient pools
-
-
-def run_tables(experiments: Iterable[str]) -> set[str]:
-    """The tables a run doing ``experiments`` (the config's list) writes: training's and theirs."""
-    return {name for step in ("train", *experiments) for name in EXPERIMENT_TABLES[step]}
 
 
 def suffix(table: str) -> str:
@@ -71,7 +52,7 @@ class Layout:
         return f"{self.results}/snapshots/{dataset}/{model}"
 
     def per_model(self, table: str, dataset: str, model: str) -> str:
-        """One model's rows of a table measured per model (``PER_MODEL_TABLES``)."""
+        """One model's rows of a table measured per model (``steps.PER_MODEL_TABLES``)."""
         return f"{self.results}/{table}/{dataset}/{model}{suffix(table)}"
 
     def pools(self, dataset: str, model: str) -> str:

@@ -7,8 +7,9 @@ Every job function takes keyword-only arguments named exactly like its rule's ``
 
 Execution settings (``execution``: the device, how often training checkpoints) say how a job
 runs, not what it computes; they come from the config at run time, not as params, so changing
-them reruns nothing. Per-model rules take their paths and params from ``inputs``, ``outputs``
-and ``params`` below, which the rules (``workflow/rules/common.smk``) and the CLI both use.
+them reruns nothing. Per-model rules take their paths and params from their declaration in
+``core.steps`` (``steps.inputs``, ``outputs`` and ``params``), which the rules
+(``workflow/rules/common.smk``) and the CLI both use.
 Config sections travel whole (``measure=config["measure"]``) into functions whose keyword
 names are the section's keys: the schema is the one home of every default.
 """
@@ -28,11 +29,9 @@ from typing import Any
 import pandas as pd
 import torch
 
-from ..config import ModelJob
 from ..core import tables
 from ..core.device import resolve_device
 from ..core.integrity import save_torch, write_text
-from ..core.layout import STATS_TABLES, Layout
 from ..data import load_prepared, prepare_dataset
 from ..models import build_model, load_model
 
@@ -107,79 +106,6 @@ def run(smk: Any) -> None:
             {**dict(smk.input.items()), **dict(smk.output.items()), **dict(smk.params.items())},
             execution(smk.config, int(smk.resources.get("gpu", 0))),
         )
-
-
-# -- the named inputs, outputs and params of the per-model rules ---------------------------------
-DIRECTORIES = {"pools"}  # outputs that are directories
-
-
-def inputs(rule: str, layout: Layout, dataset: str, model: str) -> dict[str, str]:
-    """The named inputs of per-model ``rule`` for ``dataset``/``model`` (names or wildcard patterns)."""
-    data, model_pt, pools = layout.data(dataset), layout.model(dataset, model), layout.pools(dataset, model)
-    return {
-        "train_model": {"data": data},
-        "pin_pretrained": {},
-        "measure_model": {"data": data, "model": model_pt},
-        "misalign_model": {"dalign": layout.per_model("dalign", dataset, model), "pools": pools},
-        "intervene_model": {"data": data, "model": model_pt, "pools": pools},
-        "expand_model": {"data": data, "model": model_pt, "pools": pools},
-        "trajectory_model": {"data": data, "model": model_pt},
-    }[rule]
-
-
-def outputs(rule: str, layout: Layout, dataset: str, model: str) -> dict[str, str]:
-    """The named outputs of per-model ``rule``."""
-    return {
-        "train_model": {
-            "model": layout.model(dataset, model),
-            "metrics": layout.model(dataset, model, "metrics.json"),
-            "curve": layout.model(dataset, model, "curve.csv"),
-        },
-        "pin_pretrained": {"model": layout.model(dataset, model)},
-        "measure_model": {
-            **{table: layout.per_model(table, dataset, model) for table in STATS_TABLES},
-            "pools": layout.pools(dataset, model),
-        },
-        "misalign_model": {"misalignment": layout.per_model("misalignment", dataset, model)},
-        "intervene_model": {"intervention": layout.per_model("intervention", dataset, model)},
-        "expand_model": {"expansion": layout.per_model("expansion", dataset, model)},
-        "trajectory_model": {"trajectory": layout.per_model("trajectory", dataset, model)},
-    }[rule]
-
-
-def params(rule: str, config: dict[str, Any], model_job: ModelJob) -> dict[str, Any]:
-    """The params of per-model ``rule`` for ``model_job``."""
-    keys = {"model_keys": model_job.keys(config["run"])}
-    layout = Layout(config["run"])
-    snapshot_dir = layout.snapshots(model_job.dataset, model_job.name)
-    return {
-        "train_model": {
-            "spec": model_job.spec,
-            "recipe": model_job.recipe,
-            "seed": model_job.seed,
-            **keys,
-            "compile": config["train"]["compile"],
-            "checkpoints": layout.checkpoints(model_job.dataset, model_job.name),
-            "snapshots": config["train"]["snapshots"],
-            "snapshot_dir": snapshot_dir,
-        },
-        "pin_pretrained": {"spec": model_job.spec},
-        "measure_model": {**keys, "measure": config["measure"]},
-        "misalign_model": {
-            **keys,
-            "misalign": config["misalign"],
-            "interval_level": config["measure"]["interval_level"],
-        },
-        "intervene_model": {**keys, "intervene": config["intervene"]},
-        "expand_model": {**keys, "expand": config["expand"]},
-        "trajectory_model": {
-            **keys,
-            "snapshot_dir": snapshot_dir,
-            "measure": config["measure"],
-            "pool": config["trajectory"]["pool"],
-            "splits": config["trajectory"]["splits"],
-        },
-    }[rule]
 
 
 # -- data and training -------------------------------------------------------------------------
