@@ -24,11 +24,13 @@ paper-widths: $(STAMP)
 		$(VENV)/bin/snakemake --cores $(CORES) --configfile config/paper-widths.yaml
 
 # The README's results blocks and docs/<run>/ from the last `make reproduce` and `make paper-widths`
-# (a paper-widths run not made yet: its block says so); config/README.md from the config schema.
+# (a paper-widths run not made yet: its block says so); config/README.md from the config schema;
+# docs/rules.md from the workflow's rules.
 docs: $(STAMP)
 	$(VENV)/bin/python -m scalemech.pipeline.readme --run quick
 	$(VENV)/bin/python -m scalemech.pipeline.readme --run paper-widths --not-run-ok
 	$(VENV)/bin/python -m scalemech.config.doc
+	$(VENV)/bin/python -m scalemech.pipeline.rulesdoc
 
 test: $(STAMP)
 	$(VENV)/bin/pytest -q

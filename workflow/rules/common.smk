@@ -83,6 +83,11 @@ def figure_files(stem):
     return [LAYOUT.figure(stem, "pdf"), LAYOUT.figure(stem, "png")]
 
 
+def figure_tables(wc):
+    """The tables figure ``{stem}`` reads (``FIGURE_TABLES`` of figures.smk, from ``scalemech.figures.FIGURES``)."""
+    return [LAYOUT.table(name) for name in FIGURE_TABLES[wc.stem]]
+
+
 # -- cluster resources (--profile workflow/profiles/slurm) ---------------------------------------
 # Each cluster job takes its partition and account from the config's `cluster` section, its CPUs
 # from its threads (the plugin's --cpus-per-task), its gpu, mem_mb and runtime from its grid
@@ -122,6 +127,11 @@ COMPUTING_STEPS = {
     step.name: MODELS[step.models] for step in STEPS.values() if step.experiment in ("train", *EXPERIMENTS)
 }
 TABLE_MODELS = {table: MODELS[step.models] for step in STEPS.values() for table in step.tables}
+
+
+def table_parts(wc):
+    """The per-model files of table ``{name}``, one for each model its step runs on."""
+    return per_model(LAYOUT.per_model(wc.name, "{dataset}", "{model}"), TABLE_MODELS[wc.name])
 
 
 def computing_records():

@@ -24,7 +24,7 @@ CLAIM_TABLES = sorted({name for names in FIGURE_TABLES.values() for name in name
 
 rule figure:
     input:
-        tables=lambda wc: [LAYOUT.table(name) for name in FIGURE_TABLES[wc.stem]],
+        tables=figure_tables,
         code=PLOTTING_CODE,
         caption=f"{CAPTIONS}/{{stem}}.rst",
     output:

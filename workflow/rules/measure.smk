@@ -29,10 +29,7 @@ rule measure_model:
 
 rule collect_table:
     input:
-        parts=lambda wc: per_model(
-            LAYOUT.per_model(wc.name, "{dataset}", "{model}"),
-            TABLE_MODELS[wc.name],
-        ),
+        parts=table_parts,
     output:
         table=f"{LAYOUT.tables_dir}/{{name}}{{suffix}}",
     log:
