@@ -13,16 +13,16 @@ function shows the first line of the function's docstring. Run it from the repos
 
 from __future__ import annotations
 
-import argparse
 import re
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ..config import model_jobs
+from ..config.doc import generate
 
 RULES_DOC = Path("docs/rules.md")
+CONFIG = Path("config/config.yaml")  # the default run
 CONSTRAINT = re.compile(r"\{(\w+),[^{}]*\}")  # {name,regex}: a wildcard with its constraint
 HEADER = """\
 # Rules and their files
@@ -107,20 +107,14 @@ def render(rules: list[Any], config: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
+def rendered() -> str:
+    """``docs/rules.md`` as the workflow of the working directory (the repository root) renders it."""
+    return render(*load_rules(Path("Snakefile").resolve(), CONFIG.resolve()))
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Write ``docs/rules.md`` (relative to the working directory, the repository root), or with
-    ``--check`` exit 1 naming it if it differs from what the workflow renders."""
-    parser = argparse.ArgumentParser(prog="python -m scalemech.pipeline.rulesdoc", description=__doc__.split("\n")[0])
-    parser.add_argument("--check", action="store_true", help="only check that the file is up to date")
-    parser.add_argument("--output", type=Path, default=RULES_DOC, help=f"the listing to write (default {RULES_DOC})")
-    args = parser.parse_args(argv)
-    text = render(*load_rules(Path("Snakefile").resolve(), Path("config/config.yaml").resolve()))
-    if args.check:
-        if not args.output.is_file() or args.output.read_text(encoding="utf-8") != text:
-            print(f"{args.output} is stale: run python -m scalemech.pipeline.rulesdoc", file=sys.stderr)
-            sys.exit(1)
-        return
-    args.output.write_text(text, encoding="utf-8")
+    """Write ``docs/rules.md``, or with ``--check`` exit 1 naming it if it differs from ``rendered()``."""
+    generate("scalemech.pipeline.rulesdoc", __doc__, RULES_DOC, rendered, argv)
 
 
 if __name__ == "__main__":
