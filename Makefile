@@ -14,21 +14,23 @@ $(STAMP): pyproject.toml
 
 # The default run; its wall and CPU time and the machine go to results/quick/reproduce.json.
 reproduce: $(STAMP)
-	$(VENV)/bin/python -m scalemech.runrecord results/quick/reproduce.json -- \
+	$(VENV)/bin/python -m scalemech.pipeline.runrecord results/quick/reproduce.json -- \
 		$(VENV)/bin/snakemake --cores $(CORES) --configfile config/config.yaml
 
 # Paper W's widths 512-3072 at initialization and along 16 steps (config/paper-widths.yaml, 15-30 min on
 # 2 cores); its wall and CPU time go to results/paper-widths/reproduce.json.
 paper-widths: $(STAMP)
-	$(VENV)/bin/python -m scalemech.runrecord results/paper-widths/reproduce.json -- \
+	$(VENV)/bin/python -m scalemech.pipeline.runrecord results/paper-widths/reproduce.json -- \
 		$(VENV)/bin/snakemake --cores $(CORES) --configfile config/paper-widths.yaml
 
 # The README's results blocks and docs/<run>/ from the last `make reproduce` and `make paper-widths`
-# (a paper-widths run not made yet: its block says so); config/README.md from the config schema.
+# (a paper-widths run not made yet: its block says so); config/README.md from the config schema;
+# docs/rules.md from the workflow's rules.
 docs: $(STAMP)
-	$(VENV)/bin/python -m scalemech.readme --run quick
-	$(VENV)/bin/python -m scalemech.readme --run paper-widths --not-run-ok
-	$(VENV)/bin/python -m scalemech.configdoc
+	$(VENV)/bin/python -m scalemech.pipeline.readme --run quick
+	$(VENV)/bin/python -m scalemech.pipeline.readme --run paper-widths --not-run-ok
+	$(VENV)/bin/python -m scalemech.config.doc
+	$(VENV)/bin/python -m scalemech.pipeline.rulesdoc
 
 # On every core (pytest-xdist), a file per worker at a time, the Snakemake files first (tests/conftest.py).
 PYTEST := $(VENV)/bin/pytest -q -n auto --dist loadfile --no-loadscope-reorder
@@ -44,13 +46,13 @@ test-all: $(STAMP)
 test-slurm: $(STAMP)
 	VENV=$(abspath $(VENV)) bash tests/slurm/run.sh
 
-# config/paper.yaml at toy size on this machine's CPUs (scalemech.smoke): fixtures in the real formats
+# config/paper.yaml at toy size on this machine's CPUs (scalemech.pipeline.smoke): fixtures in the real formats
 # and the derived config in $(SMOKE_DIR), then every rule of the paper's run there, from scratch: every
 # table, figure and the report under $(SMOKE_DIR)/{results,figures}/paper-smoke/.
 SMOKE_DIR ?= results/smoke
 paper-smoke: $(STAMP)
 	rm -rf $(SMOKE_DIR)
-	$(VENV)/bin/python -m scalemech.smoke --out $(SMOKE_DIR)
+	$(VENV)/bin/python -m scalemech.pipeline.smoke --out $(SMOKE_DIR)
 	$(VENV)/bin/snakemake --snakefile $(CURDIR)/Snakefile --cores $(CORES) \
 		--configfile $(abspath $(SMOKE_DIR))/paper-smoke.yaml --directory $(abspath $(SMOKE_DIR))
 
@@ -59,13 +61,14 @@ paper-smoke: $(STAMP)
 gpu-check: $(STAMP)
 	$(VENV)/bin/python benchmarks/cuda_check.py
 
-# Snakemake's own lints, snakefmt on the rules, ruff's lints and formatter on the Python (pyproject.toml
-# configures both).
+# Snakemake's own lints, snakefmt on the rules, ruff's lints and formatter on the Python, and the import
+# contracts of the layers (pyproject.toml configures ruff and import-linter).
 lint: $(STAMP)
 	$(VENV)/bin/snakemake --lint
 	$(VENV)/bin/snakefmt --check Snakefile workflow/rules/
 	$(VENV)/bin/ruff check src tests workflow/scripts benchmarks
 	$(VENV)/bin/ruff format --check src tests workflow/scripts benchmarks
+	$(VENV)/bin/lint-imports
 
 bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do $(VENV)/bin/python $$b || exit 1; done

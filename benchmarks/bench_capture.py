@@ -9,7 +9,7 @@ import time
 
 import torch
 
-from scalemech.grads import activation_grads
+from scalemech.gradients.capture import activation_grads
 from scalemech.models import build_model
 
 BATCH, REPEATS = 64, 3

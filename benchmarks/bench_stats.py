@@ -35,8 +35,8 @@ from multiprocessing import get_context
 import torch
 
 from scalemech import stats
-from scalemech.cost import covariance_moments
-from scalemech.stats import alignment_stats
+from scalemech.stats import alignment_stats, grams
+from scalemech.stats.cost import covariance_moments
 
 
 def _rows(n: int, dim: int, seed: int) -> torch.Tensor:
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--big-n", type=int, default=256)
     args = parser.parse_args(argv)
 
-    columns = stats._chunk_columns(args.n, 8192)
+    columns = grams._chunk_columns(args.n, 8192)
     floor_mib = (8 * args.n**2 + 8 * args.n * columns) / 2**20
     print(
         f"[1] D = {args.dim}, n = {args.n}  (threads: {torch.get_num_threads()}; Gram chunks of {columns} "

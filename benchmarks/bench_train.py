@@ -1,4 +1,4 @@
-"""Training throughput of ``scalemech.train`` against a plain PyTorch loop, in one run.
+"""Training throughput of ``scalemech.training.train`` against a plain PyTorch loop, in one run.
 
 Both train the same ResNet-20 (k = 1) from the same initial weights with the same SGD
 (lr 0.1, momentum 0.9, Nesterov, weight decay 5e-4), batch size 128, number of steps and
@@ -34,9 +34,10 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 from torchvision import transforms
 
+from scalemech.core.recipe import Recipe
 from scalemech.data import Prepared, load_prepared, prepare_dataset
 from scalemech.models import build_model
-from scalemech.train import Recipe, make_optimizer, memory_format_for, resolve_device, train
+from scalemech.training.train import make_optimizer, memory_format_for, resolve_device, train
 
 SPEC = {
     "family": "resnet",
@@ -225,7 +226,7 @@ def main() -> None:
     reference, ours, layout = best["reference"], best["ours"], str(ours_format).removeprefix("torch.")
     print("best of the repeats:")
     print(f"reference loop (DataLoader + per-example torchvision, NCHW): {reference:8.0f} images/s")
-    print(f"scalemech.train (on-device batched augmentation, {layout}): {ours:8.0f} images/s")
+    print(f"scalemech.training.train (on-device batched augmentation, {layout}): {ours:8.0f} images/s")
     print(f"ratio ours/reference: {ours / reference:.2f}x")
     print(
         f"model step alone (one batch already on the device, no data path): NCHW {best['step NCHW']:.0f}, "

@@ -3,7 +3,7 @@
     PYTHONPATH=src python benchmarks/cuda_check.py              # needs CUDA; under 8 minutes
     PYTHONPATH=src python benchmarks/cuda_check.py --cpu-only   # the CPU half alone, anywhere
 
-1. The fixtures and config of ``scalemech.smoke``; every dataset prepared once.
+1. The fixtures and config of ``scalemech.pipeline.smoke``; every dataset prepared once.
 2. Every model of that config trained (or pinned) and measured through the workflow's own jobs
    (``jobs.call``) on the CPU, then trained on CUDA from the same seed: the final train and test
    losses agree within ``LOSS_TOLERANCE`` (CUDA trains under bf16 autocast, the CPU in float32).
@@ -37,13 +37,16 @@ import numpy as np
 import pandas as pd
 import torch
 
-from scalemech import jobs, tables
 from scalemech.config import ModelJob, model_jobs, read_yaml, validate_config
+from scalemech.core import tables
+from scalemech.core.device import cuda_problem
+from scalemech.core.layout import Layout
+from scalemech.core.recipe import Recipe
+from scalemech.core.steps import arguments
 from scalemech.data import Prepared, prepare_dataset
-from scalemech.device import cuda_problem
-from scalemech.layout import Layout
-from scalemech.smoke import paper_smoke, write_fixtures
-from scalemech.train import AUTOCAST_DTYPES, Recipe, train
+from scalemech.pipeline import jobs
+from scalemech.pipeline.smoke import paper_smoke, write_fixtures
+from scalemech.training.train import AUTOCAST_DTYPES, train
 
 ROOT = Path(__file__).resolve().parents[1]
 LOSS_TOLERANCE = {"rtol": 0.05, "atol": 0.05}
@@ -69,15 +72,8 @@ def inside(directory: Path) -> Iterator[None]:
 def run_job(rule: str, config: dict, job: ModelJob, device: str, **replaced: str) -> None:
     """Run per-model ``rule`` of ``job`` as the workflow would, on ``device`` (named inputs in ``replaced``
     take the place of the layout's)."""
-    layout = Layout(config["run"])
-    arguments = {
-        **jobs.inputs(rule, layout, job.dataset, job.name),
-        **jobs.outputs(rule, layout, job.dataset, job.name),
-        **jobs.params(rule, config, job),
-        **replaced,
-    }
     settings = {**jobs.execution(config, gpus=int(device == "cuda")), "device": device}
-    jobs.call(rule, arguments, settings)
+    jobs.call(rule, {**arguments(rule, config, job), **replaced}, settings)
 
 
 @contextmanager

@@ -34,7 +34,7 @@ from scalemech.certify import (
 )
 from scalemech.cli import main
 from scalemech.data import prepare_dataset
-from scalemech.grads import GradientPool, pool_path
+from scalemech.gradients.pools import GradientPool, pool_path
 from scalemech.models import build_model, save_model
 
 TINY = ["--pool", "12", "--block-size", "8", "--M", "4", "--K", "4", "--batch-size", "12", "--device", "cpu"]
@@ -428,7 +428,7 @@ def test_pools_larger_than_the_free_disk_are_refused_before_any_capture(
     one line naming both sizes before a gradient is captured; with exactly that much, certified."""
     import shutil
 
-    from scalemech import grads
+    from scalemech.gradients import capture as grads
 
     np.save(tmp_path / "ids.npy", _token_ids(2000))
     usage = shutil.disk_usage(tmp_path)

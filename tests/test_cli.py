@@ -16,8 +16,8 @@ from scalemech import __version__
 from scalemech.certify import B_GROW, VERDICTS
 from scalemech.cli import ERROR_STATUS, main, parser
 from scalemech.data import prepare_dataset
-from scalemech.jobs import job_context
 from scalemech.models import build_model, save_model
+from scalemech.pipeline.jobs import job_context
 
 SPEC = {"family": "resnet", "depth": 8, "width": 0.25, "in_channels": 1, "num_classes": 10}
 
@@ -165,7 +165,7 @@ def test_help_imports_nothing_heavy() -> None:
         "import sys\nfrom scalemech.cli import main\n"
         "for argv in (['--help'], ['certify', '--help'], ['--version']):\n"
         "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
-        "heavy = ('torch', 'pandas', 'numpy', 'transformers', 'scalemech.jobs'); "
+        "heavy = ('torch', 'pandas', 'numpy', 'transformers', 'scalemech.pipeline.jobs'); "
         "print(sorted(m for m in heavy if m in sys.modules))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)

@@ -9,6 +9,8 @@ import pytest
 import yaml
 
 from scalemech.config import ConfigError, format_width, load_config, model_jobs, validate_config
+from scalemech.config.schema import schema
+from scalemech.models import FAMILIES
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((ROOT / "config").glob("*.yaml"))
@@ -104,6 +106,12 @@ def test_duplicate_models_are_rejected() -> None:
     config["grids"]["again"] = copy.deepcopy(config["grids"]["resnet_mnist"])
     with pytest.raises(ConfigError, match="resnet-d8-w0.5-s0"):
         model_jobs(validate_config(config))
+
+
+def test_schema_families_are_the_trained_families() -> None:
+    """The schema's ``grid.family`` enum lists the families of ``models.FAMILIES`` that grids train."""
+    enum = schema()["$defs"]["grid"]["properties"]["family"]["enum"]
+    assert enum == [name for name, family in FAMILIES.items() if family.trained]
 
 
 def test_width_format() -> None:

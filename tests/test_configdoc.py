@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from scalemech import configdoc
-from scalemech.config import schema
+from scalemech.config import doc as configdoc
+from scalemech.config.schema import schema
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -53,7 +53,7 @@ def test_no_key_lost_to_yaml_flow_style():
 def test_readme_is_rendered_from_the_schema():
     readme = ROOT / "config" / "README.md"
     assert readme.read_text(encoding="utf-8") == configdoc.render(schema()), (
-        "config/README.md is stale: run python -m scalemech.configdoc"
+        "config/README.md is stale: run python -m scalemech.config.doc"
     )
 
 

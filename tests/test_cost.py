@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from scalemech.cost import cost_table, covariance_moments
-from scalemech.tables import check_columns
+from scalemech.core.tables import check_columns
+from scalemech.stats.cost import cost_table, covariance_moments
 
 
 def test_covariance_baseline_equals_numpy() -> None:

@@ -2,7 +2,7 @@
 
 import pandas as pd
 
-from scalemech.estimate import estimate, planned_jobs, read_records
+from scalemech.pipeline.estimate import estimate, planned_jobs, read_records
 
 RECORDS = pd.DataFrame(
     {"step": ["data", "train", "train", "measure"], "job": ["d", "d/a", "d/b", "d/a"], "wall_seconds": [6, 120, 60, 54]}

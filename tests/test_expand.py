@@ -13,7 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from scalemech.config import schema
+from scalemech.config.schema import schema
+from scalemech.core.tables import check_columns
 from scalemech.experiments.expand import (
     ExpandConfig,
     expand_at,
@@ -22,9 +23,8 @@ from scalemech.experiments.expand import (
     paired_se,
     per_example_losses,
 )
-from scalemech.grads import mean_loss, to_device
+from scalemech.gradients.batches import mean_loss, to_device
 from scalemech.models import build_model
-from scalemech.tables import check_columns
 
 KEYS = {"run": "t", "dataset": "d", "family": "resnet", "depth": 8, "width": 0.25, "seed": 0, "model": "m"}
 PREPARE = to_device("cpu")

@@ -12,9 +12,9 @@ import pytest
 from docutils.core import publish_parts
 from jinja2 import Environment
 
-from scalemech.frontpage import HEADING, front_page, rst_text
 from scalemech.report import CLAIMS
 from scalemech.report.claims import CLAIM_FIGURES
+from scalemech.report.frontpage import HEADING, front_page, rst_text
 
 CAPTIONS = Path(__file__).parents[1] / "workflow" / "report"
 DESCRIPTION = (CAPTIONS / "workflow.rst").read_text()

@@ -8,16 +8,11 @@ import torch
 from torch import nn
 
 from scalemech.data import DataError
-from scalemech.grads import (
-    GradientPool,
-    PoolError,
-    activation_grads,
-    block_grad,
-    block_grad_norms,
-    broadcast_shift,
-    capture_pools,
-    to_device,
-)
+from scalemech.gradients.batches import to_device
+from scalemech.gradients.capture import activation_grads, block_grad_norms, capture_pools
+from scalemech.gradients.pools import GradientPool, PoolError
+from scalemech.gradients.signal import block_grad
+from scalemech.gradients.views import broadcast_shift
 from scalemech.models import build_model
 from scalemech.models.base import ResidualModel
 from scalemech.tasks import Examples

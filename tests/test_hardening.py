@@ -18,14 +18,15 @@ import pytest
 import torch
 import yaml
 
-from scalemech import checkpoints, integrity
 from scalemech.cli import ERROR_STATUS, main
 from scalemech.config import ConfigError, validate_config
-from scalemech.device import DeviceError, resolve_device
+from scalemech.core import integrity
+from scalemech.core.device import DeviceError, resolve_device
+from scalemech.core.tables import read_table, write_table
 from scalemech.experiments.misalign import measured_in_both
-from scalemech.grads import PoolError
+from scalemech.gradients.pools import PoolError
 from scalemech.models import build_model, load_model, save_model
-from scalemech.tables import read_table, write_table
+from scalemech.training import checkpoints
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = {"family": "resnet", "depth": 8, "width": 0.25, "in_channels": 1, "num_classes": 10}

@@ -334,8 +334,9 @@ def test_token_pool_rejects_too_many_windows():
 @pytest.mark.parametrize("checkpoint", ["gpt2"], indirect=True)
 def test_token_ids_are_cut_without_a_tokenizer(checkpoint, tmp_path):
     """Token ids given directly: model.task is a TokenIdTask; its examples are windows of the stream."""
-    from scalemech.data.tokenized import TokenIdTask, load_token_ids
+    from scalemech.data.tokenized import load_token_ids
     from scalemech.tasks import draw_disjoint
+    from scalemech.tasks.tokens import TokenIdTask
 
     ids = np.arange(1000) * 7 % VOCAB  # a window's first id and the next ones give its offset
     np.save(tmp_path / "ids.npy", ids.astype(np.int32))

@@ -5,11 +5,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from scalemech.core.tables import check_columns
 from scalemech.experiments.intervene import intervene_at
-from scalemech.grads import capture_pools, to_device
+from scalemech.gradients.batches import to_device
+from scalemech.gradients.capture import capture_pools
 from scalemech.models import build_model
 from scalemech.models.base import ResidualModel
-from scalemech.tables import check_columns
 from scalemech.tasks import Examples
 
 VIEWS = ("full", "pooled")

@@ -1,15 +1,20 @@
-"""Job functions that only move tables: the runtime table from Snakemake's benchmark records."""
+"""Job functions that only move tables (the runtime table from Snakemake's benchmark records), and the
+declarations of the per-model steps against their jobs and the config schema."""
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from scalemech import jobs
+from scalemech.config import load_config, model_jobs
+from scalemech.config.schema import schema
+from scalemech.core.steps import STEPS
+from scalemech.core.tables import read_table
+from scalemech.pipeline import jobs
 from scalemech.report import runtime_section
-from scalemech.tables import read_table
 
 RECORD = (
     "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
@@ -39,3 +44,20 @@ def test_runtime_table_reads_every_record_and_the_report_names_the_longest(tmp_p
     section = "\n".join(runtime_section(table, top=2))
     assert "3 jobs: 16 s of job wall time, 30 s of CPU time" in section
     assert section.index("| train |") < section.index("| measure |") and "| data |" not in section
+
+
+@pytest.mark.parametrize("rule", STEPS)
+def test_each_step_declares_the_arguments_of_its_job(rule: str) -> None:
+    """A step's named files and params are its job's keywords (besides execution settings), and it
+    takes a device exactly when its job does."""
+    config = load_config(Path(__file__).resolve().parents[1] / "config" / "config.yaml")
+    step, job = STEPS[rule], model_jobs(config)[0]
+    taken = set(inspect.signature(jobs.JOBS[rule]).parameters) - set(jobs.execution(config))
+    assert {*step.inputs, *step.outputs, *step.params(config, job)} == taken
+    assert step.device == ("device" in inspect.signature(jobs.JOBS[rule]).parameters)
+
+
+def test_the_schema_experiments_are_the_steps_experiments() -> None:
+    """The config's ``experiments`` enum names the experiments of the steps beside training."""
+    enum = schema()["properties"]["experiments"]["items"]["enum"]
+    assert enum == [name for name in dict.fromkeys(step.experiment for step in STEPS.values()) if name != "train"]

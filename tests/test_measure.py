@@ -6,19 +6,15 @@ import pytest
 import torch
 
 from scalemech import stats
-from scalemech.config import schema
+from scalemech.config.schema import schema
+from scalemech.core.seeding import derive_seed, model_identity
+from scalemech.core.tables import check_columns
 from scalemech.data import Prepared, normalize_images
 from scalemech.experiments.measure import draw_pools, measure, select_points
-from scalemech.grads import (
-    GradientPool,
-    activation_grads,
-    block_grad_norms,
-    pool_path,
-    to_device,
-)
+from scalemech.gradients.batches import to_device
+from scalemech.gradients.capture import activation_grads, block_grad_norms
+from scalemech.gradients.pools import GradientPool, pool_path
 from scalemech.models import build_model
-from scalemech.seeding import derive_seed, model_identity
-from scalemech.tables import check_columns
 
 KEYS = {"run": "t", "dataset": "synthetic", "family": "resnet", "depth": 8, "width": 0.25, "seed": 0, "model": "m"}
 SETTINGS = {key: spec["default"] for key, spec in schema()["properties"]["measure"]["properties"].items()}

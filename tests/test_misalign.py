@@ -7,6 +7,8 @@ import pytest
 import torch
 
 import scalemech.experiments.misalign as misalign_module
+from scalemech.core.seeding import derive_seed
+from scalemech.core.tables import check_columns
 from scalemech.experiments.misalign import (
     block_means,
     misalignment,
@@ -14,10 +16,8 @@ from scalemech.experiments.misalign import (
     ordered_subsets,
     wilson_interval,
 )
-from scalemech.grads import GradientPool, pool_path
-from scalemech.seeding import derive_seed
+from scalemech.gradients.pools import GradientPool, pool_path
 from scalemech.stats import AlignmentStats, TwoSampleStats, alignment_stats, certificates, two_sample_certificate
-from scalemech.tables import check_columns
 
 
 def _direct(Q_train, Q_test, rows, cols, M, K):

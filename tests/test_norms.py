@@ -1,4 +1,4 @@
-"""BatchNorm running statistics recomputed before a measurement (scalemech.norms)."""
+"""BatchNorm running statistics recomputed before a measurement (scalemech.gradients.norms)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import torch
 from test_train import LLAMA, RESNET
 
 from scalemech.data import load_prepared, prepare_dataset
+from scalemech.gradients.norms import has_batch_norm, recalibrate_batch_norm
 from scalemech.models import build_model
-from scalemech.norms import has_batch_norm, recalibrate_batch_norm
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from scalemech.plots import fig_dalign_paper_widths
+from scalemech.figures.f9_dalign_at_paper_widths import fig_dalign_paper_widths
 from scalemech.report import CONFIRMED, NOT_MEASURED, REFUTED, claims
 from scalemech.report.w1_paper import rule_w1_paper
 
@@ -68,7 +68,7 @@ def test_narrow_models_are_not_measured():
 
 def test_f9_marks_the_papers_points(tmp_path, monkeypatch):
     drawn = []
-    monkeypatch.setattr("scalemech.plots._save", lambda fig, out, title, notes, dpi: drawn.append(fig))
+    monkeypatch.setattr("scalemech.figures.common._save", lambda fig, out, title, notes, dpi: drawn.append(fig))
     fig_dalign_paper_widths(trajectory(2.2, 0), tmp_path / "F9.pdf")
     (ax,) = drawn[0].axes
     stars = [line for line in ax.get_lines() if line.get_marker() == "*"]

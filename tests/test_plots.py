@@ -13,9 +13,19 @@ import pytest
 from matplotlib.image import imread
 from test_report import make_tables, write_contract_table
 
-from scalemech import plots
-from scalemech.aggregate import choose, default_mk, over_points, over_seeds
-from scalemech.plots import FIGURES, make_figure
+from scalemech.figures import (
+    FIGURES,
+    common,
+    f1_covariance,
+    f2_signal_decay,
+    f3_rebound,
+    f4_dalign_vs_width,
+    f5_misalignment,
+    f6_intervention,
+    f7_expansion,
+    make_figure,
+)
+from scalemech.figures.aggregate import choose, default_mk, over_points, over_seeds
 
 DPI = 40
 NEEDED = {  # one column each figure cannot do without, besides the model keys
@@ -72,9 +82,9 @@ def test_unknown_figure_is_named():
 def _drawn(monkeypatch) -> list:
     """Record (figure, notes) of every figure saved while the test runs."""
     seen = []
-    save = plots._save
+    save = common._save
     monkeypatch.setattr(
-        plots,
+        common,
         "_save",
         lambda fig, out, title, notes, dpi: (seen.append((fig, list(notes))), save(fig, out, title, notes, dpi)),
     )
@@ -146,11 +156,11 @@ def test_negative_estimates_are_plotted_not_dropped(stem, table, column, tmp_pat
 def test_low_rank_points_are_marked(tmp_path, monkeypatch):
     seen = _drawn(monkeypatch)
     tables = make_tables(1)
-    plots.fig_covariance(tables["covmats"], tables["covariance"], tmp_path / "f.pdf", dpi=DPI)
+    f1_covariance.fig_covariance(tables["covmats"], tables["covariance"], tmp_path / "f.pdf", dpi=DPI)
     labels = [text.get_text() for ax in seen[-1][0].axes if ax.get_legend() for text in ax.get_legend().get_texts()]
     assert any("low-rank" in label for label in labels)
     unmarked = tables["covariance"].assign(low_rank=False)
-    plots.fig_covariance(tables["covmats"], unmarked, tmp_path / "f.pdf", dpi=DPI)
+    f1_covariance.fig_covariance(tables["covmats"], unmarked, tmp_path / "f.pdf", dpi=DPI)
     labels = [text.get_text() for ax in seen[-1][0].axes if ax.get_legend() for text in ax.get_legend().get_texts()]
     assert not any("low-rank" in label for label in labels)
 
@@ -159,7 +169,7 @@ def test_misalignment_draws_both_certificates_and_counts_missing_ones(tmp_path, 
     seen = _drawn(monkeypatch)
     table = make_tables(1)["misalignment"]
     table = table.assign(b_exact=np.where(table["point_index"] == 0, np.nan, table["b_exact"]))
-    plots.fig_misalignment(table, tmp_path / "f.pdf", M=64, K=64, dpi=DPI)
+    f5_misalignment.fig_misalignment(table, tmp_path / "f.pdf", M=64, K=64, dpi=DPI)
     fig, notes = seen[-1]
     assert any("48 row(s) without a B_exact (two-sample) certificate" in note for note in notes)
     fixed = table[(table["M"] == 64) & (table["K"] == 64)]
@@ -192,7 +202,7 @@ def test_choose_names_the_allowed_values():
 
 def test_misalignment_at_explicit_mk(tmp_path):
     table = make_tables(1)["misalignment"]
-    plots.fig_misalignment(table, tmp_path / "f5.pdf", M=16, K=64, dpi=DPI)
+    f5_misalignment.fig_misalignment(table, tmp_path / "f5.pdf", M=16, K=64, dpi=DPI)
     assert_written(tmp_path / "f5.pdf")
 
 
@@ -211,9 +221,9 @@ def test_aggregates_match_a_direct_computation():
 
 def test_a_requested_split_or_view_that_is_absent_is_named(tmp_path):
     with pytest.raises(ValueError, match=r"split='valid'.*\['test', 'train'\]"):
-        plots.fig_signal(make_tables(1)["signal"], tmp_path / "f.pdf", split="valid", dpi=DPI)
+        f2_signal_decay.fig_signal(make_tables(1)["signal"], tmp_path / "f.pdf", split="valid", dpi=DPI)
     with pytest.raises(ValueError, match=r"view='conv'"):
-        plots.fig_dalign(make_tables(1)["dalign"], tmp_path / "f.pdf", view="conv", dpi=DPI)
+        f4_dalign_vs_width.fig_dalign(make_tables(1)["dalign"], tmp_path / "f.pdf", view="conv", dpi=DPI)
 
 
 # -- relative depth (F1, F7) -------------------------------------------------------------
@@ -231,20 +241,20 @@ def test_point_count_matches_the_built_model(family, depth):
 
     with torch.device("meta"):
         model = build_model({"family": family, "depth": depth, "width": 64 if family == "llama" else 1.0})
-    assert plots.point_count(family, depth) == len(model.insertion_points())
-    assert plots.point_count("hf", 0) is None
+    assert common.point_count(family, depth) == len(model.insertion_points())
+    assert common.point_count("hf", 0) is None
 
 
 def _xs(ax, labelled: str = "") -> set[float]:
     """Every x value of the marked lines of ``ax`` (only those whose label contains ``labelled``), rounded."""
-    lines = [line for line in ax.lines if line.get_marker() in plots.MARKERS and labelled in str(line.get_label())]
+    lines = [line for line in ax.lines if line.get_marker() in common.MARKERS and labelled in str(line.get_label())]
     return {round(float(x), 9) for line in lines for x in line.get_xdata()}
 
 
 def test_covariance_ratios_sit_at_relative_depth(tmp_path, monkeypatch):
     seen = _drawn(monkeypatch)
     tables = make_tables(1, ("resnet", "llama"))
-    plots.fig_covariance(tables["covmats"], tables["covariance"], tmp_path / "f.pdf", dpi=DPI)
+    f1_covariance.fig_covariance(tables["covmats"], tables["covariance"], tmp_path / "f.pdf", dpi=DPI)
     ax = next(ax for ax in seen[-1][0].axes if "independence null" in ax.get_title())
     llama = tables["covariance"][tables["covariance"]["family"] == "llama"]  # the first dataset/family
     narrowest, widest = llama.sort_values(["width", "depth"]).iloc[[0, -1]]["model"]
@@ -269,7 +279,7 @@ def test_expansion_plots_the_gain_with_bars_of_two_se_at_relative_depth(tmp_path
     seen = _drawn(monkeypatch)
     table = make_tables(1, ("resnet", "llama"))["expansion"]
     table = table.assign(se_test_selected_minus_control=0.002 * (1 + np.arange(len(table)) % 5))
-    plots.fig_expansion(table, tmp_path / "f.pdf", dpi=DPI)
+    f7_expansion.fig_expansion(table, tmp_path / "f.pdf", dpi=DPI)
     fig, notes = seen[-1]
     axes = [ax for ax in fig.axes if ax.containers]
     assert len(axes) == 2 and not any("dropped" in note for note in notes)
@@ -287,11 +297,11 @@ def test_medians_are_drawn_only_where_their_intervals_exclude_the_null():
     frame = pd.DataFrame(
         {"x": [1, 1, 1, 2, 2, 2, 3, 3, 3], "y": [0.1, -0.2, 0.3, 1.0, 1.2, 0.9, 2.0, 2.1, 1.9]}
     ).assign(lo=lambda f: f["y"] - 0.5, hi=lambda f: f["y"] + 0.5)
-    median = plots.resolved_medians(frame, "x", "y", "lo", "hi")
+    median = common.resolved_medians(frame, "x", "y", "lo", "hi")
     assert np.isnan(median[1]) and median[2] == 1.0 and median[3] == 2.0  # at x = 1 every interval holds 0
-    fig = plots.Figure()
+    fig = common.Figure()
     ax = fig.subplots()
-    plots._estimates(ax, frame.assign(level=1), "x", "y", "level", "level", lo="lo", hi="hi")
+    common._estimates(ax, frame.assign(level=1), "x", "y", "level", "level", lo="lo", hi="hi")
     [line] = [line for line in ax.lines if line.get_label() == "level 1"]
     drawn = np.asarray(line.get_ydata(), float)
     assert np.isnan(drawn[0]) and list(drawn[1:]) == [1.0, 2.0]  # the line starts at the first resolved median
@@ -299,15 +309,15 @@ def test_medians_are_drawn_only_where_their_intervals_exclude_the_null():
 
 def test_f3_frames_the_cells_within_noise_of_the_best():
     cells = pd.DataFrame({"test_loss": [1.0, 1.005, 1.05, 1.02], "se": [0.01, 0.01, 0.01, np.nan]})
-    assert plots.near_best(cells).tolist() == [True, True, False, False]  # 2 SE = 0.028; 1 % of 1.0 alone
-    assert plots.near_best(cells.assign(se=np.nan)).tolist() == [True, True, False, False]
+    assert f3_rebound.near_best(cells).tolist() == [True, True, False, False]  # 2 SE = 0.028; 1 % of 1.0 alone
+    assert f3_rebound.near_best(cells.assign(se=np.nan)).tolist() == [True, True, False, False]
 
 
 def test_rows_without_a_known_number_of_points_are_dropped_with_a_note(tmp_path, monkeypatch):
     seen = _drawn(monkeypatch)
     table = make_tables(1)["expansion"]
     pretrained = table.iloc[:2].assign(family="hf", depth=0, model="hf-tiny")
-    plots.fig_expansion(pd.concat([table, pretrained]), tmp_path / "f.pdf", dpi=DPI)
+    f7_expansion.fig_expansion(pd.concat([table, pretrained]), tmp_path / "f.pdf", dpi=DPI)
     fig, notes = seen[-1]
     assert any("2 row(s)" in note and "relative_depth" in note for note in notes)
     assert all("hf" not in ax.get_title() for ax in fig.axes)
@@ -319,12 +329,12 @@ def test_heat_map_units_are_ordered_by_the_leading_eigenvector():
     linked = [1, 3, 5]
     matrix[np.ix_(linked, linked)] = 0.9
     np.fill_diagonal(matrix, 1.0)
-    ordered = plots._ordered(pd.DataFrame(matrix))
+    ordered = f1_covariance._ordered(pd.DataFrame(matrix))
     assert sorted(ordered.index[:3]) == linked and list(ordered.index) == list(ordered.columns)
 
 
 # -- depth trends (F2, F3) ---------------------------------------------------------------
-@pytest.mark.parametrize("draw, table", [(plots.fig_signal, "signal"), (plots.fig_rebound, "training")])
+@pytest.mark.parametrize("draw, table", [(f2_signal_decay.fig_signal, "signal"), (f3_rebound.fig_rebound, "training")])
 def test_a_family_with_one_depth_is_left_out_with_a_note(draw, table, tmp_path, monkeypatch):
     seen = _drawn(monkeypatch)
     frame = make_tables(1, ("resnet", "llama"))[table]
@@ -341,7 +351,7 @@ def test_a_family_with_one_depth_is_left_out_with_a_note(draw, table, tmp_path, 
 def test_signal_depth_axis_is_logarithmic_with_ticks_at_the_depths(tmp_path, monkeypatch):
     seen = _drawn(monkeypatch)
     table = make_tables(1)["signal"]
-    plots.fig_signal(table, tmp_path / "f.pdf", dpi=DPI)
+    f2_signal_decay.fig_signal(table, tmp_path / "f.pdf", dpi=DPI)
     for ax in seen[-1][0].axes:
         assert ax.get_xscale() == "log"
         assert list(ax.get_xticks()) == sorted(table["depth"].unique())
@@ -351,7 +361,7 @@ def test_heat_map_labels_integer_widths_as_integers(tmp_path, monkeypatch):
     seen = _drawn(monkeypatch)
     table = make_tables(1)["training"]
     table = table.assign(width=table["width"].map({1: 0.5, 2: 64.0, 4: 128.0}).astype(float))
-    plots.fig_rebound(table, tmp_path / "f.pdf", dpi=DPI)
+    f3_rebound.fig_rebound(table, tmp_path / "f.pdf", dpi=DPI)
     heat = next(ax for ax in seen[-1][0].axes if "best (solid)" in ax.get_title())
     assert [t.get_text() for t in heat.get_xticklabels()] == ["0.5", "64", "128"]
 
@@ -362,7 +372,7 @@ def test_infinite_estimates_are_drawn_on_the_top_edge(tmp_path, monkeypatch):
     table = make_tables(1)["dalign"].copy()
     rows = table.index[(table["view"] == "full") & (table["split"] == "train")][:3]
     table.loc[rows, "d_par"] = np.inf
-    plots.fig_dalign(table, tmp_path / "f.pdf", dpi=DPI)
+    f4_dalign_vs_width.fig_dalign(table, tmp_path / "f.pdf", dpi=DPI)
     fig, notes = seen[-1]
     triangles = [
         line for ax in fig.axes for line in ax.lines if line.get_marker() == "^" and line.get_color() == "black"
@@ -373,7 +383,7 @@ def test_infinite_estimates_are_drawn_on_the_top_edge(tmp_path, monkeypatch):
 
 def test_misalignment_legends_sit_beside_the_panels_under_a_short_title(tmp_path, monkeypatch):
     seen = _drawn(monkeypatch)
-    plots.fig_misalignment(make_tables(1, ("resnet", "llama"))["misalignment"], tmp_path / "f.pdf", dpi=DPI)
+    f5_misalignment.fig_misalignment(make_tables(1, ("resnet", "llama"))["misalignment"], tmp_path / "f.pdf", dpi=DPI)
     fig = seen[-1][0]
     assert len(fig.get_suptitle()) < 100
     fig.draw_without_rendering()
@@ -387,14 +397,14 @@ def test_intervention_draws_one_marker_per_model_at_the_smallest_step(tmp_path, 
     seen = _drawn(monkeypatch)
     table = make_tables(1, ("resnet", "llama"))["intervention"]
     table = table.assign(ratio_heldout=table["ratio_heldout"] * (1 + table["point_index"]) * (1 + table["eta"]))
-    plots.fig_intervention(table, tmp_path / "f.pdf", dpi=DPI)
+    f6_intervention.fig_intervention(table, tmp_path / "f.pdf", dpi=DPI)
     fig = seen[-1][0]
     smallest = table[table["eta"] == table["eta"].min()]
     for column, pool in (("ratio_heldout", "held out"), ("ratio", "same pool")):
         expected = smallest.groupby(["family", "model", "view"])[column].median().sort_values()
         panels = [ax for ax in fig.axes if pool in ax.get_title()]
         drawn = np.sort(
-            [y for ax in panels for line in ax.lines if line.get_marker() in plots.MARKERS for y in line.get_ydata()]
+            [y for ax in panels for line in ax.lines if line.get_marker() in common.MARKERS for y in line.get_ydata()]
         )
         assert len(drawn) == len(expected)  # one marker per model and view
         np.testing.assert_allclose(drawn, expected.to_numpy())
@@ -406,6 +416,6 @@ def test_signed_axis_is_linear_to_a_power_of_ten():
 
     ax = Figure().subplots()
     ax.plot([0, 1, 2, 3], [-3e-5, 2e-5, 0.4, 7.0])
-    plots._signed(ax, [-3e-5, 2e-5, 0.4, 7.0])
+    common._signed(ax, [-3e-5, 2e-5, 0.4, 7.0])
     linthresh = ax.yaxis.get_transform().linthresh
     assert linthresh == pytest.approx(1e-5) and ax.get_yscale() == "symlog"

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from scalemech.powerlaw import fit_power_law, powerlaw_table
 from scalemech.report import CONFIRMED, NOT_DETECTABLE, NOT_MEASURED, claims
 from scalemech.report.d4 import rule_d4
+from scalemech.stats.powerlaw import fit_power_law, powerlaw_table
 
 DEPTHS, WIDTHS, SEEDS = [8, 14, 20, 32, 44], [0.5, 1, 1.5, 2, 4], [0, 1]
 PLANTED = {"alpha": 0.5, "beta": 0.8}

@@ -1,5 +1,5 @@
 """The README's results come from a run: its claims table is docs/quick/report.md's, and
-``make docs`` (scalemech.readme) rewrites the block from a run's files."""
+``make docs`` (scalemech.pipeline.readme) rewrites the block from a run's files."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scalemech.readme import between_runs, claims_table, linked_from, main, markers, update
+from scalemech.pipeline.readme import between_runs, claims_table, linked_from, main, markers, update
 
 ROOT = Path(__file__).resolve().parents[1]
 README_BLOCK = (ROOT / "README.md").read_text().split(markers("quick")[0], 1)[1].split(markers("quick")[1], 1)[0]

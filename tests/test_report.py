@@ -18,8 +18,9 @@ import pandas as pd
 import pytest
 
 from scalemech import report
-from scalemech.aggregate import table_path
-from scalemech.plots import FIGURES, make_figure
+from scalemech.core.tables import columns, model_keys, write_table
+from scalemech.figures import FIGURES, make_figure
+from scalemech.figures.aggregate import table_path
 from scalemech.report import CONFIRMED, NOT_CONFIRMED, NOT_DETECTABLE, NOT_MEASURED, REFUTED, claims, write_report
 from scalemech.report.d1 import D1_MAX_MEAN_SQ_CORR, rule_d1
 from scalemech.report.d2 import rule_d2
@@ -29,7 +30,6 @@ from scalemech.report.trend import null_bound
 from scalemech.report.w1 import rule_w1
 from scalemech.report.w1_training import W1_LOSS_LEVELS, at_matched_loss, first_crossing, rule_w1_training
 from scalemech.report.w4 import rule_w4
-from scalemech.tables import columns, model_keys, write_table
 
 DEPTHS, WIDTHS, POINTS = [8, 14, 20, 26], [1, 2, 4], [0, 1, 2]
 CAPTIONS = Path(__file__).resolve().parents[1] / "workflow" / "report"

@@ -1,4 +1,4 @@
-"""config/paper.yaml at toy size (scalemech.smoke): the derived config keeps everything but sizes, and
+"""config/paper.yaml at toy size (scalemech.pipeline.smoke): the derived config keeps everything but sizes, and
 (slow) every rule of it runs end to end on fixtures in the real on-disk formats."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 import yaml
 
-import scalemech.plots
+import scalemech.figures
 from scalemech.config import model_jobs, read_yaml, validate_config
-from scalemech.layout import PER_MODEL_TABLES
-from scalemech.smoke import paper_smoke
+from scalemech.core.steps import PER_MODEL_TABLES
+from scalemech.pipeline.smoke import paper_smoke
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER = read_yaml(ROOT / "config" / "paper.yaml")
@@ -58,7 +58,10 @@ def test_smoke_config_keeps_every_grid_group_and_setting_but_sizes(tmp_path: Pat
 def test_paper_smoke_runs_every_rule_end_to_end(tmp_path: Path) -> None:
     """``make paper-smoke``: the fixtures and config, then snakemake writes every table, figure and the report."""
     made = subprocess.run(
-        [sys.executable, "-m", "scalemech.smoke", "--out", str(tmp_path)], capture_output=True, text=True, cwd=ROOT
+        [sys.executable, "-m", "scalemech.pipeline.smoke", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
     )
     assert made.returncode == 0, made.stderr[-3000:]
     config = tmp_path / "paper-smoke.yaml"
@@ -71,7 +74,7 @@ def test_paper_smoke_runs_every_rule_end_to_end(tmp_path: Path) -> None:
     )
     assert run.returncode == 0, run.stderr[-6000:]
     results, smoke = tmp_path / "results" / "paper-smoke", yaml.safe_load(config.read_text())
-    for stem in scalemech.plots.FIGURES:
+    for stem in scalemech.figures.FIGURES:
         for suffix in (".pdf", ".png"):
             assert (tmp_path / "figures" / "paper-smoke" / f"{stem}{suffix}").stat().st_size > 0
     assert "| W5 " in (results / "report.md").read_text()

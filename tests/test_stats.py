@@ -11,7 +11,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scalemech import stats, tables
+from scalemech import stats
+from scalemech.core import tables
+from scalemech.stats import covariance, grams, misalignment, moments
 
 
 def gaussian_rows(
@@ -85,7 +87,7 @@ def test_estimates_unbiased(setting):
     trials, n = 20000, 6
     generator = torch.Generator().manual_seed(3)
     Q = gaussian_rows((trials, n), mu, chol, generator)  # (trials, n, 3)
-    estimates = stats._estimates(stats.u_statistics(Q @ Q.transpose(-1, -2)))  # (trials, 7)
+    estimates = moments._estimates(stats.u_statistics(Q @ Q.transpose(-1, -2)))  # (trials, 7)
     truth = population(mu, chol)
     for index, name in enumerate(["mu_sq", "mu_four", "mu_sigma_mu", "tr_sigma_sq"]):
         values = estimates[:, index]
@@ -412,7 +414,7 @@ def test_two_sample_estimates_unbiased(two_populations):
     generator = torch.Generator().manual_seed(21)
     Q_tr = gaussian_rows((trials, 5), mu_tr, chol_tr, generator)
     Q_te = gaussian_rows((trials, 4), mu_te, chol_te, generator)
-    estimates = stats._two_sample_estimates(Q_tr @ Q_te.transpose(-1, -2))  # (trials, 5)
+    estimates = misalignment._two_sample_estimates(Q_tr @ Q_te.transpose(-1, -2))  # (trials, 5)
     truth = two_sample_truth(*two_populations)
     for index, name in enumerate(stats.TWO_SAMPLE_FIELDS):
         values = estimates[:, index]
@@ -565,7 +567,7 @@ def test_offdiag_energy_unbiased(setting):
     trials = 20000
     sigma = chol @ chol.T
     truth = [(sigma**2).sum().item() - (sigma.diagonal() ** 2).sum().item(), (sigma**2).sum().item()]
-    energies = stats._offdiag_energies(gaussian_rows((trials, 6), mu, chol, torch.Generator().manual_seed(27)))
+    energies = covariance._offdiag_energies(gaussian_rows((trials, 6), mu, chol, torch.Generator().manual_seed(27)))
     for index, name in enumerate(["offdiag", "total"]):
         values = energies[:, index]
         z = (values.mean().item() - truth[index]) / (values.std().item() / math.sqrt(trials))
@@ -577,7 +579,7 @@ def test_offdiag_ratio_unbiased_near_zero_for_diagonal_population_at_p_equal_n()
     reps, n = 40, 64
     generator = torch.Generator().manual_seed(28)
     Q = torch.randn(reps, n, n, generator=generator, dtype=torch.float64) + 1.0  # (reps, n, p), Σ = I
-    energies = stats._offdiag_energies(Q)
+    energies = covariance._offdiag_energies(Q)
     ratios = energies[:, 0] / energies[:, 1]
     for values in (energies[:, 0], ratios):
         assert abs(values.mean().item()) < 4 * values.std().item() / math.sqrt(reps)
@@ -607,8 +609,8 @@ def test_offdiag_null_unbiased_separates_diagonal_from_correlated():
 @pytest.mark.parametrize("chunk_bytes,chunk_size", [(None, 8192), (8 * 11 * 3, 8192), (None, 5), (8 * 11 * 2, 1)])
 def test_cross_gram_equals_plain_product(kind, chunk_bytes, chunk_size, tmp_path, monkeypatch):
     if chunk_bytes is not None:  # force several chunks (3 or 1 column(s)), the last one narrower
-        monkeypatch.setattr(stats, "_CHUNK_BYTES", chunk_bytes)
-        monkeypatch.setattr(stats, "_MIN_CHUNK_COLUMNS", 1)
+        monkeypatch.setattr(grams, "_CHUNK_BYTES", chunk_bytes)
+        monkeypatch.setattr(grams, "_MIN_CHUNK_COLUMNS", 1)
     generator = torch.Generator().manual_seed(31)
     a64 = torch.randn(6, 23, dtype=torch.float64, generator=generator) + 0.1
     b64 = torch.randn(5, 23, dtype=torch.float64, generator=generator) - 0.2
@@ -642,8 +644,8 @@ def test_cross_gram_equals_plain_product(kind, chunk_bytes, chunk_size, tmp_path
 
 
 def test_cross_gram_chunk_is_bounded():
-    assert stats._chunk_columns(1024, 8192) * 8 * 1024 <= stats._CHUNK_BYTES  # a (1024 × c) float64 chunk
-    assert stats._chunk_columns(4, 8192) == 8192 and stats._chunk_columns(10**9, 8192) == stats._MIN_CHUNK_COLUMNS
+    assert grams._chunk_columns(1024, 8192) * 8 * 1024 <= grams._CHUNK_BYTES  # a (1024 × c) float64 chunk
+    assert grams._chunk_columns(4, 8192) == 8192 and grams._chunk_columns(10**9, 8192) == grams._MIN_CHUNK_COLUMNS
 
 
 # ----------------------------------------------------------------------------- upper confidence bounds
@@ -697,8 +699,8 @@ def test_two_sample_jackknife_matches_brute_force(two_populations):
     C = Q_tr @ Q_te.T
     jack = stats.TwoSampleBounds.from_cross(C)
     keep = lambda n, i: [k for k in range(n) if k != i]  # noqa: E731
-    rows = torch.stack([stats._two_sample_estimates(C[keep(7, i)]) for i in range(7)])
-    cols = torch.stack([stats._two_sample_estimates(C[:, keep(6, j)]) for j in range(6)])
+    rows = torch.stack([misalignment._two_sample_estimates(C[keep(7, i)]) for i in range(7)])
+    cols = torch.stack([misalignment._two_sample_estimates(C[:, keep(6, j)]) for j in range(6)])
     torch.testing.assert_close(jack.without_train_row, rows)
     torch.testing.assert_close(jack.without_test_row, cols)
 

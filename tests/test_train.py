@@ -1,4 +1,4 @@
-"""Tests of scalemech.train: learning, resumption, determinism, divergence, augmentation."""
+"""Tests of scalemech.training.train: learning, resumption, determinism, divergence, augmentation."""
 
 from __future__ import annotations
 
@@ -15,13 +15,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from scalemech import train as train_module
-from scalemech.checkpoints import snapshot_paths, snapshot_schedule
+from scalemech.core.recipe import Recipe
+from scalemech.core.tables import timing_columns
 from scalemech.data import Prepared, load_prepared, normalize_images, prepare_dataset
 from scalemech.models import build_model, load_model
-from scalemech.tables import timing_columns
-from scalemech.tasks import augment, crop_flip
-from scalemech.train import NonFiniteLossError, Recipe, evaluate, lr_at, memory_format_for, total_steps_of, train
+from scalemech.tasks.images import augment, crop_flip
+from scalemech.training import train as train_module
+from scalemech.training.checkpoints import snapshot_paths, snapshot_schedule
+from scalemech.training.train import NonFiniteLossError, evaluate, lr_at, memory_format_for, total_steps_of, train
 
 RESNET = {
     "family": "resnet",
@@ -421,7 +422,8 @@ AVX2_TRAINING = """
 import dataclasses, sys, tempfile
 import torch
 from scalemech.data import load_prepared, prepare_dataset
-from scalemech.train import Recipe, train
+from scalemech.core.recipe import Recipe
+from scalemech.training.train import train
 torch.set_num_threads(1)
 out = tempfile.mkdtemp()
 prepare_dataset("mnist5k", {}, out + "/data")

@@ -9,14 +9,15 @@ import pytest
 import torch
 from test_train import RESNET
 
-from scalemech.checkpoints import snapshot_paths, snapshot_schedule
+from scalemech.core.recipe import Recipe
+from scalemech.core.seeding import model_identity
+from scalemech.core.tables import check_columns
 from scalemech.data import load_prepared, prepare_dataset
 from scalemech.experiments import trajectory
 from scalemech.experiments.measure import draw_pools
 from scalemech.models import load_model
-from scalemech.seeding import model_identity
-from scalemech.tables import check_columns
-from scalemech.train import Recipe, train
+from scalemech.training.checkpoints import snapshot_paths, snapshot_schedule
+from scalemech.training.train import train
 
 KEYS = {"run": "t", "dataset": "mnist5k", "family": "resnet", "depth": 8, "width": 0.5, "seed": 0, "model": "m"}
 

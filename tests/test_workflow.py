@@ -18,9 +18,9 @@ import yaml
 from jobstats import planned
 from snakemake_run import ROOT, snakemake
 
-import scalemech.plots
+import scalemech.figures
 from scalemech import cli
-from scalemech.tables import timing_columns
+from scalemech.core.tables import timing_columns
 
 pytestmark = pytest.mark.workflow
 
@@ -86,7 +86,7 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> TinyRun:
     folder = tmp_path_factory.mktemp("tiny")
     package = folder / "pkg"
     shutil.copytree(
-        Path(scalemech.plots.__file__).parent, package / "scalemech", ignore=shutil.ignore_patterns("__pycache__")
+        Path(scalemech.figures.__file__).parents[1], package / "scalemech", ignore=shutil.ignore_patterns("__pycache__")
     )
     run = TinyRun(folder, folder / "tiny.yaml", {"PYTHONPATH": str(package)}, package)
     run.config.write_text(yaml.safe_dump(TINY))
@@ -99,7 +99,7 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> TinyRun:
 
 @pytest.mark.timeout(900)
 def test_tiny_run_makes_every_figure_the_report_logs_and_benchmarks(tiny_run: TinyRun) -> None:
-    for stem in scalemech.plots.FIGURES:
+    for stem in scalemech.figures.FIGURES:
         for suffix in (".pdf", ".png"):
             assert (tiny_run.folder / "figures" / "tiny" / f"{stem}{suffix}").stat().st_size > 0
     report = (tiny_run.folder / "results" / "tiny" / "report.md").read_text()
@@ -164,7 +164,7 @@ def test_same_config_elsewhere_gives_the_same_tables_and_one_job_twice_the_same_
 
 @pytest.mark.timeout(300)
 def test_an_edit_of_the_plotting_code_reruns_only_plotting(tiny_run: TinyRun) -> None:
-    plots_py = tiny_run.package / "scalemech" / "plots.py"
+    plots_py = tiny_run.package / "scalemech" / "figures" / "common.py"
     plots_py.write_text(plots_py.read_text() + "\n# an edit of the plotting code\n")
     dry = snakemake(
         "-n",
@@ -178,7 +178,7 @@ def test_an_edit_of_the_plotting_code_reruns_only_plotting(tiny_run: TinyRun) ->
     )
     assert dry.returncode == 0, dry.stderr[-3000:]
     counts = planned(dry.stdout)
-    assert counts.get("figure") == len(scalemech.plots.FIGURES) and counts.get("claims_report") == 1
+    assert counts.get("figure") == len(scalemech.figures.FIGURES) and counts.get("claims_report") == 1
     for heavy in (
         "prepare_data",
         "train_model",

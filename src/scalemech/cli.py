@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import __version__
+from .core.steps import STEPS, Step
+from .models import FAMILIES
 
 if TYPE_CHECKING:
     from .config import ModelJob
@@ -49,9 +51,9 @@ DEVICES = ["auto", "cpu", "cuda"]
 def user_errors() -> tuple[type[BaseException], ...]:
     """What ``main`` reports in one line; anything else is a bug and keeps its traceback."""
     from .config import ConfigError
+    from .core.device import DeviceError
     from .data import DataError
-    from .device import DeviceError
-    from .grads import PoolError
+    from .gradients.pools import PoolError
 
     return (ValueError, KeyError, OSError, ConfigError, DataError, PoolError, DeviceError)
 
@@ -67,15 +69,8 @@ def non_negative(text: str) -> int:
     return value
 
 
-MODEL_COMMANDS = {
-    "train": "train_model",
-    "measure": "measure_model",
-    "misalign": "misalign_model",
-    "intervene": "intervene_model",
-    "expand": "expand_model",
-}
-NO_DEVICE = {"misalign"}
-"""Model commands whose job takes no device (E6 works on the stored pools, on the CPU): no ``--device``."""
+MODEL_COMMANDS: dict[str, Step] = {step.name: step for step in STEPS.values() if step.help}
+"""The per-model steps run by hand, by command; a step whose job takes no device has no ``--device``."""
 
 
 def _job(config: dict[str, Any], key: str) -> ModelJob:
@@ -89,16 +84,15 @@ def _job(config: dict[str, Any], key: str) -> ModelJob:
 
 def _model_command(args: argparse.Namespace) -> None:
     """Run the per-model rule of ``args.command`` exactly as the workflow would (same paths, params)."""
-    from . import jobs
     from .config import load_config
-    from .layout import Layout
+    from .core.steps import arguments
+    from .pipeline import jobs
 
     config = load_config(args.config)
-    rule, model_job, layout = MODEL_COMMANDS[args.command], _job(config, args.model), Layout(config["run"])
-    where = (layout, model_job.dataset, model_job.name)
-    arguments = {**jobs.inputs(rule, *where), **jobs.outputs(rule, *where), **jobs.params(rule, config, model_job)}
+    rule = MODEL_COMMANDS[args.command].rule
     device = getattr(args, "device", None)
-    jobs.call(rule, arguments, {**jobs.execution(config), **({"device": device} if device else {})})
+    settings = {**jobs.execution(config), **({"device": device} if device else {})}
+    jobs.call(rule, arguments(rule, config, _job(config, args.model)), settings)
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -109,9 +103,9 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def _prepare(args: argparse.Namespace) -> None:
-    from . import jobs
     from .config import load_config
-    from .layout import Layout
+    from .core.layout import Layout
+    from .pipeline import jobs
 
     config = load_config(args.config)
     if args.dataset not in config["datasets"]:
@@ -126,17 +120,17 @@ def _prepare(args: argparse.Namespace) -> None:
 
 def _figure(args: argparse.Namespace) -> None:
     from .config import load_config
-    from .layout import Layout
+    from .core.layout import Layout
 
     layout = Layout(load_config(args.config)["run"])  # a bad config fails before plotting is imported
-    from .plots import make_figure
+    from .figures import make_figure
 
     print(make_figure(args.figure, layout.tables_dir, layout.figures))
 
 
 def _report(args: argparse.Namespace) -> None:
     from .config import load_config
-    from .layout import Layout
+    from .core.layout import Layout
 
     layout = Layout(load_config(args.config)["run"])  # a bad config fails before the report's imports
     if not any(Path(layout.tables_dir).glob("*.csv")):
@@ -217,17 +211,11 @@ def parser() -> argparse.ArgumentParser:
     prepare.add_argument("--dataset", required=True, help="a dataset name of the config's datasets section")
     prepare.set_defaults(func=_prepare)
 
-    for name, help_ in [
-        ("train", "train one model"),
-        ("measure", "gradient statistics of one model (E2, E3, E5)"),
-        ("misalign", "misalignment probability and certificates (E6)"),
-        ("intervene", "zero-init residual parameter intervention (E7)"),
-        ("expand", "depth expansion with jumpboard and fallback (E8)"),
-    ]:
-        sub = command(name, help_)
+    for name, step in MODEL_COMMANDS.items():
+        sub = command(name, step.help)
         config_option(sub)
         sub.add_argument("--model", required=True, help="<dataset>/<model>, e.g. mnist5k/resnet-d20-w1-s0")
-        if name not in NO_DEVICE:
+        if step.device:
             sub.add_argument("--device", choices=DEVICES, help="where to compute (default: the config's device)")
         sub.set_defaults(func=_model_command)
 
@@ -259,7 +247,7 @@ def parser() -> argparse.ArgumentParser:
     )
     certify.add_argument(
         "--family",
-        choices=["hf", "resnet", "llama", "tvresnet"],
+        choices=list(FAMILIES),
         help="the checkpoint's model family (default: hf unless the checkpoint is a model.pt)",
     )
     certify.add_argument(

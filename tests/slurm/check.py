@@ -13,7 +13,7 @@ What is checked, and how (there is no slurmdbd, so no sacct):
 - every rule of the plan that is not a localrule ran as exactly as many SLURM jobs as planned,
   and no localrule ran as a SLURM job (snakemake's log shows them as "localrule <name>:");
 - every figure the figure jobs were to make (their "output:" lines in snakemake's log; one job per
-  stem of scalemech.plots.FIGURES that the workflow plans) and the report exist, not empty.
+  stem of scalemech.figures.FIGURES that the workflow plans) and the report exist, not empty.
 """
 
 from __future__ import annotations

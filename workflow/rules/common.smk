@@ -1,11 +1,13 @@
 # Config validation (before any job is planned), the model jobs, the run's layout, and the
-# named inputs/outputs/params of the per-model rules (from scalemech.jobs, which the CLI uses too).
+# named inputs/outputs/params of the per-model rules (from their declarations in
+# scalemech.core.steps, which the CLI uses too).
 import re
 import sys
 
-from scalemech import jobs
 from scalemech.config import ConfigError, model_jobs, read_yaml, validate_config
-from scalemech.layout import PER_MODEL_TABLES, Layout, run_tables
+from scalemech.core import steps
+from scalemech.core.layout import Layout
+from scalemech.core.steps import PER_MODEL_TABLES, STEPS, run_tables
 
 # Snakemake reads --configfile (and the Snakefile's configfile:) itself, keeping the last of
 # two equal keys without a word; each file is read again strictly (workflow.configfiles lists
@@ -20,7 +22,7 @@ except ConfigError as error:
 
 RUN = config["run"]
 LAYOUT = Layout(RUN)
-JOB_SCRIPT = "../scripts/job.py"  # every rule: scalemech.jobs.run(snakemake)
+JOB_SCRIPT = "../scripts/job.py"  # every rule: scalemech.pipeline.jobs.run(snakemake)
 
 JOBS = {job.key: job for job in model_jobs(config)}
 TRAINED = [key for key, job in JOBS.items() if job.recipe is not None]
@@ -47,30 +49,30 @@ def per_model(pattern, keys):
 
 
 def model_inputs(rule):
-    return jobs.inputs(rule, LAYOUT, "{dataset}", "{model}")
+    return steps.inputs(rule, LAYOUT, "{dataset}", "{model}")
 
 
 def model_outputs(rule):
-    outputs = jobs.outputs(rule, LAYOUT, "{dataset}", "{model}")
-    return {name: directory(path) if name in jobs.DIRECTORIES else path for name, path in outputs.items()}
+    outputs = steps.outputs(rule, LAYOUT, "{dataset}", "{model}")
+    return {name: directory(path) if name in steps.DIRECTORIES else path for name, path in outputs.items()}
 
 
 def model_params(rule):
-    """The rule's params, each a function of the wildcards (``jobs.params`` of the model's job)."""
-    names = jobs.params(rule, config, next(iter(JOBS.values())))
-    return {name: (lambda wc, name=name: jobs.params(rule, config, job(wc))[name]) for name in names}
+    """The rule's params, each a function of the wildcards (``steps.params`` of the model's job)."""
+    names = steps.params(rule, config, next(iter(JOBS.values())))
+    return {name: (lambda wc, name=name: steps.params(rule, config, job(wc))[name]) for name in names}
 
 
 def model_resources(wc):
     return job(wc).resources
 
 
-def log_of(step):
-    return LAYOUT.log(step, "{dataset}/{model}")
+def log_of(rule):
+    return LAYOUT.log(STEPS[rule].name, "{dataset}/{model}")
 
 
-def benchmark_of(step):
-    return LAYOUT.benchmark(step, "{dataset}/{model}")
+def benchmark_of(rule):
+    return LAYOUT.benchmark(STEPS[rule].name, "{dataset}/{model}")
 
 
 wildcard_constraints:
@@ -79,6 +81,11 @@ wildcard_constraints:
 
 def figure_files(stem):
     return [LAYOUT.figure(stem, "pdf"), LAYOUT.figure(stem, "png")]
+
+
+def figure_tables(wc):
+    """The tables figure ``{stem}`` reads (``FIGURE_TABLES`` of figures.smk, from ``scalemech.figures.FIGURES``)."""
+    return [LAYOUT.table(name) for name in FIGURE_TABLES[wc.stem]]
 
 
 # -- cluster resources (--profile workflow/profiles/slurm) ---------------------------------------
@@ -112,20 +119,19 @@ def cluster_request(rule, key):
     return request
 
 
-# The per-model steps that compute and the models each runs on (besides data, one job per dataset),
-# those of experiments this run leaves out dropped.
-EXPERIMENT_MODELS = {
-    "measure": list(JOBS),
-    "misalign": list(JOBS),
-    "intervene": list(JOBS),
-    "expand": EXPANDED,
-    "trajectory": TRAINED,
-}
+# The models of each kind a step runs on (scalemech.core.steps.Step.models); the per-model steps that
+# compute and their models (besides data, one job per dataset), those of experiments this run
+# leaves out dropped; and the models each per-model table is collected from.
+MODELS = {"all": list(JOBS), "trained": TRAINED, "pretrained": PRETRAINED, "expanded": EXPANDED}
 COMPUTING_STEPS = {
-    "train": TRAINED,
-    "pretrained": PRETRAINED,
-    **{step: keys for step, keys in EXPERIMENT_MODELS.items() if step in EXPERIMENTS},
+    step.name: MODELS[step.models] for step in STEPS.values() if step.experiment in ("train", *EXPERIMENTS)
 }
+TABLE_MODELS = {table: MODELS[step.models] for step in STEPS.values() for table in step.tables}
+
+
+def table_parts(wc):
+    """The per-model files of table ``{name}``, one for each model its step runs on."""
+    return per_model(LAYOUT.per_model(wc.name, "{dataset}", "{model}"), TABLE_MODELS[wc.name])
 
 
 def computing_records():
@@ -145,8 +151,8 @@ def planned_cores():
 
 
 def print_estimate():
-    """Print how long the whole run takes from scratch, from recorded job times (scalemech.estimate)."""
-    from scalemech.estimate import estimate, planned_jobs, read_records
+    """Print how long the whole run takes from scratch, from recorded job times (scalemech.pipeline.estimate)."""
+    from scalemech.pipeline.estimate import estimate, planned_jobs, read_records
 
     if planned_cores():
         records, source = read_records(

@@ -10,9 +10,9 @@ rule misalign_model:
     output:
         **model_outputs("misalign_model"),
     log:
-        log_of("misalign"),
+        log_of("misalign_model"),
     benchmark:
-        benchmark_of("misalign")
+        benchmark_of("misalign_model")
     conda:
         "../../environment.yml"
     threads: config["threads"]
@@ -33,9 +33,9 @@ rule intervene_model:
     output:
         **model_outputs("intervene_model"),
     log:
-        log_of("intervene"),
+        log_of("intervene_model"),
     benchmark:
-        benchmark_of("intervene")
+        benchmark_of("intervene_model")
     conda:
         "../../environment.yml"
     threads: config["threads"]
@@ -57,9 +57,9 @@ rule expand_model:
     output:
         **model_outputs("expand_model"),
     log:
-        log_of("expand"),
+        log_of("expand_model"),
     benchmark:
-        benchmark_of("expand")
+        benchmark_of("expand_model")
     conda:
         "../../environment.yml"
     threads: config["threads"]
@@ -81,9 +81,9 @@ rule trajectory_model:
     output:
         **model_outputs("trajectory_model"),
     log:
-        log_of("trajectory"),
+        log_of("trajectory_model"),
     benchmark:
-        benchmark_of("trajectory")
+        benchmark_of("trajectory_model")
     wildcard_constraints:
         model=regex(TRAINED),
     conda:

@@ -1,24 +1,20 @@
-# F1-F8 from the tidy tables alone, and the claims report. Figure rules list the plotting
-# modules as inputs: editing them reruns figures and the report, never training or
+# F1-F9 from the tidy tables alone, and the claims report. Figure rules list the modules of the
+# figures and report packages as inputs: editing them reruns figures and the report, never training or
 # measurement (whose rules do not depend on these files). Those inputs are paths relative to
 # the working directory, as Snakemake records them: results/ and figures/ copied (with
 # .snakemake/metadata) into another checkout see the same inputs and rerun nothing.
 import os
 from pathlib import Path
 
-import scalemech.aggregate
-import scalemech.frontpage
-import scalemech.plots
+import scalemech.figures
 import scalemech.report
 
 # The figures whose tables this run writes (config experiments), and the tables they read.
-FIGURE_TABLES = {stem: names for stem, (_, names) in scalemech.plots.FIGURES.items() if set(names) <= RUN_TABLES}
+FIGURE_TABLES = {stem: names for stem, (_, names) in scalemech.figures.FIGURES.items() if set(names) <= RUN_TABLES}
 PLOTTING_CODE = [
     os.path.relpath(path)
     for path in [
-        scalemech.plots.__file__,
-        scalemech.aggregate.__file__,
-        scalemech.frontpage.__file__,
+        *sorted(str(p) for p in Path(scalemech.figures.__file__).parent.glob("*.py")),
         *sorted(str(p) for p in Path(scalemech.report.__file__).parent.glob("*.py")),
     ]
 ]
@@ -28,7 +24,7 @@ CLAIM_TABLES = sorted({name for names in FIGURE_TABLES.values() for name in name
 
 rule figure:
     input:
-        tables=lambda wc: [LAYOUT.table(name) for name in FIGURE_TABLES[wc.stem]],
+        tables=figure_tables,
         code=PLOTTING_CODE,
         caption=f"{CAPTIONS}/{{stem}}.rst",
     output:

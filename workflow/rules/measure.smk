@@ -9,9 +9,9 @@ rule measure_model:
     output:
         **model_outputs("measure_model"),
     log:
-        log_of("measure"),
+        log_of("measure_model"),
     benchmark:
-        benchmark_of("measure")
+        benchmark_of("measure_model")
     conda:
         "../../environment.yml"
     threads: config["threads"]
@@ -29,10 +29,7 @@ rule measure_model:
 
 rule collect_table:
     input:
-        parts=lambda wc: per_model(
-            LAYOUT.per_model(wc.name, "{dataset}", "{model}"),
-            {"expansion": EXPANDED, "trajectory": TRAINED}.get(wc.name, JOBS),
-        ),
+        parts=table_parts,
     output:
         table=f"{LAYOUT.tables_dir}/{{name}}{{suffix}}",
     log:

@@ -1,8 +1,8 @@
 # E1: one training job per (dataset, family, depth, width, seed); pretrained checkpoints
 # are pinned instead. Checkpoints live in results/<run>/checkpoints/ (not declared), so a
 # killed or failed job resumes and a rerun never deletes them; a forced or changed run starts
-# afresh and moves the old checkpoints aside (scalemech.checkpoints). How a job runs
-# (device, checkpoint_every: scalemech.jobs.EXECUTION) is read from the config at run time,
+# afresh and moves the old checkpoints aside (scalemech.training.checkpoints). How a job runs
+# (device, checkpoint_every: scalemech.pipeline.jobs.EXECUTION) is read from the config at run time,
 # not passed as params: changing it does not retrain a finished model.
 
 
@@ -12,9 +12,9 @@ rule train_model:
     output:
         **model_outputs("train_model"),
     log:
-        log_of("train"),
+        log_of("train_model"),
     benchmark:
-        benchmark_of("train")
+        benchmark_of("train_model")
     wildcard_constraints:
         model=regex(TRAINED),
     conda:
@@ -36,9 +36,9 @@ rule pin_pretrained:
     output:
         **model_outputs("pin_pretrained"),
     log:
-        log_of("pretrained"),
+        log_of("pin_pretrained"),
     benchmark:
-        benchmark_of("pretrained")
+        benchmark_of("pin_pretrained")
     wildcard_constraints:
         model=regex(PRETRAINED),
     conda:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..integrity import file_digest
+from ..core.integrity import file_digest
 
 MANIFEST = "manifest.json"
 FORMAT = "scalemech-data/1"

@@ -8,8 +8,8 @@ into one token stream, and ``token_pool`` draws ``n`` non-overlapping windows fr
 overlap so the examples are distinct).
 
 Token ids given directly (``TokenIds``, ``load_token_ids``: a ``.npy`` of token ids or nanoGPT's
-``train.bin``/``val.bin``) skip the tokenizer: ``TokenIdTask`` cuts the same windows from them,
-for checkpoints whose tokenizer is not in Hugging Face format.
+``train.bin``/``val.bin``) skip the tokenizer: ``tasks.tokens.TokenIdTask`` cuts the same windows
+from them, for checkpoints whose tokenizer is not in Hugging Face format.
 """
 
 from __future__ import annotations
@@ -18,17 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from ..tasks import WindowTask
-from .prepared import SPLITS, text_windows, token_starts
-
-if TYPE_CHECKING:
-    from .prepared import Prepared
+from .prepared import SPLITS, Prepared, text_windows, token_starts
 
 
 def text_from_bytes(stream: Tensor) -> str:
@@ -240,42 +235,3 @@ def load_token_ids(path: str | Path) -> TokenIds:
         streams = {split: _nanogpt_stream(f) for split, f in files.items()}
         return TokenIds(directory.name, streams["train"], streams["test"], str(directory))
     raise ValueError(f"{path}: neither a .npy of token ids nor nanoGPT's train.bin/val.bin")
-
-
-class TokenIdTask(WindowTask):
-    """Next-token prediction on token ids given directly (``TokenIds``): an example is a window of
-    ``block_size`` tokens at a start drawn by ``token_starts``, no tokenizer involved (the
-    ``tasks.Task`` interface, as ``models.hf.TokenTask``). With ``vocab_size``, a drawn window
-    holding an id outside ``[0, vocab_size)`` raises ``ValueError``."""
-
-    def __init__(self, data: TokenIds, block_size: int, vocab_size: int | None = None):
-        if getattr(data, "kind", None) != "tokens":
-            raise ValueError(f"TokenIdTask takes token ids (TokenIds); {data.name!r} holds {data.kind}")
-        if block_size < 1:
-            raise ValueError(f"block_size must be at least 1; got {block_size}")
-        self.data, self.block_size, self.vocab_size = data, block_size, vocab_size
-
-    def stream(self, split: str) -> np.ndarray:
-        if split not in SPLITS:
-            raise ValueError(f"split {split!r}; allowed {SPLITS}")
-        return getattr(self.data, f"{split}_x")
-
-    def examples(self, split: str, index: Tensor) -> tuple[Tensor, Tensor]:
-        """``(x, y)``, each ``(n, block_size)`` int64: the windows of ``block_size + 1`` ids at the starts
-        ``index``, read from the (memory-mapped) stream with numpy."""
-        stream = self.stream(split)
-        starts = index.cpu().numpy().astype(np.int64)
-        if len(starts) and (starts.min() < 0 or starts.max() + self.block_size + 1 > len(stream)):
-            raise ValueError(
-                f"window starts must lie in [0, {len(stream) - self.block_size - 1}] for the "
-                f"{split} stream of {len(stream)} tokens; got [{starts.min()}, {starts.max()}]"
-            )
-        windows = np.asarray(stream[starts[:, None] + np.arange(self.block_size + 1)]).astype(np.int64)
-        if windows.size and (windows.min() < 0 or (self.vocab_size is not None and windows.max() >= self.vocab_size)):
-            bad = int(windows.min()) if windows.min() < 0 else int(windows.max())
-            raise ValueError(
-                f"{self.data.source}: token id {bad} is outside the model's vocabulary "
-                f"[0, {self.vocab_size}); were these ids made with this model's tokenizer?"
-            )
-        windows_t = torch.from_numpy(windows)  # (n, T+1)
-        return windows_t[:, :-1], windows_t[:, 1:]

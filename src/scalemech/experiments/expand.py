@@ -43,12 +43,14 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 
+from ..core.seeding import derive_seed, model_identity, seeded
+from ..core.tables import columns
 from ..data import Prepared
-from ..grads import PrepareBatch, block_grad, mean_loss, measured_points, per_example_losses, to_device
+from ..gradients.batches import PrepareBatch, mean_loss, per_example_losses, to_device
+from ..gradients.norms import recalibrate_batch_norm
+from ..gradients.pools import measured_points
+from ..gradients.signal import block_grad
 from ..models.base import ResidualModel
-from ..norms import recalibrate_batch_norm
-from ..seeding import derive_seed, model_identity, seeded
-from ..tables import columns
 from ..tasks import Task
 from .measure import draw_pools, select_points
 

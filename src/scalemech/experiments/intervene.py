@@ -31,12 +31,14 @@ import pandas as pd
 import torch
 from torch import Tensor
 
+from ..core.seeding import derive_seed, model_identity
+from ..core.tables import columns
 from ..data import Prepared
-from ..grads import GradientPool, PrepareBatch, broadcast_shift, iter_batches, measured_points, pool_path, to_device
+from ..gradients.batches import PrepareBatch, iter_batches, to_device
+from ..gradients.norms import recalibrate_batch_norm
+from ..gradients.pools import GradientPool, measured_points, pool_path
+from ..gradients.views import broadcast_shift
 from ..models.base import ResidualModel
-from ..norms import recalibrate_batch_norm
-from ..seeding import derive_seed, model_identity
-from ..tables import columns
 from ..tasks import draw_disjoint, fetch
 
 

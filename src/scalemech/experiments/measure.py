@@ -2,7 +2,7 @@
 
 For a trained model, a train pool and a test pool of examples, ``measure`` captures the
 per-example activation gradients ``q`` at the chosen points in one pass per pool
-(``scalemech.grads``), stores them as ``GradientPool`` files for E6/E7, and returns the tidy
+(``scalemech.gradients.capture``), stores them as ``GradientPool`` files for E6/E7, and returns the tidy
 tables of ``schemas/tables.schema.yaml``:
 
 - ``covariance`` (Paper D, D1): the off-diagonal share ``‖Σ − diag Σ‖_F² / ‖Σ‖_F²`` of the pooled
@@ -32,12 +32,15 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from .. import stats
+from ..core.seeding import derive_seed, model_identity
+from ..core.tables import columns
 from ..data import Prepared
-from ..grads import VIEWS, GradientPool, capture_pools, to_device
+from ..gradients.batches import to_device
+from ..gradients.capture import capture_pools
+from ..gradients.norms import recalibrate_batch_norm
+from ..gradients.pools import GradientPool
+from ..gradients.views import VIEWS
 from ..models.base import ResidualModel
-from ..norms import recalibrate_batch_norm
-from ..seeding import derive_seed, model_identity
-from ..tables import columns
 from ..tasks import Examples, draw_examples
 
 SPLITS = ("train", "test")

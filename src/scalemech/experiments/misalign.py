@@ -40,9 +40,10 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from .. import stats
-from ..grads import VIEWS, GradientPool, PoolError, measured_points, pool_path
-from ..seeding import derive_seed, model_identity
-from ..tables import columns
+from ..core.seeding import derive_seed, model_identity
+from ..core.tables import columns
+from ..gradients.pools import GradientPool, PoolError, measured_points, pool_path
+from ..gradients.views import VIEWS
 
 DRAW_CHUNK = 2048  # draws per chunk (fixed: the random stream, hence the result, does not depend on memory)
 SLAB_BYTES = 2**19

@@ -19,13 +19,15 @@ import torch
 from tqdm.auto import tqdm
 
 from .. import stats
-from ..checkpoints import snapshot_paths
+from ..core.seeding import model_identity
+from ..core.tables import columns
 from ..data import Prepared
-from ..grads import VIEWS, iter_activation_grads, mean_loss, to_device
+from ..gradients.batches import mean_loss, to_device
+from ..gradients.capture import iter_activation_grads
+from ..gradients.norms import recalibrate_batch_norm
+from ..gradients.views import VIEWS
 from ..models.base import ResidualModel
-from ..norms import recalibrate_batch_norm
-from ..seeding import model_identity
-from ..tables import columns
+from ..training.checkpoints import snapshot_paths
 from .measure import draw_pools, select_points
 
 SPLITS = ("train", "test")

@@ -10,28 +10,58 @@ config), whose ``family`` picks the builder:
 - ``llama``:    pre-norm decoder, keys ``width`` (d_model), ``depth`` (n_layer), ``head_dim``,
                 ``vocab_size``, ``block_size``.
 - ``hf``:       any Hugging Face causal LM, keys ``checkpoint``, ``revision``, ``local_files_only``.
+
+``FAMILIES`` is the one list of families: the config's checks, the CLI's ``--family`` and
+``certify`` read it. Importing this package loads no torch (the CLI's ``--help`` reads
+``FAMILIES``); a family's module is imported when a model of it is built.
 """
 
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+from ..core.integrity import load_torch, save_torch
 
-from ..integrity import load_torch, save_torch
-from .base import LanguageModel, ResidualModel
+if TYPE_CHECKING:
+    import torch
 
-FAMILIES = {"resnet": "resnet", "tvresnet": "tvresnet", "llama": "llama", "hf": "hf"}
+    from .base import ResidualModel
+
+
+@dataclass(frozen=True)
+class Family:
+    """A model family: the module ``scalemech.models.<name>`` (its ``build`` and ``point_count``)."""
+
+    name: str
+    data: str | None  # the kind of data a grid of it trains on; None: not trained here (Hugging Face checkpoints)
+    config: str | None  # its module's config dataclass (defaults and architecture rules); None: the checkpoint's
+
+    @property
+    def trained(self) -> bool:
+        """Whether grids train it (its models are scalemech ``model.pt`` files with weights)."""
+        return self.data is not None
+
+
+FAMILIES = {
+    family.name: family
+    for family in (
+        Family("resnet", "image", "ResNetConfig"),
+        Family("tvresnet", "image", "TVResNetConfig"),
+        Family("llama", "text", "LlamaConfig"),
+        Family("hf", None, None),
+    )
+}
 
 
 def _family(family: Any):
     """The module of ``family`` (its ``build`` and ``point_count``)."""
     if family not in FAMILIES:
         raise ValueError(f"unknown model family {family!r}; allowed: {sorted(FAMILIES)}")
-    return importlib.import_module(f"scalemech.models.{FAMILIES[family]}")
+    return importlib.import_module(f"scalemech.models.{family}")
 
 
 def build_model(spec: dict[str, Any]) -> ResidualModel:
@@ -76,4 +106,4 @@ def load_model(
     return model.to(map_location).eval(), payload
 
 
-__all__ = ["FAMILIES", "LanguageModel", "ResidualModel", "build_model", "load_model", "point_count", "save_model"]
+__all__ = ["FAMILIES", "Family", "build_model", "load_model", "point_count", "save_model"]

@@ -16,15 +16,15 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-if TYPE_CHECKING:
-    from ..data import Prepared
-    from ..tasks import Task
+from ..data import Prepared
+from ..tasks import Task
+from ..tasks.images import ImageTask
+from ..tasks.windows import TextTask
 
 
 def _at_least_float32(logits: Tensor) -> Tensor:
@@ -149,8 +149,6 @@ class ResidualModel(nn.Module):
 
     def task(self, data: Prepared) -> Task:
         """The task this model solves on ``data`` (``scalemech.tasks``): image classification."""
-        from ..tasks import ImageTask
-
         return ImageTask(data)
 
 
@@ -171,7 +169,5 @@ class LanguageModel(ResidualModel):
         return token_loss.view(B, T).mean(dim=1)
 
     def task(self, data: Prepared) -> Task:
-        """Next-byte prediction on windows of ``block_size`` bytes of ``data`` (``tasks.TextTask``)."""
-        from ..tasks import TextTask
-
+        """Next-byte prediction on windows of ``block_size`` bytes of ``data`` (``tasks.windows.TextTask``)."""
         return TextTask(data, self.block_size)

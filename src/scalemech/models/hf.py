@@ -27,9 +27,9 @@ import torch
 from torch import Tensor, nn
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
-from ..data.prepared import SPLITS, Prepared, text_windows
-from ..data.tokenized import TokenIds, TokenIdTask, text_from_bytes, tokenize_text
-from ..tasks import WindowTask
+from ..data.prepared import Prepared
+from ..data.tokenized import TokenIds
+from ..tasks.tokens import TokenIdTask, TokenTask
 from .base import LanguageModel
 from .hub import decoder_config
 
@@ -302,30 +302,6 @@ def build(spec: dict[str, Any]) -> HFCausalLM:
     if spec.get("frozen", True):
         hf_model.requires_grad_(False)
     return HFCausalLM(hf_model, spec).eval()
-
-
-class TokenTask(WindowTask):
-    """A text dataset in a checkpoint's tokens: a split's byte stream is decoded (utf-8, errors
-    replaced) and tokenized (``tokenize_text``) once; an example is a window of ``block_size``
-    tokens of that stream (``tasks.WindowTask``)."""
-
-    def __init__(self, data: Prepared, tokenizer: str, revision: str | None, local_files_only: bool, block_size: int):
-        if data.kind != "text":
-            raise ValueError(f"hf models take text data; {data.name!r} holds {data.kind}")
-        self.data, self.block_size = data, block_size
-        self.tokenizer = (tokenizer, revision, local_files_only)  # tokenize_text's arguments after the text
-        self._streams: dict[str, Tensor] = {}
-
-    def stream(self, split: str) -> Tensor:
-        """The token stream of ``split`` (tokenized once)."""
-        if split not in SPLITS:
-            raise ValueError(f"split {split!r}; allowed {SPLITS}")
-        if split not in self._streams:
-            self._streams[split] = tokenize_text(text_from_bytes(getattr(self.data, f"{split}_x")), *self.tokenizer)
-        return self._streams[split]
-
-    def examples(self, split: str, index: Tensor) -> tuple[Tensor, Tensor]:
-        return text_windows(self.stream(split), index, self.block_size)
 
 
 def point_count(depth: int) -> None:

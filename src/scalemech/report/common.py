@@ -14,8 +14,8 @@ from statistics import NormalDist
 
 import pandas as pd
 
+from ..core.tables import model_keys
 from ..stats import UCB_LEVEL
-from ..tables import model_keys
 
 CONFIRMED, NOT_CONFIRMED, REFUTED = "confirmed", "not confirmed", "refuted"
 NOT_DETECTABLE = "not detectable"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..aggregate import as_flag
+from ..figures.aggregate import as_flag
 from .common import LEVEL, Claim, NotMeasured, Result, Tables, table
 from .units import across_models, per_model
 

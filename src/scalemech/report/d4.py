@@ -1,6 +1,6 @@
 """D4: test loss follows Paper D's power law in depth and width, L = a·D^(−α) + b·W^(−β) + c.
 
-Reads the ``powerlaw`` table (``scalemech.powerlaw``: one least-squares fit per (dataset, family) over
+Reads the ``powerlaw`` table (``scalemech.stats.powerlaw``: one least-squares fit per (dataset, family) over
 models with ≥ 3 depths and ≥ 3 widths, t intervals from the fit's covariance). Each exponent is judged
 like a trend's slope (``units.Estimate.verdict``): above 0 when its interval is, below when it is below.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..powerlaw import LEVEL, MIN_LEVELS
+from ..stats.powerlaw import LEVEL, MIN_LEVELS
 from .common import Claim, NotMeasured, Result, Tables, agreed
 from .units import Estimate
 

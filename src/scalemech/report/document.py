@@ -1,6 +1,6 @@
 """``report.md``: the short verdict table (claim · verdict · deciding number · figure, each claim and
 figure linked to its section), a paragraph per claim with its statement, rule and detail, every figure
-of ``scalemech.plots.FIGURES`` with its caption from ``workflow/report/<stem>.rst``, and the run's job
+of ``scalemech.figures.FIGURES`` with its caption from ``workflow/report/<stem>.rst``, and the run's job
 times."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..aggregate import table_path
-from ..plots import FIGURES
-from ..tables import read_table
+from ..core.tables import read_table
+from ..figures import FIGURES
+from ..figures.aggregate import table_path
 from .claims import CLAIM_FIGURES, claims
 
 CLAIM_TABLES = [

@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..aggregate import default_mk
-from ..tables import model_keys
+from ..core.tables import model_keys
+from ..figures.aggregate import default_mk
 from .common import CONFIRMED, NOT_CONFIRMED, Claim, NotMeasured, Result, Tables, only, table
 from .trend import trend
 from .units import across_models, per_model

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import statsmodels.api as sm
 
-from ..tables import model_keys
+from ..core.tables import model_keys
 from .common import CONFIRMED, LEVEL, NOT_DETECTABLE, REFUTED
 
 MIN_DF = 2  # residual degrees of freedom an interval needs (t with 1 df spans ±12.7 SE)

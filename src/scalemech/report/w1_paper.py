@@ -13,7 +13,7 @@ import math
 
 import pandas as pd
 
-from ..paper_values import PAPER_W_DALIGN
+from ..figures.paper_values import PAPER_W_DALIGN
 from .common import NOT_DETECTABLE, Claim, NotMeasured, Result, Tables, levels_present, only, table
 from .trend import Trend, null_bound, trend
 from .units import per_model

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..tables import model_keys
+from ..core.tables import model_keys
 from .common import NOT_DETECTABLE, Claim, Result, Tables, agreed, levels_present, only, table
 from .trend import Trend, null_bound, trend
 from .w1 import PAPER_W1, W1_SPLIT, W1_STRATA, W1_VIEW

@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ..aggregate import as_flag
-from ..tables import model_keys
+from ..core.tables import model_keys
+from ..figures.aggregate import as_flag
 from .common import CONFIRMED, LEVEL, NOT_CONFIRMED, NOT_DETECTABLE, REFUTED, Claim, NotMeasured, Result, Tables, table
 from .misalignment import pool_sizes
 from .units import across_models, per_model

@@ -1,0 +1,97 @@
+"""What ``certify`` was given: the model (a scalemech ``model.pt`` or a Hugging Face decoder LM, judged
+by its ``config.json`` before any weight loads) and the data (a prepared dataset, token ids or a text
+file, read only as far as the pools need)."""
+
+from __future__ import annotations
+
+import codecs
+from pathlib import Path
+from typing import Any
+
+from ..data import load_prepared, prepare_dataset
+from ..data.tokenized import is_token_ids, load_token_ids, prepared_text_tokens, text_file_tokens
+from ..models import FAMILIES
+
+HF_BLOCK_SIZE = 1024
+"""Tokens per example of a Hugging Face model when ``--block-size`` is not given: at most this
+(``max_position_embeddings`` can be 32k or more, far beyond what a pool of examples needs)."""
+
+
+def _hf_spec(
+    checkpoint: str, family: str | None, block_size: int | None, tokenizer: str | None
+) -> dict[str, Any] | None:
+    """The ``hf`` model spec of ``checkpoint``, None for a scalemech ``model.pt``. Reads only its
+    ``config.json`` (``models.hub.decoder_config``): a missing path or a model that is not a
+    decoder-only causal LM is refused here, before the data and the weights are loaded. The
+    weights load in their own dtype; ``block_size`` defaults to ``min(max_position_embeddings,
+    HF_BLOCK_SIZE)``."""
+    from ..models.hub import decoder_config, hub_unreachable
+
+    path = Path(checkpoint)
+    trained = [name for name, known in FAMILIES.items() if known.trained]  # their models are model.pt files
+    if path.suffix == ".pt" and family in (None, *trained):
+        return None
+    if family not in (None, "hf"):
+        raise ValueError(f"--family {family} needs a scalemech model.pt, got {checkpoint!r}")
+    config = decoder_config(checkpoint, None, path.is_dir())  # an uncached name without network: refused here
+    local = path.is_dir() or hub_unreachable() is not None  # from the cache, with no download to wait for
+    positions = config.get("max_position_embeddings") or config.get("n_positions") or HF_BLOCK_SIZE
+    return {
+        "family": "hf",
+        "checkpoint": checkpoint,
+        "local_files_only": local,
+        "dtype": "auto",
+        "block_size": block_size or min(positions, HF_BLOCK_SIZE),
+        "tokenizer": tokenizer or checkpoint,
+    }
+
+
+DATA_FORMS = (
+    "a prepared dataset directory (with manifest.json), a UTF-8 text file, a .npy of token ids "
+    "(1-D integer array) or nanoGPT's train.bin/val.bin (their directory, or train.bin with val.bin "
+    "beside it)"
+)
+
+
+def _local(hf_spec: dict[str, Any]) -> bool:
+    """Whether the tokenizer is read from disk only: a directory, or a hub name with no download possible."""
+    from ..models.hub import hub_unreachable
+
+    return Path(hf_spec["tokenizer"]).is_dir() or hub_unreachable() is not None
+
+
+def _certify_data(data: str, scratch: Path, hf_spec: dict[str, Any] | None, pool: int):
+    """A prepared dataset directory (for a Hugging Face model, a text one becomes the head of each
+    split that ``pool`` windows need, in the tokenizer's ids: ``data.tokenized.prepared_text_tokens``);
+    token ids (``data.tokenized.load_token_ids``: a ``.npy`` or nanoGPT's ``train.bin``/``val.bin``);
+    or a UTF-8 text file (judged by its first MiB): for a Hugging Face model, the head of it that
+    ``pool`` windows per split need (``data.tokenized.text_file_tokens``), else prepared here as a
+    byte-level corpus. Any other binary file is refused."""
+    path = Path(data)
+    if (path / "manifest.json").is_file():
+        prepared = load_prepared(path)
+        if hf_spec is not None and prepared.kind == "text":
+            tokenizer, local = hf_spec["tokenizer"], _local(hf_spec)
+            return prepared_text_tokens(prepared, pool, hf_spec["block_size"], tokenizer, None, local)
+        return prepared
+    if is_token_ids(path):
+        return load_token_ids(path)
+    if path.is_file():
+        with path.open("rb") as f:
+            head = f.read(1 << 20)
+        try:
+            codecs.getincrementaldecoder("utf-8")().decode(head)  # not final: a character cut at 1 MiB is fine
+            binary = b"\0" in head
+        except UnicodeDecodeError:
+            binary = True
+        if binary:
+            raise ValueError(
+                f"--data {data!r} is a binary file, not UTF-8 text, a .npy of token ids or nanoGPT's "
+                f"train.bin/val.bin; give {DATA_FORMS}"
+            )
+        if hf_spec is not None:
+            tokenizer, local = hf_spec["tokenizer"], _local(hf_spec)
+            return text_file_tokens(path, pool, hf_spec["block_size"], tokenizer, None, local)
+        prepare_dataset("corpus", {"path": str(path)}, scratch / "corpus")
+        return load_prepared(scratch / "corpus")
+    raise FileNotFoundError(f"--data {data!r} does not exist or is none of: {DATA_FORMS}")

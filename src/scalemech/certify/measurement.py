@@ -1,0 +1,273 @@
+"""``certify``: the sizes checked, the inputs read (``inputs``), then per insertion point the train and
+test pools captured as ``experiments.measure`` does and one row of statistics, certificates and the
+verdict (``point_row``)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from .. import stats
+from ..core.device import resolve_device
+from ..data import Prepared
+from ..data.prepared import SPLITS
+from ..data.tokenized import TokenIds
+from ..experiments.measure import capture_split, ready_pools, select_points
+from ..gradients.pools import GradientPool
+from ..gradients.views import view_of
+from ..models import build_model, load_model
+from ..models.base import LanguageModel, ResidualModel
+from .inputs import DATA_FORMS, _certify_data, _hf_spec
+from .verdict import verdict
+
+CERTIFICATE_COLUMNS = [
+    "point",
+    "point_index",
+    "view",
+    "n",
+    "n_test",
+    "dim",
+    "mu_sq",
+    "mu_sq_lo",
+    "mu_sq_hi",
+    "d_par",
+    "d_par_lo",
+    "d_par_hi",
+    "d_2",
+    "d_2_lo",
+    "d_2_hi",
+    "d_align",
+    "d_align_lo",
+    "d_align_hi",
+    "M",
+    "K",
+    "mu_cross",
+    "b_exact",
+    "b_exact_ucb",
+    "b_exact_common",
+    "b_align",
+    "block_grad_norm",
+    "verdict",
+]
+"""The full table (``--wide``, ``--out``): ``b_exact`` is the two-sample certificate (train and test
+pools, ``stats.two_sample_certificate``) and ``b_exact_ucb`` its one-sided 95 % upper confidence bound
+(``stats.TwoSampleBounds.certificate_ucb``), ``b_exact_common``/``b_align`` the one-sample ones of the
+train pool (``stats.certificates``); ``mu_cross`` estimates ``μ_trᵀμ_te``."""
+VIEWS = ("full", "pooled")
+INTERVAL_LEVEL = 0.9
+"""Two-sided level of the jackknife intervals."""
+
+
+def ran_on(model: ResidualModel, checkpoint: str, device: torch.device) -> str:
+    """One line naming the model and the dtype its forward pass ran in."""
+    dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
+    kind = getattr(getattr(model, "config", None), "model_type", model.family)
+    tokens = f", {model.block_size} tokens per example" if hasattr(model, "block_size") else ""
+    return f"model: {checkpoint} ({kind}, {len(model.insertion_points())} points{tokens}), {dtype} on {device}"
+
+
+def point_row(train: GradientPool, test: GradientPool, M: int, K: int, device: torch.device) -> dict[str, Any]:
+    """The row of one point from its train and test pools (one view): ``‖μ‖²``, ``d_∥``, ``d_2``,
+    ``d_align`` with jackknife intervals from the train Gram matrix, the two-sample certificate from
+    the train × test cross-Gram (both from one pass over the pools), the one-sample ones at
+    ``(M, K)``, the train pool's ``block_grad_norm`` and the verdict."""
+    block_grad_norm = train.meta["block_grad_norm"]
+    G, C = train.grams([None, test], device=device)
+    estimate = stats.stats_from_gram(G, train.dim)
+    intervals = stats.alignment_intervals(G, train.dim, INTERVAL_LEVEL)
+    jackknife = stats.TwoSampleBounds.from_cross(C)
+    common = stats.certificates(estimate, M, K)
+    b_exact = stats.two_sample_certificate(jackknife.stats, M, K)
+    return {
+        "point": train.meta["point"],
+        "point_index": train.meta["point_index"],
+        "view": train.meta["view"],
+        **stats.table_row(estimate, intervals),
+        "n_test": test.n,
+        "M": M,
+        "K": K,
+        "mu_cross": jackknife.stats.mu_cross,
+        "b_exact": b_exact,
+        "b_exact_ucb": jackknife.certificate_ucb(M, K),
+        "b_exact_common": common.b_exact,
+        "b_align": common.b_align,
+        "block_grad_norm": block_grad_norm,
+        "verdict": verdict(intervals["mu_sq"][0], b_exact, block_grad_norm),
+    }
+
+
+POOL_BYTES = 4
+"""Bytes per stored gradient entry: certify's pools are float32."""
+
+
+def _bytes(size: int) -> str:
+    """``size`` bytes in kB, MB, GB or TB (powers of 1000), three significant digits."""
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
+        if size >= scale:
+            return f"{size / scale:.3g} {unit}"
+    return f"{size / 1e3:.3g} kB"
+
+
+def check_scratch_space(
+    model: ResidualModel, example: Tensor, points: list[str], view: str, rows: int, pool_dir: Path
+) -> None:
+    """Refuse, before any gradient is captured, pools of ``rows`` rows per point that the disk under
+    ``pool_dir`` cannot hold: their size (``POOL_BYTES`` per entry of each point's ``view`` of the
+    stream, from one no-grad forward of ``example``) against its free space, with what to change."""
+    with torch.no_grad():
+        streams = model.forward_streams(example, points)[1]
+    needed = rows * POOL_BYTES * sum(view_of(streams[p], view).shape[1] for p in points)
+    pool_dir.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(pool_dir).free
+    if needed > free:
+        raise OSError(
+            f"certify's gradient pools need {_bytes(needed)} under {pool_dir.parent} (TMPDIR), which has "
+            f"{_bytes(free)} free; point TMPDIR to a larger disk, or measure fewer --points, a smaller "
+            "--pool or --block-size, or --view pooled"
+        )
+
+
+def measure_points(
+    model: ResidualModel,
+    prepared: Prepared | TokenIds,
+    identity: str,
+    points: list[str],
+    pool_dir: Path,
+    *,
+    pool: int,
+    M: int,
+    K: int,
+    batch_size: int,
+    view: str,
+    seed: int,
+    device: torch.device,
+) -> list[dict[str, Any]]:
+    """``point_row`` of each of ``points``: train and test pools of ``pool`` examples drawn and
+    captured as ``experiments.measure`` does (the same seeds, so the same numbers), in ``view``
+    only, as scratch pools under ``pool_dir``; the new blocks run on the train pool only. Memory:
+    the model, one batch, and one point's pools while its statistics are computed."""
+    model, examples = ready_pools(model, prepared, {split: pool for split in SPLITS}, seed, identity, device)
+    check_scratch_space(model, examples["train"].x[:1].to(device), points, view, 2 * pool, pool_dir)
+    paths = {
+        (split, point): captured.path
+        for split in SPLITS
+        for (point, _), captured in capture_split(
+            model,
+            examples[split],
+            points,
+            pool_dir,
+            identity=identity,
+            batch_size=batch_size,
+            pool_dtype="float32",
+            views=(view,),
+            seed=seed,
+            device=device,
+            new_blocks=split == "train",
+            checksum=False,
+        ).items()
+    }
+    rows = []
+    for point in tqdm(points, desc="statistics"):  # one point's pools mapped at a time
+        train, test = (GradientPool(paths[split, point], verify=False) for split in SPLITS)
+        rows.append(point_row(train, test, M, K, device))
+    return rows
+
+
+def certify(
+    checkpoint: str,
+    data: str,
+    family: str | None = None,
+    points: str = "all",
+    pool: int = 256,
+    M: int = 16,
+    K: int = 16,
+    batch_size: int = 16,
+    device: str = "auto",
+    block_size: int | None = None,
+    seed: int = 0,
+    view: str = "full",
+    tokenizer: str | None = None,
+) -> pd.DataFrame:
+    """Per insertion point of a user's model (``CERTIFICATE_COLUMNS``): ``‖μ‖²``, ``d_∥``, ``d_2``,
+    ``d_align`` with jackknife intervals (train pool, ``view``), the two-sample ``B_exact`` from the
+    cross-Gram of the train and test pools, the one-sample ``B_exact_common`` and ``B_align`` at
+    ``(M, K)``, the first-order gain ``‖∇_θ L‖`` of a zero-initialized block inserted there (Paper W,
+    Theorem 1; Paper D, Condition 1) and the ``verdict`` (module doc).
+
+    The sizes are checked (``ValueError``) before anything is loaded: ``pool >= 5`` (the jackknife
+    intervals' minimum), ``1 <= M, K <= pool``, ``batch_size >= 1``, ``block_size >= 2`` when given,
+    ``view`` in ``VIEWS``; ``pool`` against an image dataset's splits once it is loaded (a text or
+    token split's window count is checked when the pools are drawn, still before any gradient is
+    captured). A Hugging Face model's ``block_size`` defaults to ``min(max_position_embeddings,
+    HF_BLOCK_SIZE)``, its tokenizer (for text data) to its checkpoint's. ``frame.attrs["ran"]``
+    names the model and the dtype it ran in (``ran_on``)."""
+    problems = [
+        f"{name} = {value} must be at least {low}"
+        for name, value, low in (("pool", pool, 5), ("M", M, 1), ("K", K, 1), ("batch_size", batch_size, 1))
+        if value < low
+    ]
+    problems += [
+        f"{name} = {value} is more than the {pool} examples of each pool measured; allowed: 1 <= {name} <= {pool}"
+        for name, value in (("M", M), ("K", K))
+        if value > pool
+    ]
+    if block_size is not None and block_size < 2:
+        problems.append(f"block_size = {block_size} must be at least 2")
+    if view not in VIEWS:
+        problems.append(f"view = {view!r} must be one of {', '.join(VIEWS)}")
+    if problems:
+        raise ValueError("certify: " + "; ".join(problems))
+    if not Path(data).exists():
+        raise FileNotFoundError(f"--data {data!r} does not exist; give {DATA_FORMS}")
+    torch_device = resolve_device(device)
+    hf_spec = _hf_spec(checkpoint, family, block_size, tokenizer)
+    rule: str | int | list[str] = points
+    if points != "all":
+        rule = int(points) if points.isdigit() else points.split(",")
+    with tempfile.TemporaryDirectory() as scratch:
+        prepared = _certify_data(data, Path(scratch), hf_spec, pool)
+        if prepared.kind == "image" and pool > min(len(prepared.train_x), len(prepared.test_x)):
+            raise ValueError(
+                f"certify: pool = {pool} is larger than the splits of {data!r} "
+                f"({len(prepared.train_x)} train, {len(prepared.test_x)} test examples)"
+            )
+        if hf_spec is None:  # a user's own model.pt: weights only, its checksum checked when it has one
+            model = load_model(checkpoint, map_location=torch_device, checksum_required=False)[0]
+            if block_size and not isinstance(model, LanguageModel):
+                raise ValueError(f"--block-size {block_size} is for language models; {checkpoint} is an image model")
+        else:
+            model = build_model(hf_spec).to(torch_device)
+        if prepared.kind == "tokens" and getattr(model, "family", None) != "hf":
+            raise ValueError(
+                f"--data {data!r} holds token ids, which only a Hugging Face causal LM takes; "
+                f"{checkpoint!r} is a {getattr(model, 'family', type(model).__name__)} model"
+            )
+        if isinstance(rule, int) and rule > len(model.insertion_points()):
+            raise ValueError(
+                f"--points {rule}: the model has {len(model.insertion_points())} insertion points; "
+                f"allowed: 'all', 1..{len(model.insertion_points())}, or names"
+            )
+        rows = measure_points(
+            model,
+            prepared,
+            checkpoint,
+            select_points(model, rule),
+            Path(scratch) / "pools",
+            pool=pool,
+            M=M,
+            K=K,
+            batch_size=batch_size,
+            view=view,
+            seed=seed,
+            device=torch_device,
+        )
+    frame = pd.DataFrame(rows, columns=CERTIFICATE_COLUMNS)
+    frame.attrs["ran"] = ran_on(model, checkpoint, torch_device)
+    return frame

@@ -1,0 +1,136 @@
+"""The certificate for the terminal: the compact or the wide table, the recommendation and the legend."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from .measurement import INTERVAL_LEVEL
+from .verdict import B_GROW, GROW, NO_SIGNAL, WEAK
+
+WIDE_COLUMNS = 120
+"""Line width of ``--wide``."""
+
+
+def _number(value: float, digits: int = 3) -> str:
+    return "nan" if math.isnan(value) else ("inf" if math.isinf(value) else f"{value:.{digits}g}")
+
+
+def _interval(value: float, lo: float, hi: float) -> str:
+    """``value [lo, hi]`` of a quantity >= 0 whose unbiased estimate can dip below: a negative estimate
+    reads ``< 0``, bounds are clipped at 0, and an interval the data do not give (nan) is left out."""
+    shown = "< 0" if value < 0 else _number(value)
+    if math.isnan(lo) or math.isnan(hi):
+        return shown
+    return f"{shown} [{_number(max(lo, 0.0))}, {_number(max(hi, 0.0))}]"
+
+
+def _aligned(header: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(cell) for cell in column) for column in zip(header, *rows)]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in [header, *rows]]
+
+
+def _cell(value: object) -> str:
+    return _number(value, 4) if isinstance(value, float) else str(value)
+
+
+def wide_table(frame: pd.DataFrame, width: int = WIDE_COLUMNS) -> list[str]:
+    """Every column, one block per point: the point's name, then ``column=value`` pairs filled into
+    lines of at most ``width`` characters (a pair is never split)."""
+    lines = []
+    for row in frame.to_dict("records"):
+        lines.append(f"{row['point']}:")
+        line = ""
+        for pair in (f"{column}={_cell(value)}" for column, value in row.items() if column != "point"):
+            if line and len(line) + 2 + len(pair) > width:
+                lines.append(line)
+                line = ""
+            line = f"{line}  {pair}" if line else f"    {pair}"
+        lines.append(line)
+    return lines
+
+
+def compact_table(frame: pd.DataFrame) -> list[str]:
+    """The default table: point, ``‖μ‖²`` and ``d_align`` with intervals, ``B_exact``, ``B_align``,
+    the block gradient norm and the verdict."""
+    header = ["point", "mu_sq [lo, hi]", "d_align [lo, hi]", "b_exact", "b_align", "block_grad_norm", "verdict"]
+    rows = [
+        [
+            str(r["point"]),
+            _interval(r["mu_sq"], r["mu_sq_lo"], r["mu_sq_hi"]),
+            _interval(r["d_align"], r["d_align_lo"], r["d_align_hi"]),
+            _number(r["b_exact"], 2),
+            _number(r["b_align"], 2),
+            _number(r["block_grad_norm"]),
+            r["verdict"],
+        ]
+        for r in frame.to_dict("records")
+    ]
+    return _aligned(header, rows)
+
+
+def _larger_sizes(frame: pd.DataFrame, M: int, K: int) -> str:
+    """What to ask for next: a larger ``--pool``, and larger ``--M/--K`` only up to the pools measured."""
+    room = int(min(frame["n"].min(), frame["n_test"].min()))
+    if max(M, K) < room:
+        return f"measure a larger --pool, or ask for larger --M/--K (at most {room}, the pools measured)"
+    return f"measure a larger --pool (--M/--K are already at the {room} examples the pools hold)"
+
+
+def recommendation(frame: pd.DataFrame) -> str:
+    """One line: the "grow here" points ranked by ``block_grad_norm``, else why there are none."""
+    if frame.empty:
+        return "recommendation: no insertion point was measured"
+    M, K = int(frame["M"].iloc[0]), int(frame["K"].iloc[0])
+    grow = frame[frame["verdict"] == GROW].sort_values("block_grad_norm", ascending=False)
+    if len(grow):
+        best = grow.iloc[0]
+        then = f" (then {', '.join(grow['point'].iloc[1:])})" if len(grow) > 1 else ""
+        return (
+            f"recommendation: grow at {best['point']}{then}: mean gradient detected, B_exact = "
+            f"{_number(best['b_exact'], 2)} < {B_GROW} at M = {M}, K = {K}, largest block_grad_norm "
+            f"({_number(best['block_grad_norm'])})"
+        )
+    weak = frame[frame["verdict"] == WEAK]
+    if len(weak):
+        return (
+            f"recommendation: no point is certified at M = {M}, K = {K}; the signal is weak at "
+            f"{', '.join(weak['point'])}: {_larger_sizes(frame, M, K)} before growing"
+        )
+    return (
+        f"recommendation: no point has a detectable signal (every mu_sq interval reaches 0 and no B_exact is "
+        f"below {B_GROW} at M = {M}, K = {K}): these data give no reason to grow this model here"
+    )
+
+
+def legend(frame: pd.DataFrame, wide: bool = False) -> list[str]:
+    """What the verdicts, the columns, ``inf`` and ``nan`` mean (short lines)."""
+    first = frame.iloc[0] if len(frame) else {"n": 0, "n_test": 0, "view": "full", "M": 0, "K": 0}
+    clipped = "raw" if wide else "< 0: estimate below 0 (signal below noise); bounds clipped at 0; raw in --wide/--out"
+    lines = [
+        (
+            f"verdict: {GROW} = mu_sq interval above 0 and b_exact < {B_GROW} (and block_grad_norm > 0); "
+            f"{WEAK} = only one of the two; {NO_SIGNAL} = neither"
+        ),
+        (
+            f"legend:  {first['view']} view, train pool of {int(first['n'])}, test pool of {int(first['n_test'])}; "
+            f"mu_sq = ||mu||^2; [lo, hi] = {INTERVAL_LEVEL:.0%} jackknife interval ({clipped})"
+        ),
+        (
+            f"b_exact = two-sample bound on P(misalign) for M = {int(first['M'])} train, K = {int(first['K'])} "
+            "test examples; b_align = one-sample bound from d_align"
+        ),
+        "block_grad_norm = first-order gain of a zero-initialized block inserted after the point",
+        "inf = a spread estimated <= 0 (d_par = inf: mu'Sigma mu estimated <= 0; d_2 = inf: tr Sigma^2 estimated <= 0)",
+        "nan = the data do not bound it (no mean detected above noise, or a leave-one-out estimate is inf/nan)",
+        "b_exact = nan: no certificate (mu_tr'mu_te, its square or the variance estimated <= 0)",
+    ]
+    return lines[:2] + [" " * len("legend:  ") + line for line in lines[2:]]
+
+
+def format_certificate(frame: pd.DataFrame, wide: bool = False) -> str:
+    """The certificate for the terminal: the compact table (``wide``: every column of
+    ``CERTIFICATE_COLUMNS``, ``wide_table``), then the recommendation and the legend."""
+    table = wide_table(frame) if wide else compact_table(frame)
+    return "\n".join([*table, "", recommendation(frame), *legend(frame, wide)])

@@ -1,0 +1,15 @@
+"""The verdict of one insertion point from the numbers in its row (the rule in the package doc)."""
+
+B_GROW = 0.5
+""""grow here" needs ``b_exact < B_GROW``: misalignment at ``(M, K)`` certified less likely than not."""
+GROW, WEAK, NO_SIGNAL = "grow here", "weak", "no detectable signal"
+VERDICTS = (GROW, WEAK, NO_SIGNAL)
+
+
+def verdict(mu_sq_lo: float, b_exact: float, block_grad_norm: float) -> str:
+    """The verdict of one point (module doc): ``GROW``, ``WEAK`` or ``NO_SIGNAL``; NaN counts as not met."""
+    detected = mu_sq_lo > 0
+    certified = b_exact < B_GROW
+    if detected and certified and block_grad_norm > 0:
+        return GROW
+    return WEAK if detected or certified else NO_SIGNAL

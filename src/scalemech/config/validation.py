@@ -1,0 +1,92 @@
+"""``validate_config``: the schema, then the cross-checks (``checks``, ``cluster``), every problem on one
+line with its key's path; ``load_config`` reads and validates a file."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from ..data import config_keys
+from .checks import (
+    check_architecture,
+    check_batch_sizes,
+    check_budget,
+    check_expand_grids,
+    check_experiments,
+    check_family_data,
+    check_gpu_device,
+    check_misalign_sizes,
+    check_model_keys,
+    check_point_names,
+    check_pools,
+    check_some_model,
+    check_split_fractions,
+    non_finite,
+)
+from .cluster import check_cluster_limits
+from .errors import ConfigError
+from .schema import _explain, _with_defaults, schema
+from .strict_yaml import read_yaml
+
+
+def _raise(problems: list[str]) -> None:
+    """Raise ``ConfigError`` for ``problems`` (one line each) if there are any."""
+    if len(problems) == 1:
+        raise ConfigError(f"invalid config: {problems[0]}")
+    if problems:
+        raise ConfigError(f"invalid config ({len(problems)} problems):\n  " + "\n  ".join(problems))
+
+
+def validate_config(config: dict[str, Any]) -> dict[str, Any]:
+    """Check ``config`` against the schema, fill in defaults (in place), run ``cross_checks``
+    and return it.
+
+    Raises ``ConfigError`` listing every violation, each on one line with the key's path.
+    """
+    _raise(list(non_finite(config)))  # before the schema: NaN passes every min/max comparison
+    validator = _with_defaults(jsonschema.Draft202012Validator)(schema())
+    errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
+    _raise([_explain(e) for e in errors])
+    problems = []
+    for name, settings in config["datasets"].items():
+        unknown = sorted(set(settings) - set(config_keys(name)))
+        if unknown:
+            problems.append(f"datasets.{name}: unknown key(s) {unknown}; allowed keys: {list(config_keys(name))}")
+    for section in ("grids", "pretrained"):
+        for name, group in config.get(section, {}).items():
+            if group["dataset"] not in config["datasets"]:
+                problems.append(
+                    f"{section}.{name}.dataset: {group['dataset']!r} is not prepared; "
+                    f"add it under datasets (have {sorted(config['datasets'])})"
+                )
+    _raise(problems)
+    _raise(list(cross_checks(config)))
+    return config
+
+
+def load_config(path: str | Path) -> dict[str, Any]:
+    """Read a YAML config file strictly (``read_yaml``) and validate it."""
+    return validate_config(read_yaml(path))
+
+
+def cross_checks(config: dict[str, Any]) -> Iterator[str]:
+    """One line per problem of a schema-valid config (defaults filled in), each naming the
+    key's path and what is allowed there."""
+    yield from check_some_model(config)
+    yield from check_gpu_device(config)
+    for name, grid in config["grids"].items():
+        yield from check_family_data(name, grid)
+        yield from check_budget(name, grid)
+        yield from check_model_keys(name, grid)
+        yield from check_architecture(name, grid)
+    yield from check_experiments(config)
+    yield from check_expand_grids(config)
+    yield from check_point_names(config)
+    yield from check_split_fractions(config)
+    yield from check_pools(config)
+    yield from check_misalign_sizes(config)
+    yield from check_batch_sizes(config)
+    yield from check_cluster_limits(config)

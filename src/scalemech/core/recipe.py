@@ -1,0 +1,72 @@
+"""``Recipe``: how one model is trained (optimizer, schedule, budget, augmentation, evaluation).
+
+A plain record with its defaults and checks, read by the tasks (batches and evaluation sets), by
+``training.train`` and by the pipeline, which builds it from a grid's ``recipe`` mapping.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+
+@dataclass
+class Recipe:
+    """How to train: optimizer, schedule, budget, augmentation and evaluation."""
+
+    optimizer: str = "sgd"  # sgd | adamw
+    lr: float = 0.1  # peak learning rate
+    momentum: float = 0.9  # SGD momentum; AdamW beta1
+    beta2: float = 0.95  # AdamW beta2
+    weight_decay: float = 5e-4  # on conv/linear weight matrices only
+    nesterov: bool = True  # SGD only
+    batch_size: int = 128  # examples (LM: sequences of block_size tokens) per step
+    epochs: int | None = None  # budget: passes over the train split ...
+    steps: int | None = None  # ... or optimizer steps ...
+    tokens: int | None = None  # ... or tokens (LMs): steps = tokens // (batch_size·block_size)
+    warmup_fraction: float = 0.0  # share of the steps with linear warmup from lr/warmup_steps
+    min_lr_fraction: float = 0.0  # cosine floor as a fraction of lr
+    grad_clip: float | None = None  # max global gradient norm, None = no clipping
+    eval_batch_size: int = 512  # examples per evaluation batch
+    augment: bool | str = "auto"  # auto: crop+flip for 3×32×32 images only; or true/false
+    eval_every_epoch: int = 1  # images: test-split evaluation every this many epochs
+    eval_every_steps: int = 200  # LMs: test-window evaluation every this many steps
+    eval_examples: int = 10_000  # images: final train-split metrics on at most this many examples
+    eval_windows: int = 256  # LMs: fixed windows per split for test and final train metrics
+    label_smoothing: float = 0.0  # of the training loss only; reported losses are plain CE
+
+    def __post_init__(self) -> None:
+        if self.optimizer not in ("sgd", "adamw"):
+            raise ValueError(f"recipe optimizer {self.optimizer!r} is not one of ('sgd', 'adamw')")
+        budgets = {k: getattr(self, k) for k in ("epochs", "steps", "tokens") if getattr(self, k) is not None}
+        if len(budgets) != 1:
+            raise ValueError(f"a recipe needs exactly one budget of epochs | steps | tokens, got {budgets or 'none'}")
+        for key, value in (
+            *budgets.items(),
+            ("batch_size", self.batch_size),
+            ("eval_batch_size", self.eval_batch_size),
+            ("eval_every_epoch", self.eval_every_epoch),
+            ("eval_every_steps", self.eval_every_steps),
+            ("eval_examples", self.eval_examples),
+            ("eval_windows", self.eval_windows),
+        ):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"recipe {key} must be an integer >= 1, got {value!r}")
+        if not self.lr > 0:
+            raise ValueError(f"recipe lr must be > 0, got {self.lr!r}")
+        for key in ("warmup_fraction", "min_lr_fraction", "label_smoothing"):
+            if not 0 <= getattr(self, key) < 1:
+                raise ValueError(f"recipe {key} must lie in [0, 1), got {getattr(self, key)!r}")
+        if self.grad_clip is not None and not self.grad_clip > 0:
+            raise ValueError(f"recipe grad_clip must be None or > 0, got {self.grad_clip!r}")
+        if self.augment not in ("auto", True, False):
+            raise ValueError(f"recipe augment must be 'auto', true or false, got {self.augment!r}")
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Recipe:
+        """A ``Recipe`` from a config mapping; unknown keys raise ``ValueError`` listing the allowed ones."""
+        allowed = [f.name for f in fields(cls)]
+        unknown = sorted(set(d) - set(allowed))
+        if unknown:
+            raise ValueError(f"unknown recipe key(s) {unknown}; allowed: {allowed}")
+        return cls(**d)

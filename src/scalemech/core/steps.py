@@ -1,0 +1,214 @@
+"""The per-model steps of the workflow: one declaration each, for its job in ``pipeline.jobs``.
+
+A ``Step`` says which rule (and job function) it is, which experiment of the config plans it,
+which models it runs on, its files by name and its params. Everything that lists steps derives
+from ``STEPS``: the named inputs, outputs and params of the per-model rules
+(``workflow/rules/common.smk``) and of the CLI's step commands, the per-model tables that
+``collect_table`` gathers and the models each comes from, the tables each experiment writes,
+the experiments that need measure's pools (a config check), the steps whose benchmark records
+make the ``runtime`` table, and the CLI's model commands. It lives in ``core``, beside
+``layout``, so that the config's checks may read it, and imports nothing heavy: the CLI builds
+its commands from ``STEPS`` before any torch. A ``job`` below is the model's ``config.ModelJob``
+(typed ``Any``: core imports nothing above it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from .layout import Layout
+
+MODEL_FILES = {"model": "model.pt", "metrics": "metrics.json", "curve": "curve.csv"}  # in the model's directory
+DIRECTORIES = {"pools"}  # outputs that are directories
+
+
+def file(name: str, layout: Layout, dataset: str, model: str) -> str:
+    """One model's file ``name``: its dataset's prepared ``data``, a file of its model directory
+    (``MODEL_FILES``), its gradient ``pools``, or else its rows of the table ``name``."""
+    if name == "data":
+        return layout.data(dataset)
+    if name == "pools":
+        return layout.pools(dataset, model)
+    if name in MODEL_FILES:
+        return layout.model(dataset, model, MODEL_FILES[name])
+    return layout.per_model(name, dataset, model)
+
+
+@dataclass(frozen=True)
+class Step:
+    """Rule ``rule`` runs ``jobs.JOBS[rule]`` once for each model of ``models``."""
+
+    rule: str  # the rule and its job function
+    name: str  # its directory under logs/ and benchmarks/; its CLI command when it has ``help``
+    experiment: str  # the entry of the config's ``experiments`` that plans it ("train": every run)
+    models: str  # the models it runs on: "all", "trained", "pretrained" or "expanded" (expand.grids)
+    inputs: tuple[str, ...]  # its input files, by name (``file``)
+    outputs: tuple[str, ...]  # its output files, by name; those not in MODEL_FILES nor pools are tables
+    params: Callable[[dict[str, Any], Any], dict[str, Any]]  # its params, from the config and a model
+    derived: tuple[str, ...] = ()  # the run's tables that rules of their own make from its outputs
+    device: bool = True  # its job takes a device (a GPU when its grid asks for one)
+    help: str | None = None  # the help of its CLI command, ``scalemech <name>``; None: no command
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        """The per-model tables it writes, which ``collect_table`` gathers into the run's tables."""
+        return tuple(name for name in self.outputs if name not in MODEL_FILES and name not in DIRECTORIES)
+
+    @property
+    def reads_pools(self) -> bool:
+        """Whether it reads the gradient pools that measurement keeps (so needs ``measure``)."""
+        return "pools" in self.inputs
+
+
+def _keys(config: dict[str, Any], job: Any) -> dict[str, Any]:
+    return {"model_keys": job.keys(config["run"])}
+
+
+def _section(name: str) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
+    """The params of a step that takes its config section ``name`` whole."""
+    return lambda config, job: {**_keys(config, job), name: config[name]}
+
+
+def _train_params(config: dict[str, Any], job: Any) -> dict[str, Any]:
+    layout = Layout(config["run"])
+    return {
+        "spec": job.spec,
+        "recipe": job.recipe,
+        "seed": job.seed,
+        **_keys(config, job),
+        "compile": config["train"]["compile"],
+        "checkpoints": layout.checkpoints(job.dataset, job.name),
+        "snapshots": config["train"]["snapshots"],
+        "snapshot_dir": layout.snapshots(job.dataset, job.name),
+    }
+
+
+def _misalign_params(config: dict[str, Any], job: Any) -> dict[str, Any]:
+    return {**_keys(config, job), "misalign": config["misalign"], "interval_level": config["measure"]["interval_level"]}
+
+
+def _trajectory_params(config: dict[str, Any], job: Any) -> dict[str, Any]:
+    return {
+        **_keys(config, job),
+        "snapshot_dir": Layout(config["run"]).snapshots(job.dataset, job.name),
+        "measure": config["measure"],
+        "pool": config["trajectory"]["pool"],
+        "splits": config["trajectory"]["splits"],
+    }
+
+
+STEPS = {
+    step.rule: step
+    for step in (
+        Step(
+            "train_model",
+            "train",
+            "train",
+            "trained",
+            inputs=("data",),
+            outputs=("model", "metrics", "curve"),
+            params=_train_params,
+            derived=("training", "powerlaw", "runtime"),  # runtime: the job times of every run
+            help="train one model",
+        ),
+        Step(
+            "pin_pretrained",
+            "pretrained",
+            "train",
+            "pretrained",
+            inputs=(),
+            outputs=("model",),
+            params=lambda config, job: {"spec": job.spec},
+            device=False,
+        ),
+        Step(
+            "measure_model",
+            "measure",
+            "measure",
+            "all",
+            inputs=("data", "model"),
+            outputs=("covariance", "covmats", "signal", "dalign", "pools"),
+            params=_section("measure"),
+            derived=("benchmarks",),  # W5's cost at the measured dims
+            help="gradient statistics of one model (E2, E3, E5)",
+        ),
+        Step(
+            "misalign_model",
+            "misalign",
+            "misalign",
+            "all",
+            inputs=("dalign", "pools"),
+            outputs=("misalignment",),
+            params=_misalign_params,
+            device=False,  # E6 works on the stored pools, on the CPU
+            help="misalignment probability and certificates (E6)",
+        ),
+        Step(
+            "intervene_model",
+            "intervene",
+            "intervene",
+            "all",
+            inputs=("data", "model", "pools"),
+            outputs=("intervention",),
+            params=_section("intervene"),
+            help="zero-init residual parameter intervention (E7)",
+        ),
+        Step(
+            "expand_model",
+            "expand",
+            "expand",
+            "expanded",
+            inputs=("data", "model", "pools"),
+            outputs=("expansion",),
+            params=_section("expand"),
+            help="depth expansion with jumpboard and fallback (E8)",
+        ),
+        Step(
+            "trajectory_model",
+            "trajectory",
+            "trajectory",
+            "trained",
+            inputs=("data", "model"),
+            outputs=("trajectory",),
+            params=_trajectory_params,
+        ),
+    )
+}
+
+PER_MODEL_TABLES = tuple(table for step in STEPS.values() for table in step.tables)
+# The tables each experiment of the config's ``experiments`` writes; training's are in every run.
+EXPERIMENT_TABLES = {
+    experiment: tuple(
+        table for step in STEPS.values() if step.experiment == experiment for table in (*step.tables, *step.derived)
+    )
+    for experiment in dict.fromkeys(step.experiment for step in STEPS.values())
+}
+POOL_READERS = tuple(step.experiment for step in STEPS.values() if step.reads_pools)
+
+
+def run_tables(experiments: Iterable[str]) -> set[str]:
+    """The tables a run doing ``experiments`` (the config's list) writes: training's and theirs."""
+    return {name for step in ("train", *experiments) for name in EXPERIMENT_TABLES[step]}
+
+
+def inputs(rule: str, layout: Layout, dataset: str, model: str) -> dict[str, str]:
+    """The named inputs of per-model ``rule`` for ``dataset``/``model`` (names or wildcard patterns)."""
+    return {name: file(name, layout, dataset, model) for name in STEPS[rule].inputs}
+
+
+def outputs(rule: str, layout: Layout, dataset: str, model: str) -> dict[str, str]:
+    """The named outputs of per-model ``rule``."""
+    return {name: file(name, layout, dataset, model) for name in STEPS[rule].outputs}
+
+
+def params(rule: str, config: dict[str, Any], model_job: Any) -> dict[str, Any]:
+    """The params of per-model ``rule`` for ``model_job``."""
+    return STEPS[rule].params(config, model_job)
+
+
+def arguments(rule: str, config: dict[str, Any], model_job: Any) -> dict[str, Any]:
+    """The job arguments of per-model ``rule`` for ``model_job``: its named inputs, outputs and params."""
+    where = (Layout(config["run"]), model_job.dataset, model_job.name)
+    return {**inputs(rule, *where), **outputs(rule, *where), **params(rule, config, model_job)}

@@ -1,0 +1,71 @@
+"""Tidy tables: the only interface between measurement and figures.
+
+Column lists live in ``scalemech/schemas/tables.schema.yaml`` (linked from
+``workflow/schemas/``); every table starts with the model keys
+``run, dataset, family, depth, width, seed, model``.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from .integrity import verify, write_checked
+
+
+@cache
+def _schema() -> dict:
+    return yaml.safe_load(resources.files("scalemech").joinpath("schemas", "tables.schema.yaml").read_text())
+
+
+def model_keys() -> list[str]:
+    """The key columns that identify a model in every table."""
+    return list(_schema()["model_keys"])
+
+
+def timing_columns() -> list[str]:
+    """Columns that time the machine (seconds, throughput): the only ones two runs may differ in."""
+    return list(_schema()["timing"])
+
+
+def columns(table: str) -> list[str]:
+    """All columns of ``table``: model keys (unless the table is about no model), then its own."""
+    tables = _schema()["tables"]
+    if table not in tables:
+        raise KeyError(f"unknown table {table!r}; known tables: {sorted(tables)}")
+    keys = [] if table in _schema()["unkeyed"] else model_keys()
+    return keys + list(tables[table]["columns"])
+
+
+def check_columns(frame: pd.DataFrame, table: str, required: list[str] | None = None) -> pd.DataFrame:
+    """Raise ``ValueError`` naming every column of ``table`` (or of ``required``) missing from ``frame``."""
+    wanted = columns(table) if required is None else required
+    missing = [c for c in wanted if c not in frame.columns]
+    if missing:
+        raise ValueError(f"table {table!r} lacks column(s) {missing}; it has {list(frame.columns)}")
+    return frame
+
+
+def write_table(frame: pd.DataFrame, path: str | Path, table: str) -> None:
+    """Check ``frame`` against the schema of ``table``, then write it as CSV or parquet by suffix,
+    atomically and with a sha256 sidecar (``scalemech.core.integrity``)."""
+    check_columns(frame, table)
+    path = Path(path)
+    ordered = frame[columns(table) + [c for c in frame.columns if c not in columns(table)]]
+    if path.suffix == ".parquet":
+        write_checked(path, lambda tmp: ordered.to_parquet(tmp, index=False))
+    else:
+        write_checked(path, lambda tmp: ordered.to_csv(tmp, index=False))
+
+
+def read_table(path: str | Path, table: str) -> pd.DataFrame:
+    """Read a CSV/parquet table and check it has the columns of ``table``; a table written by
+    ``write_table`` must still match its sha256 (a truncated or edited file is refused by name)."""
+    path = Path(path)
+    verify(path, required=False)
+    frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+    return check_columns(frame, table)

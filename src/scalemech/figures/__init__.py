@@ -1,0 +1,59 @@
+"""Figures F1–F9 of docs/science.md §5, one module per figure (``f1_covariance`` …), drawn from tidy
+tables only; ``common`` holds what they share, ``aggregate`` what they share with the report.
+
+Each ``fig_<name>(tables..., out)`` checks the columns it needs
+(``scalemech.core.tables.check_columns``), drops rows with NaN (an estimate that is undefined:
+counted in a note printed under the figure) and writes ``out`` as PDF and PNG with the same
+stem. No finite value is dropped: estimates that can come out ≤ 0 (‖μ‖², d_align, loss
+changes, ratios) sit on linear or symlog axes with a zero line, each insertion point's
+estimate with its interval (``_estimates``); a marker is filled where the interval excludes
+the null value (0; 1/2 for a misalignment probability) and open, with a grey bar, where it
+does not ("not detectable"). Lines run through the median over all estimates, negative ones
+included. Lines differ in colour (viridis, whose lightness rises monotonically, so it survives
+grayscale printing), marker and line style. Per-point figures (F1, F7) place an insertion point
+at its relative depth l/L (``relative_depth``), so models of different depths line up. A family
+with a single depth shows no trend in depth: F2 and F3 leave it out and say so under the figure.
+``FIGURES`` maps each figure's file stem to its function and the tables it reads, from the
+``STEM``, ``draw`` and ``TABLES`` of each figure module (``figure_modules``: every ``f<k>_<name>``
+of the package, by ``k``); ``make_figure`` draws one from a tables folder.
+
+F3 and F7 show per-model values: seeds aggregated by the mean (``over_seeds``); F6 one value per
+model, the median over its insertion points (``over_points``) with their range.
+References: matplotlib (Hunter 2007), seaborn (Waskom 2021).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+
+from ..core.tables import read_table
+from .aggregate import table_path
+from .common import DPI
+
+
+def figure_modules() -> list[ModuleType]:
+    """The figure modules of this package, ``f<k>_<name>``, by ``k``: each names its file ``STEM``, its
+    ``TABLES`` and ``draw``."""
+    names = [m.name for m in pkgutil.iter_modules(__path__) if re.fullmatch(r"f\d+_\w+", m.name)]
+    ordered = sorted(names, key=lambda name: int(name[1:].split("_")[0]))
+    return [importlib.import_module(f"{__name__}.{name}") for name in ordered]
+
+
+FIGURES: dict[str, tuple[Callable[..., None], list[str]]] = {m.STEM: (m.draw, m.TABLES) for m in figure_modules()}
+
+
+def make_figure(stem: str, tables_dir: str | Path, out_dir: str | Path, *, dpi: int = DPI) -> Path:
+    """Draw figure ``stem`` from ``tables_dir/<table>.csv`` (covmats: ``.parquet``) into
+    ``out_dir/<stem>.{pdf,png}``; returns the PDF path."""
+    if stem not in FIGURES:
+        raise KeyError(f"unknown figure {stem!r}; known figures: {sorted(FIGURES)}")
+    draw, tables = FIGURES[stem]
+    frames = [read_table(table_path(tables_dir, table), table) for table in tables]
+    out = Path(out_dir) / f"{stem}.pdf"
+    draw(*frames, out, dpi=dpi)
+    return out

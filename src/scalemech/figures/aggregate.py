@@ -1,0 +1,63 @@
+"""Aggregation shared by the figures (``scalemech.figures``) and the claims report (``scalemech.report``):
+seeds and insertion points collapsed, the misalignment table's default (M, K), flags read from CSV."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..core.tables import model_keys
+
+GRID_KEYS = ["dataset", "family", "depth", "width"]  # a grid cell: what seeds are averaged over
+
+
+def over_points(frame: pd.DataFrame, values: Sequence[str], by: Sequence[str] = ()) -> pd.DataFrame:
+    """Median of ``values`` over insertion points: one row per model (× ``by``)."""
+    keys = model_keys() + list(by)
+    return frame.groupby(keys, as_index=False, dropna=False)[list(values)].median()
+
+
+def over_seeds(frame: pd.DataFrame, values: Sequence[str], by: Sequence[str] = ()) -> pd.DataFrame:
+    """Mean of ``values`` over seeds: one row per (dataset, family, depth, width) (× ``by``)."""
+    keys = GRID_KEYS + list(by)
+    return frame.groupby(keys, as_index=False, dropna=False)[list(values)].mean()
+
+
+def default_mk(misalignment: pd.DataFrame) -> tuple[int, int]:
+    """The largest ``M = K`` at which some ``p_misalign > 0``; else the largest ``M = K``; else the largest (M, K)."""
+    square = misalignment[misalignment["M"] == misalignment["K"]]
+    positive = square[square["p_misalign"] > 0]
+    pool = positive if len(positive) else square if len(square) else misalignment
+    if pool.empty:
+        raise ValueError("misalignment table has no rows to pick (M, K) from")
+    M, K = pool.sort_values(["M", "K"]).iloc[-1][["M", "K"]]
+    return int(M), int(K)
+
+
+def choose(frame: pd.DataFrame, column: str, wanted: object | None) -> object:
+    """``wanted`` if ``frame[column]`` holds it, the first sorted value when ``wanted`` is None."""
+    present = sorted(frame[column].dropna().unique())
+    if not present:
+        raise ValueError(f"column {column!r} holds no values to choose from")
+    if wanted is None:
+        return present[0]
+    if wanted not in present:
+        raise ValueError(f"{column}={wanted!r} is not in the table; allowed: {present}")
+    return wanted
+
+
+def as_flag(values: pd.Series) -> pd.Series:
+    """A boolean column as floats 1/0, NaN where missing (CSV gives bools, strings or NaN)."""
+    text = values.astype(str).str.strip().str.lower()
+    return pd.Series(
+        np.where(text.isin(["true", "1", "1.0"]), 1.0, np.where(text.isin(["false", "0", "0.0"]), 0.0, np.nan)),
+        index=values.index,
+    )
+
+
+def table_path(tables_dir: str | Path, table: str) -> Path:
+    """Where the workflow keeps ``table``: ``<tables_dir>/<table>.csv`` (covmats: ``.parquet``)."""
+    return Path(tables_dir) / f"{table}{'.parquet' if table == 'covmats' else '.csv'}"

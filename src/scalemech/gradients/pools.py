@@ -1,0 +1,177 @@
+"""On-disk gradient pools: the rows ``Q`` (n×D) of one split × point × view, memory-mapped and checked on
+every open (``PoolError``), written batch by batch (``PoolWriter``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ..data.store import DataError, checked_npy, file_record
+from ..stats import cross_grams
+
+POOL_DTYPES = ("float16", "float32")
+
+
+def pool_path(pool_dir: str | Path, split: str, point: str, view: str) -> Path:
+    """Where the pool of ``split`` × ``point`` × ``view`` lives under ``pool_dir`` (no suffix)."""
+    return Path(pool_dir) / split / point / view
+
+
+def measured_points(pool_dir: str | Path) -> list[str]:
+    """The points whose pools ``pool_dir`` holds, in model order (from the pools' own metadata)."""
+    metas = [json.loads(p.read_text()) for p in sorted(Path(pool_dir).glob("*/*/*.json"))]
+    if not metas:
+        raise FileNotFoundError(f"no gradient pools under {pool_dir}; run the measurement first")
+    return [point for _, point in sorted({(m["point_index"], m["point"]) for m in metas})]
+
+
+class PoolError(DataError):
+    """A stored gradient pool is incomplete, modified or corrupt; re-running the measurement rewrites it."""
+
+
+def _checked_array(path: Path, meta_file: Path, record: dict | None, verify: bool) -> np.ndarray:
+    """Memory-map the pool file at ``path`` after checking it against its ``record`` in ``meta_file``
+    (``store.checked_npy``)."""
+    redo = "re-run the measurement that wrote this pool"
+    if record is None:
+        raise PoolError(f"{path}: no checksum in {meta_file} (a pool from an older version); {redo}")
+    return checked_npy(path, record, meta_file.name, redo, PoolError, mmap_mode="r", verify=verify)
+
+
+class GradientPool:
+    """Rows ``q_i`` (n×D) of one split × point × view, stored as three files at ``path``:
+
+    - ``<path>.npy``: ``q_i / s_i`` in float16 or float32 (memory-mapped), ``s_i = max_k |q_ik|``
+      (1 for a zero row), so float16 rows stay in range whatever the gradient's magnitude;
+    - ``<path>.scale.npy``: the float64 row scales ``s_i``;
+    - ``<path>.json``: ``n``, ``dim``, ``dtype``, labels (``split``, ``point``, ``point_index``,
+      ``view``, ``stream_shape``) and ``files``: bytes, shape, dtype and sha256 of both ``.npy``
+      files (sha256 None for a scratch pool, ``create(checksum=False)``); written last by
+      ``finish``, so a pool with it is complete.
+
+    Opening checks both files' size and header against ``files``, and their sha256 (up to
+    ``SHA256_VERIFY_MAX_BYTES``, as for prepared data) unless ``verify`` is False; a mismatch
+    raises ``PoolError`` naming the file.
+    """
+
+    def __init__(self, path: str | Path, verify: bool = True):
+        self.path = Path(path)
+        meta_file = self.path.with_suffix(".json")
+        if not meta_file.exists():
+            raise FileNotFoundError(f"no finished gradient pool at {self.path} ({meta_file.name} missing)")
+        try:
+            self.meta = json.loads(meta_file.read_text())
+        except json.JSONDecodeError as err:
+            raise PoolError(f"{meta_file}: unreadable ({err}); re-run the measurement that wrote this pool") from err
+        files = self.meta.get("files", {})
+        scaled_file, scale_file = self.path.with_suffix(".npy"), self.path.with_suffix(".scale.npy")
+        self.scaled = _checked_array(scaled_file, meta_file, files.get(scaled_file.name), verify)  # (n, D)
+        self.scale = np.array(_checked_array(scale_file, meta_file, files.get(scale_file.name), verify))  # (n,)
+
+    @staticmethod
+    def create(path: str | Path, n: int, dim: int, dtype: str, checksum: bool = True, **labels) -> PoolWriter:
+        """A ``PoolWriter`` for ``n`` rows of length ``dim`` stored in ``dtype`` (float16 | float32);
+        without ``checksum`` no sha256 is computed (a scratch pool, opened only with ``verify=False``)."""
+        return PoolWriter(Path(path), n, dim, dtype, labels, checksum)
+
+    @property
+    def n(self) -> int:
+        return int(self.meta["n"])
+
+    @property
+    def dim(self) -> int:
+        return int(self.meta["dim"])
+
+    def rows(self, start: int = 0, stop: int | None = None, device: torch.device | str = "cpu") -> Tensor:
+        """Rows ``q_start … q_stop-1`` as float64 (b, D) on ``device``."""
+        stop = self.n if stop is None else stop
+        scaled = torch.from_numpy(np.array(self.scaled[start:stop])).to(device, torch.float64)
+        return scaled * torch.from_numpy(self.scale[start:stop]).to(device)[:, None]
+
+    def mean(self, device: torch.device | str = "cpu", chunk_rows: int = 1024) -> Tensor:
+        """``(1/n) Σ_i q_i`` (D,), float64."""
+        total = sum(self.rows(s, s + chunk_rows, device).sum(0) for s in range(0, self.n, chunk_rows))
+        return total / self.n
+
+    def gram(
+        self, other: GradientPool | None = None, device: torch.device | str = "cpu", chunk_cols: int = 8192
+    ) -> Tensor:
+        """``Q_a Q_bᵀ`` (n_a × n_b, float64; ``b = a`` when ``other`` is None), summed over column chunks
+        (``grams``)."""
+        return self.grams([other], device, chunk_cols)[0]
+
+    def grams(
+        self, others: Sequence[GradientPool | None], device: torch.device | str = "cpu", chunk_cols: int = 8192
+    ) -> list[Tensor]:
+        """``[Q_a Q_bᵀ for b in others]`` (``b = a`` where None), float64, from one pass over the
+        column chunks of every pool (``stats.cross_grams``).
+
+        ``G_ij = s_i t_j Σ_k Q̃_ik R̃_jk`` from the stored scaled rows; only a column chunk of
+        each pool is in memory at a time (docs/science.md §4).
+        """
+        pools = [self if other is None else other for other in others]
+        for b in pools:
+            if b.dim != self.dim:
+                raise ValueError(
+                    f"pools of different lengths: {self.path} has D = {self.dim}, {b.path} has D = {b.dim}"
+                )
+        crosses = cross_grams(self.scaled, [None if o is None else o.scaled for o in others], chunk_cols, device)
+        a_scale = torch.from_numpy(self.scale).to(device)
+        return [
+            cross * a_scale[:, None] * torch.from_numpy(b.scale).to(device)[None, :] for cross, b in zip(crosses, pools)
+        ]
+
+
+class PoolWriter:
+    """Fills a ``GradientPool`` batch by batch (``write``, appended to the ``.npy`` file, which is
+    not memory-mapped: written rows leave the process), then ``finish`` makes it readable."""
+
+    def __init__(self, path: Path, n: int, dim: int, dtype: str, labels: dict, checksum: bool = True):
+        if dtype not in POOL_DTYPES:
+            raise ValueError(f"pool dtype {dtype!r}; allowed: {POOL_DTYPES}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.with_suffix(".json").unlink(missing_ok=True)
+        self.path, self.meta = path, {"n": n, "dim": dim, "dtype": dtype, **labels}
+        self.shape, self.dtype = (n, dim), np.dtype(dtype)
+        self.file = path.with_suffix(".npy").open("wb")
+        header = {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False, "shape": self.shape}
+        np.lib.format.write_array_header_1_0(self.file, header)
+        self.scale = np.ones(n, dtype=np.float64)
+        self.filled, self.checksum = 0, checksum
+
+    def write(self, rows: Tensor) -> None:
+        """Append ``rows`` (b, D)."""
+        stop = self.filled + rows.shape[0]
+        if stop > self.shape[0] or rows.shape[1] != self.shape[1]:
+            raise ValueError(
+                f"rows of shape {tuple(rows.shape)} after {self.filled} rows do not fit the pool "
+                f"{self.path} of shape {self.shape}"
+            )
+        # A float32 pool takes single-precision rows' quotients in float32: operands and result in
+        # float32, that is the float64 quotient rounded once. A float16 pool needs the float64 one (a
+        # float32 quotient of float32 rows can land on a float16 midpoint and round the other way).
+        wide = rows.dtype == torch.float64 or self.dtype == np.float16
+        rows = rows.detach().double() if wide else rows.detach().float()
+        scale = rows.abs().amax(dim=1)
+        scale = torch.where(scale > 0, scale, 1.0)  # (b,), exact
+        self.file.write((rows / scale[:, None]).cpu().numpy().astype(self.dtype, copy=False).tobytes())
+        self.scale[self.filled : stop] = scale.double().cpu().numpy()
+        self.filled = stop
+
+    def finish(self) -> GradientPool:
+        """Flush; write the scales, then the metadata with each file's record; return the pool for reading."""
+        if self.filled != self.shape[0]:
+            raise ValueError(f"pool {self.path} got {self.filled} of its {self.shape[0]} rows")
+        self.file.close()
+        np.save(self.path.with_suffix(".scale.npy"), self.scale)
+        files = {
+            p.name: file_record(p, self.checksum)
+            for p in (self.path.with_suffix(suffix) for suffix in (".npy", ".scale.npy"))
+        }
+        self.path.with_suffix(".json").write_text(json.dumps({**self.meta, "files": files}, indent=1))
+        return GradientPool(self.path, verify=False)  # just written

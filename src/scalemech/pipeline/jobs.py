@@ -1,0 +1,394 @@
+"""What each rule of the workflow (or each CLI command) does: one function per rule.
+
+Every job function takes keyword-only arguments named exactly like its rule's ``input``,
+``output`` and ``params``, so every rule runs the one script ``workflow/scripts/job.py``::
+
+    jobs.run(snakemake)  ==  JOBS[rule](**input, **output, **params, **execution settings)
+
+Execution settings (``execution``: the device, how often training checkpoints) say how a job
+runs, not what it computes; they come from the config at run time, not as params, so changing
+them reruns nothing. Per-model rules take their paths and params from their declaration in
+``core.steps`` (``steps.inputs``, ``outputs`` and ``params``), which the rules
+(``workflow/rules/common.smk``) and the CLI both use.
+Config sections travel whole (``measure=config["measure"]``) into functions whose keyword
+names are the section's keys: the schema is the one home of every default.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+import logging
+import sys
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+
+from ..core import tables
+from ..core.device import resolve_device
+from ..core.integrity import save_torch, write_text
+from ..data import load_prepared, prepare_dataset
+from ..models import build_model, load_model
+
+log = logging.getLogger("scalemech")
+
+JOBS: dict[str, Callable[..., None]] = {}
+
+
+def job(function: Callable[..., None]) -> Callable[..., None]:
+    """Register ``function`` as the job of the rule of the same name."""
+    JOBS[function.__name__] = function
+    return function
+
+
+@contextlib.contextmanager
+def job_context(log_path: str | None, threads: int) -> Iterator[None]:
+    """Send progress bars and log records to ``log_path`` and use ``threads`` torch threads.
+
+    An exception leaving the block is written to ``log_path`` (a one-line summary, then the
+    traceback) before it propagates, so the log a failed job points to says why it failed; the
+    summary also goes to the job's own stderr (Snakemake's console), which a full disk cannot stop.
+    """
+    console = sys.stderr
+    torch.set_num_threads(threads)
+    stream = open(log_path, "a", buffering=1) if log_path else sys.stderr
+    handler = logging.StreamHandler(stream)
+    logging.basicConfig(
+        handlers=[handler], level=logging.INFO, force=True, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        with contextlib.redirect_stderr(stream):
+            yield
+    except Exception as err:
+        if log_path:
+            summary = f"job failed: {type(err).__name__}: {' '.join(str(err).split()) or '(no message)'}"
+            print(summary, file=console)
+            with contextlib.suppress(OSError):  # the disk may be full
+                stream.write(f"{summary}\n{''.join(traceback.format_exception(err))}")
+        raise
+    finally:
+        if log_path:
+            logging.getLogger().removeHandler(handler)  # no records to a closed file
+            with contextlib.suppress(OSError):
+                stream.close()
+
+
+def execution(config: dict[str, Any], gpus: int = 0) -> dict[str, Any]:
+    """How jobs run (not what they compute), from a validated config: passed to the jobs that take
+    them. ``gpus``: the GPUs the job was given (its grid's ``resources.gpu``); with one, the job
+    must compute on it."""
+    return {"device": config["device"], "gpus": gpus, "checkpoint_every": config["train"]["checkpoint_every"]}
+
+
+def call(rule: str, arguments: dict[str, Any], settings: dict[str, Any]) -> None:
+    """Run the job of ``rule`` with its named ``arguments`` and the execution ``settings`` it takes.
+
+    A job that takes a ``device`` gets it resolved here, once, before any work: a job given a GPU
+    where torch cannot use CUDA fails now, in one line (``DeviceError``), not after hours on CPUs.
+    """
+    function = JOBS[rule]
+    taken = inspect.signature(function).parameters
+    if "device" in taken:
+        settings = {**settings, "device": resolve_device(settings["device"], gpu_required=settings["gpus"] > 0)}
+    function(**arguments, **{k: v for k, v in settings.items() if k in taken})
+
+
+def run(smk: Any) -> None:
+    """Run the job of a Snakemake rule from its ``snakemake`` object, logging to its log file."""
+    with job_context(smk.log[0] if smk.log else None, smk.threads):
+        call(
+            smk.rule,
+            {**dict(smk.input.items()), **dict(smk.output.items()), **dict(smk.params.items())},
+            execution(smk.config, int(smk.resources.get("gpu", 0))),
+        )
+
+
+# -- data and training -------------------------------------------------------------------------
+@job
+def prepare_data(*, data: str, dataset: str, settings: dict[str, Any], offline: bool) -> None:
+    """Prepare ``dataset`` from its config block ``settings`` into the directory ``data``."""
+    manifest = prepare_dataset(dataset, settings, data, offline=offline)
+    log.info("prepared %s: %s", dataset, json.dumps(manifest.get("shapes", {})))
+
+
+def keys_of(keys: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+    """Table keys of a model: the job's keys with depth and width as the model's spec states them."""
+    return {**keys, "depth": spec["depth"], "width": spec["width"]}
+
+
+@job
+def train_model(
+    *,
+    data: str,
+    model: str,
+    metrics: str,
+    curve: str,
+    spec: dict[str, Any],
+    recipe: dict[str, Any],
+    seed: int,
+    model_keys: dict[str, Any],
+    compile: bool,
+    checkpoints: str,
+    snapshots: int,
+    snapshot_dir: str,
+    device: torch.device,
+    checkpoint_every: int,
+) -> None:
+    """Train one grid model (E1): ``train`` writes ``model``, ``metrics`` (with the model's table keys)
+    and ``curve`` into the model's directory."""
+    from ..core.recipe import Recipe
+    from ..tasks import task_for
+    from ..training.train import train
+
+    prepared = load_prepared(data)
+    full_spec = {**spec, **task_for(prepared, spec.get("block_size")).spec_keys()}
+    train(
+        full_spec,
+        Recipe.from_dict(recipe),
+        prepared,
+        Path(model).parent,
+        Path(checkpoints),
+        seed=seed,
+        device=device,
+        checkpoint_every=checkpoint_every,
+        compile=compile,
+        labels=keys_of(model_keys, full_spec),
+        snapshots=snapshots,
+        snapshot_dir=snapshot_dir,
+    )
+
+
+@job
+def pin_pretrained(*, model: str, spec: dict[str, Any]) -> None:
+    """Record a pretrained checkpoint as ``model`` (its spec only; weights stay in the hub cache)."""
+    built = build_model(spec)
+    save_torch(model, {"spec": {**spec, "depth": built.depth, "width": built.width}})
+    log.info(
+        "pinned %s at revision %s: depth %d, width %d",
+        spec["checkpoint"],
+        spec.get("revision"),
+        built.depth,
+        built.width,
+    )
+
+
+@job
+def training_table(*, metrics: Sequence[str], table: str) -> None:
+    """The ``training`` table: one row per model's ``metrics.json``."""
+    tables.write_table(pd.DataFrame([json.loads(Path(p).read_text()) for p in metrics]), table, "training")
+
+
+@job
+def powerlaw_table(*, training: str, table: str) -> None:
+    """D4: the ``powerlaw`` table, Paper D's law of test loss in depth and width fitted per (dataset, family)."""
+    from ..stats.powerlaw import powerlaw_table as fitted
+
+    tables.write_table(fitted(tables.read_table(training, "training")), table, "powerlaw")
+
+
+# -- measurement and experiments ---------------------------------------------------------------
+def _loaded(model: str, data: str, keys: dict[str, Any], device: torch.device):
+    """``(model, data, keys, payload)`` for a model job: the model in eval mode on ``device``, and what
+    ``model.pt`` holds beside the weights."""
+    loaded, payload = load_model(model, map_location=device)
+    return loaded, load_prepared(data), keys_of(keys, payload["spec"]), payload
+
+
+@job
+def measure_model(
+    *,
+    data: str,
+    model: str,
+    covariance: str,
+    covmats: str,
+    signal: str,
+    dalign: str,
+    pools: str,
+    model_keys: dict[str, Any],
+    measure: dict[str, Any],
+    device: torch.device,
+) -> None:
+    """E2/E3/E5 of one model: one file per table, and the gradient pools under ``pools``."""
+    from ..experiments import measure as measure_tables
+
+    loaded, prepared, keys, _ = _loaded(model, data, model_keys, device)
+    frames = measure_tables(loaded, prepared, keys, pools, device=device, **measure)
+    for name, path in (("covariance", covariance), ("covmats", covmats), ("signal", signal), ("dalign", dalign)):
+        tables.write_table(frames[name], path, name)
+
+
+def _model_experiment(
+    experiment: Callable[..., pd.DataFrame],
+    table: str,
+    out: str,
+    data: str,
+    model: str,
+    pools: str,
+    keys: dict[str, Any],
+    settings: dict[str, Any],
+    device: torch.device,
+) -> None:
+    """Write ``table`` of ``experiment(model, data, pools, keys, device, **settings)`` to ``out``."""
+    loaded, prepared, model_keys, _ = _loaded(model, data, keys, device)
+    tables.write_table(experiment(loaded, prepared, pools, model_keys, device=device, **settings), out, table)
+
+
+@job
+def misalign_model(
+    *,
+    dalign: str,
+    pools: str,
+    misalignment: str,
+    model_keys: dict[str, Any],
+    misalign: dict[str, Any],
+    interval_level: float,
+) -> None:
+    """E6 at every measured point (read from the pools), over the (M, K) grid of ``misalign.sizes``;
+    the interval of ``E = μ_trᵀμ_te`` at ``measure.interval_level``."""
+    from ..experiments import misalignment as misalignment_table
+
+    measured = tables.read_table(dalign, "dalign").sort_values("point_index")
+    keys = measured.iloc[0][tables.model_keys()].to_dict()
+    frame = misalignment_table(pools, keys, measured, interval_level=interval_level, **misalign)
+    tables.write_table(frame, misalignment, "misalignment")
+
+
+@job
+def intervene_model(
+    *,
+    data: str,
+    model: str,
+    pools: str,
+    intervention: str,
+    model_keys: dict[str, Any],
+    intervene: dict[str, Any],
+    device: torch.device,
+) -> None:
+    """E7 at every measured point and view, on the very examples whose gradients the pools hold."""
+    from ..experiments import intervene as intervene_table
+
+    _model_experiment(intervene_table, "intervention", intervention, data, model, pools, model_keys, intervene, device)
+
+
+@job
+def expand_model(
+    *,
+    data: str,
+    model: str,
+    pools: str,
+    expansion: str,
+    model_keys: dict[str, Any],
+    expand: dict[str, Any],
+    device: torch.device,
+) -> None:
+    """E8 at the measured points (or ``expand.points``): insert, jumpboard, train, fall back, control."""
+    from ..experiments import expand as expand_table
+
+    settings = {k: v for k, v in expand.items() if k != "grids"}  # grids: which models the workflow expands
+    _model_experiment(expand_table, "expansion", expansion, data, model, pools, model_keys, settings, device)
+
+
+@job
+def trajectory_model(
+    *,
+    data: str,
+    model: str,
+    trajectory: str,
+    model_keys: dict[str, Any],
+    snapshot_dir: str,
+    measure: dict[str, Any],
+    pool: int,
+    splits: Sequence[str],
+    device: torch.device,
+) -> None:
+    """E10: the alignment statistics at every weight snapshot of this model's training run."""
+    from ..experiments import trajectory as trajectory_table
+
+    loaded, prepared, keys, payload = _loaded(model, data, model_keys, device)
+    settings = {k: measure[k] for k in ("points", "batch_size", "interval_level", "seed")}
+    frame = trajectory_table(
+        loaded,
+        prepared,
+        Path(snapshot_dir) / payload["identity"],
+        keys,
+        pool=pool,
+        splits=splits,
+        device=device,
+        **settings,
+    )
+    tables.write_table(frame, trajectory, "trajectory")
+
+
+@job
+def cost_table(*, dalign: str, table: str, cost: dict[str, Any]) -> None:
+    """W5: time the Gram U-statistics against the covariance at every D measured in this run."""
+    from ..stats.cost import cost_table as timings
+
+    dims = tables.read_table(dalign, "dalign")["dim"].astype(int).tolist()
+    tables.write_table(timings(dims, **cost), table, "benchmarks")
+
+
+@job
+def runtime_table(*, records: Sequence[str], table: str) -> None:
+    """The ``runtime`` table: one row per benchmark record ``benchmarks/<run>/<step>/<job>.tsv``
+    (Snakemake's ``benchmark:`` files: wall seconds ``s``, ``cpu_time``, ``max_rss`` in MB)."""
+    rows = []
+    for path in map(Path, records):
+        record = pd.read_csv(path, sep="\t").iloc[-1]
+        step, *name = path.with_suffix("").parts[2:]
+        rows.append(
+            {
+                "step": step,
+                "job": "/".join(name),
+                "wall_seconds": float(record["s"]),
+                "cpu_seconds": float(record["cpu_time"]),
+                "max_rss_mb": float(pd.to_numeric(record["max_rss"], errors="coerce")),
+            }
+        )
+    tables.write_table(pd.DataFrame(rows), table, "runtime")
+
+
+@job
+def collect_table(*, parts: Sequence[str], table: str, name: str) -> None:
+    """The table ``name`` from its per-model files."""
+    tables.write_table(pd.concat([tables.read_table(p, name) for p in parts], ignore_index=True), table, name)
+
+
+# -- figures and report --------------------------------------------------------------------------
+@job
+def figure(*, tables: Sequence[str], code: Sequence[str], caption: str, pdf: str, png: str, stem: str) -> None:
+    """Figure ``stem`` from the run's tables. ``code`` (the plotting modules) is an input so that
+    editing them reruns the figures; ``snakemake --report`` shows ``caption`` beside it."""
+    from ..figures import make_figure
+
+    make_figure(stem, Path(tables[0]).parent, Path(pdf).parent)  # writes <stem>.pdf and <stem>.png
+
+
+@job
+def claims_report(
+    *,
+    tables: Sequence[str],
+    figures: Sequence[str],
+    cost: str,
+    runtime: str,
+    code: Sequence[str],
+    captions: Sequence[str],
+    report: str,
+    front_page: str,
+) -> None:
+    """``report.md``: the claims table with verdicts, every figure with its caption (``captions``:
+    ``workflow/report/*.rst``) and the runtime of the run's jobs (``cost`` and ``runtime`` are read
+    from the tables directory); ``front_page``: the description and the verdicts for the first
+    page of ``snakemake --report``."""
+    from ..report import write_report
+    from ..report.frontpage import front_page as first_page
+
+    captions_dir = Path(captions[0]).parent
+    verdicts = write_report(Path(tables[0]).parent, Path(figures[0]).parent, report, captions_dir=captions_dir)
+    description = (captions_dir / "workflow.rst").read_text()
+    write_text(front_page, first_page(description, verdicts, {Path(f).name for f in figures}))

@@ -1,0 +1,218 @@
+"""``make docs``: the README's results block and ``docs/quick/`` regenerated from a finished run.
+
+    python -m scalemech.pipeline.readme --run quick
+
+copies the run's ``report.md``, run record and figure PNGs into ``docs/<run>/`` and rewrites the
+README between ``<!-- results:<run>:start -->`` and ``<!-- results:<run>:end -->``: the machine, date,
+wall time and CPU time of the command that made it (``results/<run>/reproduce.json``,
+``scalemech.pipeline.runrecord``),
+the verdict table as ``report.md`` has it (its links pointed into ``docs/<run>/``), what moved
+since the run shown before (``docs/<run>/report.md`` and ``reproduce.json`` before they are
+replaced), and a few figures. With ``--not-run-ok`` a run without a report gets a block saying it
+has not been made. Nothing is typed by hand; ``tests/test_readme.py`` checks that the README's
+table is ``docs/<run>/report.md``'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..report.document import link_text
+
+
+@dataclass(frozen=True)
+class RunDocs:
+    """How a run is made and which of its figures the README shows."""
+
+    command: str
+    shown: list[str]
+
+
+RUNS = {
+    "quick": RunDocs(
+        "make reproduce",
+        [
+            "F4_dalign_vs_width",
+            "F8_dalign_over_training",
+            "F5_misalignment",
+            "F6_intervention",
+            "F2_signal_decay",
+            "F7_expansion",
+        ],
+    ),
+    "paper-widths": RunDocs("make paper-widths", ["F9_dalign_at_paper_widths", "F8_dalign_over_training"]),
+}
+
+
+def run_docs(run: str) -> RunDocs:
+    """``RUNS[run]``; another run is documented like quick."""
+    return RUNS.get(run, RUNS["quick"])
+
+
+def markers(run: str) -> tuple[str, str]:
+    """The README comments around ``run``'s block."""
+    return f"<!-- results:{run}:start -->", f"<!-- results:{run}:end -->"
+
+
+def claims_table(report_md: str) -> list[str]:
+    """The lines of the claims table of a ``report.md`` (header, rule line, one row per claim)."""
+    lines = report_md.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| claim |"))
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
+    return lines[start:end]
+
+
+def linked_from(folder: str, lines: list[str]) -> list[str]:
+    """``lines`` of ``folder/report.md`` with their relative links pointed into ``folder``
+    (``(#d1)`` → ``(folder/report.md#d1)``, ``(F4.png)`` → ``(folder/F4.png)``)."""
+    relative = re.compile(r"\]\((?![a-z]+:|/)(#?)([^)]*)\)")
+    return [relative.sub(lambda m: f"]({folder}/{'report.md#' if m[1] else ''}{m[2]})", line) for line in lines]
+
+
+def deciding_numbers(report_md: str) -> dict[str, tuple[str, str]]:
+    """claim → (verdict, deciding number) from a ``report.md``'s verdict table; empty for a table
+    without a ``deciding number`` column (written before issue 23)."""
+    header, _, *rows = [
+        [cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]] for line in claims_table(report_md)
+    ]
+    if "deciding number" not in header:
+        return {}
+    claim, verdict, number = (header.index(name) for name in ("claim", "verdict", "deciding number"))
+    return {link_text(row[claim]): (row[verdict], row[number]) for row in rows}
+
+
+def _machine(record: dict) -> str:
+    caps = record.get("kernel_caps") or {}
+    kernels = f", CPU kernels capped with {' '.join(f'{k}={v}' for k, v in caps.items())}" if caps else ""
+    return f"{record['cores']} cores of an {record['cpu']} (no GPU{kernels}), {record['date']}"
+
+
+def between_runs(previous_md: str | None, previous: dict | None, report_md: str) -> list[str]:
+    """What moved between the run shown before and this one, measured from their verdict tables; a
+    placeholder saying what is missing where there is no earlier table of this form."""
+    before, now = deciding_numbers(previous_md) if previous_md else {}, deciding_numbers(report_md)
+    if not before:
+        return [
+            "**Between runs** (filled by `make docs`): not measured yet. It needs the previous run's "
+            "`docs/<run>/report.md` with a *deciding number* column; the next "
+            "`make reproduce` + `make docs` compares the two and lists every number that moved."
+        ]
+    moved = [claim for claim in now if claim in before and before[claim] != now[claim]]
+    verdicts = sum(before[claim][0] != now[claim][0] for claim in moved)
+    lines = [
+        f"**Between runs**: against the run shown before ({_machine(previous) if previous else 'no record'}), "
+        f"{verdicts} of {len(now)} "
+        f"verdicts changed and {len(moved)} deciding numbers moved"
+        + (":" if moved else "; every number came out the same."),
+    ]
+    if moved:
+        lines += ["", "| claim | run before | this run |", "|---|---|---|"]
+        lines += [
+            f"| {claim} | {before[claim][0]}: {before[claim][1]} | {now[claim][0]}: {now[claim][1]} |"
+            for claim in moved
+        ]
+    return lines
+
+
+def results_block(run: str, report_md: str, record: dict, shown: list[str], moved: list[str]) -> str:
+    """The README block: where the numbers came from, the verdict table, what ``moved`` since the
+    run shown before, the figures ``shown``."""
+    start, end = markers(run)
+    minutes, seconds = divmod(round(record["wall_seconds"]), 60)
+    figures = [f"![{stem}](docs/{run}/{stem}.png)" for stem in shown] + [""] * (len(shown) % 2)
+    grid = ["| | |", "|---|---|"] + [f"| {a} | {b} |" for a, b in zip(figures[::2], figures[1::2])]
+    return "\n".join(
+        [
+            start,
+            f"`{run_docs(run).command}` on {_machine(record)}: "
+            f"{minutes} min {seconds} s of wall time, {record['user_cpu_seconds']:.0f} s of user CPU "
+            f"(`results/{run}/reproduce.json`; regenerate this block with `make docs`). Claims and figures "
+            f"link to their sections of [`docs/{run}/report.md`](docs/{run}/report.md): rule, full statistics.",
+            "",
+            *linked_from(f"docs/{run}", claims_table(report_md)),
+            "",
+            *moved,
+            "",
+            *grid,
+            "",
+            f"All figures and the full report with captions are in [`docs/{run}/`](docs/{run}/).",
+            end,
+        ]
+    )
+
+
+def not_run_block(run: str) -> str:
+    """The README block of a run not made yet."""
+    start, end = markers(run)
+    return "\n".join(
+        [
+            start,
+            f"Not run yet: `{run_docs(run).command}` then `make docs` write this block from `results/{run}/`.",
+            end,
+        ]
+    )
+
+
+def replace_block(readme: Path, run: str, block: str) -> None:
+    """Rewrite ``run``'s block of ``readme`` (between ``markers(run)``) with ``block``."""
+    start, end = markers(run)
+    text = readme.read_text()
+    if start not in text or end not in text:
+        raise ValueError(f"{readme} has no {start} … {end} block to replace")
+    head, rest = text.split(start, 1)
+    readme.write_text(head + block + rest.split(end, 1)[1])
+
+
+def previous_run(docs: Path, record: dict) -> Path:
+    """``docs/previous/``: the report and run record of the run shown before this one. A new run (its
+    record differs from ``docs/reproduce.json``) moves the one shown so far there; ``make docs`` again
+    on the same run keeps the comparison it made the first time."""
+    previous, shown = docs / "previous", docs / "reproduce.json"
+    if shown.exists() and json.loads(shown.read_text()) != record:
+        previous.mkdir(parents=True, exist_ok=True)
+        for name in ("report.md", "reproduce.json"):
+            shutil.copyfile(docs / name, previous / name)
+    return previous
+
+
+def update(readme: Path, results: Path, figures: Path, docs: Path, run: str) -> None:
+    """Copy the run's report, run record, figures and job runtimes into ``docs`` and rewrite the README's
+    results block (``docs/<run>/runtime.csv`` is the reference that ``snakemake -n`` estimates from)."""
+    report_md = (results / "report.md").read_text().replace(f"../../figures/{run}/", "")
+    record = json.loads((results / "reproduce.json").read_text())
+    baseline = previous_run(docs, record)
+    moved = between_runs(
+        (baseline / "report.md").read_text() if (baseline / "report.md").exists() else None,
+        json.loads((baseline / "reproduce.json").read_text()) if (baseline / "reproduce.json").exists() else None,
+        report_md,
+    )
+    docs.mkdir(parents=True, exist_ok=True)
+    (docs / "report.md").write_text(report_md)
+    shutil.copyfile(results / "reproduce.json", docs / "reproduce.json")
+    for png in sorted(figures.glob("*.png")):
+        shutil.copyfile(png, docs / png.name)
+    shutil.copyfile(results / "tables" / "runtime.csv", docs / "runtime.csv")
+    shown = [stem for stem in run_docs(run).shown if (docs / f"{stem}.png").exists()]
+    replace_block(readme, run, results_block(run, report_md, record, shown, moved))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m scalemech.pipeline.readme", description=__doc__.split("\n")[0])
+    parser.add_argument("--run", default="quick", help="the run whose results are shown")
+    parser.add_argument("--readme", default="README.md")
+    parser.add_argument("--not-run-ok", action="store_true", help="a run without a report: say so in its block")
+    args = parser.parse_args(argv)
+    results = Path("results", args.run)
+    if args.not_run_ok and not (results / "report.md").exists():
+        replace_block(Path(args.readme), args.run, not_run_block(args.run))
+        return
+    update(Path(args.readme), results, Path("figures", args.run), Path("docs", args.run), args.run)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""Alignment statistics of activation gradients from their Gram matrix.
+
+Modules: ``grams``, ``moments``, ``intervals``, ``misalignment`` (certificates), ``covariance`` (D1),
+``powerlaw`` (D4's fit) and ``cost`` (W5's timing). The estimators of docs/science.md §3-§4 (Paper W,
+Zhang et al. 2026, "the effective alignment dimension"): given ``n`` i.i.d. rows ``q_i``
+(per-example activation gradients, flattened to ``R^D``) with mean ``mu`` and covariance ``Sigma``,
+
+- ``gram``: ``G = Q Qᵀ`` (n×n, float64 accumulation), never a D×D matrix;
+- ``u_statistics``: the four U-statistics U1..U4 of ``G`` in O(n²);
+- ``stats_from_gram`` / ``alignment_stats``: ``‖μ‖²``, ``‖μ‖⁴``, ``μᵀΣμ``, ``tr Σ²`` and
+  ``d_par = ‖μ‖⁴/μᵀΣμ``, ``d_2 = ‖μ‖⁴/tr Σ²``, ``d_align = min(d_par, d_2)``;
+- ``alignment_intervals``: delete-one jackknife (default) or subsampling-without-replacement
+  intervals, computed from ``G`` alone (a with-replacement bootstrap would pair an example
+  with itself and bias the U-statistics);
+- ``certificates``: Theorem 1's Cantelli bounds ``B_exact <= B_align`` for ``(M, K)`` draws;
+- ``TwoSampleStats`` / ``two_sample_variance`` / ``two_sample_certificate``: Theorem 1 for train
+  and test rows from different distributions (docs/science.md §7), unbiased from ``C = Q_tr Q_teᵀ``;
+- ``offdiag_ratio`` / ``offdiag_null`` / ``correlation``: the covariance-structure check of
+  Paper D (claim D1) on a small pooled view; ``offdiag_energy`` / ``offdiag_ratio_unbiased`` /
+  ``offdiag_null_unbiased``: the same with unbiased U-statistics in place of the plug-in ``Σ̂``
+  (whose ratio is biased up, about 0.5 for a diagonal population at ``p = n``).
+
+U-statistics: Hoeffding (1948), "A class of statistics with asymptotically normal
+distribution". Jackknife: Efron & Stein (1981); subsampling: Politis & Romano (1994).
+
+Degenerate estimates are reported, never clipped: a ratio ``num/den`` is ``num/den`` when the
+denominator estimate is positive (so a negative ``‖μ‖⁴`` estimate -- the mean is not detected
+above noise -- gives a negative ``d``), ``+inf`` when the denominator estimate is ``<= 0`` and the
+numerator is positive (no detectable spread), and ``nan`` when both are ``<= 0``.
+"""
+
+from .covariance import (
+    correlation,
+    offdiag_energy,
+    offdiag_null,
+    offdiag_null_unbiased,
+    offdiag_ratio,
+    offdiag_ratio_unbiased,
+)
+from .grams import cross_gram, cross_grams, gram
+from .intervals import UCB_LEVEL, alignment_intervals, jackknife_se, table_row, upper_bounds
+from .misalignment import (
+    TWO_SAMPLE_FIELDS,
+    Certificates,
+    TwoSampleBounds,
+    TwoSampleStats,
+    certificates,
+    two_sample_certificate,
+    two_sample_variance,
+)
+from .moments import FIELDS, AlignmentStats, alignment_stats, leave_one_out_u, stats_from_gram, u_statistics
+
+__all__ = [
+    "AlignmentStats",
+    "Certificates",
+    "FIELDS",
+    "TWO_SAMPLE_FIELDS",
+    "TwoSampleBounds",
+    "TwoSampleStats",
+    "UCB_LEVEL",
+    "alignment_intervals",
+    "alignment_stats",
+    "certificates",
+    "correlation",
+    "cross_gram",
+    "cross_grams",
+    "gram",
+    "jackknife_se",
+    "leave_one_out_u",
+    "offdiag_energy",
+    "offdiag_null",
+    "offdiag_null_unbiased",
+    "offdiag_ratio",
+    "offdiag_ratio_unbiased",
+    "stats_from_gram",
+    "table_row",
+    "two_sample_certificate",
+    "two_sample_variance",
+    "u_statistics",
+    "upper_bounds",
+]
