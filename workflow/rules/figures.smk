@@ -4,10 +4,10 @@
 # the working directory, as Snakemake records them: results/ and figures/ copied (with
 # .snakemake/metadata) into another checkout see the same inputs and rerun nothing.
 import os
+from importlib.util import find_spec
 from pathlib import Path
 
 import scalemech.figures
-import scalemech.report
 
 # The figures whose tables this run writes (config experiments), and the tables they read.
 FIGURE_TABLES = {stem: names for stem, (_, names) in scalemech.figures.FIGURES.items() if set(names) <= RUN_TABLES}
@@ -15,7 +15,7 @@ PLOTTING_CODE = [
     os.path.relpath(path)
     for path in [
         *sorted(str(p) for p in Path(scalemech.figures.__file__).parent.glob("*.py")),
-        *sorted(str(p) for p in Path(scalemech.report.__file__).parent.glob("*.py")),
+        *sorted(str(p) for p in Path(find_spec("scalemech.report").origin).parent.glob("*.py")),  # unloaded
     ]
 ]
 CAPTIONS = os.path.relpath(f"{workflow.basedir}/workflow/report")  # each figure's caption, <stem>.rst

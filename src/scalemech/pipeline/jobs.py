@@ -24,20 +24,21 @@ import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
-import torch
 
 from ..core import tables
-from ..core.device import resolve_device
 from ..core.integrity import save_torch, write_text
-from ..data import load_prepared, prepare_dataset
 from ..models import build_model, load_model
+
+if TYPE_CHECKING:
+    import torch
 
 log = logging.getLogger("scalemech")
 
 JOBS: dict[str, Callable[..., None]] = {}
+TABLE_JOBS: set[str] = set()
 
 
 def job(function: Callable[..., None]) -> Callable[..., None]:
@@ -46,16 +47,27 @@ def job(function: Callable[..., None]) -> Callable[..., None]:
     return function
 
 
+def table_job(function: Callable[..., None]) -> Callable[..., None]:
+    """Register ``function`` as a job that reads and writes tables, figures or the report only: it
+    runs without loading torch (about 2 s of CPU a job) and sets no torch threads."""
+    TABLE_JOBS.add(function.__name__)
+    return job(function)
+
+
 @contextlib.contextmanager
-def job_context(log_path: str | None, threads: int) -> Iterator[None]:
-    """Send progress bars and log records to ``log_path`` and use ``threads`` torch threads.
+def job_context(log_path: str | None, threads: int | None) -> Iterator[None]:
+    """Send progress bars and log records to ``log_path`` and use ``threads`` torch threads (None:
+    a job that never loads torch).
 
     An exception leaving the block is written to ``log_path`` (a one-line summary, then the
     traceback) before it propagates, so the log a failed job points to says why it failed; the
     summary also goes to the job's own stderr (Snakemake's console), which a full disk cannot stop.
     """
     console = sys.stderr
-    torch.set_num_threads(threads)
+    if threads is not None:
+        import torch  # here, not above: table jobs never load it
+
+        torch.set_num_threads(threads)
     stream = open(log_path, "a", buffering=1) if log_path else sys.stderr
     handler = logging.StreamHandler(stream)
     logging.basicConfig(
@@ -94,13 +106,15 @@ def call(rule: str, arguments: dict[str, Any], settings: dict[str, Any]) -> None
     function = JOBS[rule]
     taken = inspect.signature(function).parameters
     if "device" in taken:
+        from ..core.device import resolve_device  # loads torch: model jobs only
+
         settings = {**settings, "device": resolve_device(settings["device"], gpu_required=settings["gpus"] > 0)}
     function(**arguments, **{k: v for k, v in settings.items() if k in taken})
 
 
 def run(smk: Any) -> None:
     """Run the job of a Snakemake rule from its ``snakemake`` object, logging to its log file."""
-    with job_context(smk.log[0] if smk.log else None, smk.threads):
+    with job_context(smk.log[0] if smk.log else None, None if smk.rule in TABLE_JOBS else smk.threads):
         call(
             smk.rule,
             {**dict(smk.input.items()), **dict(smk.output.items()), **dict(smk.params.items())},
@@ -112,6 +126,8 @@ def run(smk: Any) -> None:
 @job
 def prepare_data(*, data: str, dataset: str, settings: dict[str, Any], offline: bool) -> None:
     """Prepare ``dataset`` from its config block ``settings`` into the directory ``data``."""
+    from ..data import prepare_dataset
+
     manifest = prepare_dataset(dataset, settings, data, offline=offline)
     log.info("prepared %s: %s", dataset, json.dumps(manifest.get("shapes", {})))
 
@@ -142,6 +158,7 @@ def train_model(
     """Train one grid model (E1): ``train`` writes ``model``, ``metrics`` (with the model's table keys)
     and ``curve`` into the model's directory."""
     from ..core.recipe import Recipe
+    from ..data import load_prepared
     from ..tasks import task_for
     from ..training.train import train
 
@@ -177,13 +194,13 @@ def pin_pretrained(*, model: str, spec: dict[str, Any]) -> None:
     )
 
 
-@job
+@table_job
 def training_table(*, metrics: Sequence[str], table: str) -> None:
     """The ``training`` table: one row per model's ``metrics.json``."""
     tables.write_table(pd.DataFrame([json.loads(Path(p).read_text()) for p in metrics]), table, "training")
 
 
-@job
+@table_job
 def powerlaw_table(*, training: str, table: str) -> None:
     """D4: the ``powerlaw`` table, Paper D's law of test loss in depth and width fitted per (dataset, family)."""
     from ..stats.powerlaw import powerlaw_table as fitted
@@ -195,6 +212,8 @@ def powerlaw_table(*, training: str, table: str) -> None:
 def _loaded(model: str, data: str, keys: dict[str, Any], device: torch.device):
     """``(model, data, keys, payload)`` for a model job: the model in eval mode on ``device``, and what
     ``model.pt`` holds beside the weights."""
+    from ..data import load_prepared
+
     loaded, payload = load_model(model, map_location=device)
     return loaded, load_prepared(data), keys_of(keys, payload["spec"]), payload
 
@@ -333,7 +352,7 @@ def cost_table(*, dalign: str, table: str, cost: dict[str, Any]) -> None:
     tables.write_table(timings(dims, **cost), table, "benchmarks")
 
 
-@job
+@table_job
 def runtime_table(*, records: Sequence[str], table: str) -> None:
     """The ``runtime`` table: one row per benchmark record ``benchmarks/<run>/<step>/<job>.tsv``
     (Snakemake's ``benchmark:`` files: wall seconds ``s``, ``cpu_time``, ``max_rss`` in MB)."""
@@ -353,14 +372,14 @@ def runtime_table(*, records: Sequence[str], table: str) -> None:
     tables.write_table(pd.DataFrame(rows), table, "runtime")
 
 
-@job
+@table_job
 def collect_table(*, parts: Sequence[str], table: str, name: str) -> None:
     """The table ``name`` from its per-model files."""
     tables.write_table(pd.concat([tables.read_table(p, name) for p in parts], ignore_index=True), table, name)
 
 
 # -- figures and report --------------------------------------------------------------------------
-@job
+@table_job
 def figure(*, tables: Sequence[str], code: Sequence[str], caption: str, pdf: str, png: str, stem: str) -> None:
     """Figure ``stem`` from the run's tables. ``code`` (the plotting modules) is an input so that
     editing them reruns the figures; ``snakemake --report`` shows ``caption`` beside it."""
@@ -369,7 +388,7 @@ def figure(*, tables: Sequence[str], code: Sequence[str], caption: str, pdf: str
     make_figure(stem, Path(tables[0]).parent, Path(pdf).parent)  # writes <stem>.pdf and <stem>.png
 
 
-@job
+@table_job
 def claims_report(
     *,
     tables: Sequence[str],

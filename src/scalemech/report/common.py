@@ -15,7 +15,7 @@ from statistics import NormalDist
 import pandas as pd
 
 from ..core.tables import model_keys
-from ..stats import UCB_LEVEL
+from ..stats.levels import UCB_LEVEL
 
 CONFIRMED, NOT_CONFIRMED, REFUTED = "confirmed", "not confirmed", "refuted"
 NOT_DETECTABLE = "not detectable"

@@ -29,53 +29,43 @@ above noise -- gives a negative ``d``), ``+inf`` when the denominator estimate i
 numerator is positive (no detectable spread), and ``nan`` when both are ``<= 0``.
 """
 
-from .covariance import (
-    correlation,
-    offdiag_energy,
-    offdiag_null,
-    offdiag_null_unbiased,
-    offdiag_ratio,
-    offdiag_ratio_unbiased,
-)
-from .grams import cross_gram, cross_grams, gram
-from .intervals import UCB_LEVEL, alignment_intervals, jackknife_se, table_row, upper_bounds
-from .misalignment import (
-    TWO_SAMPLE_FIELDS,
-    Certificates,
-    TwoSampleBounds,
-    TwoSampleStats,
-    certificates,
-    two_sample_certificate,
-    two_sample_variance,
-)
-from .moments import FIELDS, AlignmentStats, alignment_stats, leave_one_out_u, stats_from_gram, u_statistics
+import importlib
+from typing import Any
 
-__all__ = [
-    "AlignmentStats",
-    "Certificates",
-    "FIELDS",
-    "TWO_SAMPLE_FIELDS",
-    "TwoSampleBounds",
-    "TwoSampleStats",
-    "UCB_LEVEL",
-    "alignment_intervals",
-    "alignment_stats",
-    "certificates",
-    "correlation",
-    "cross_gram",
-    "cross_grams",
-    "gram",
-    "jackknife_se",
-    "leave_one_out_u",
-    "offdiag_energy",
-    "offdiag_null",
-    "offdiag_null_unbiased",
-    "offdiag_ratio",
-    "offdiag_ratio_unbiased",
-    "stats_from_gram",
-    "table_row",
-    "two_sample_certificate",
-    "two_sample_variance",
-    "u_statistics",
-    "upper_bounds",
-]
+# Each estimator by the module that holds it. They load on first use (PEP 562), so the table, figure
+# and report jobs, which read only ``powerlaw`` and ``levels``, never load torch.
+HOMES = {
+    "covariance": (
+        "correlation",
+        "offdiag_energy",
+        "offdiag_null",
+        "offdiag_null_unbiased",
+        "offdiag_ratio",
+        "offdiag_ratio_unbiased",
+    ),
+    "grams": ("cross_gram", "cross_grams", "gram"),
+    "intervals": ("alignment_intervals", "jackknife_se", "table_row", "upper_bounds"),
+    "levels": ("UCB_LEVEL",),
+    "misalignment": (
+        "TWO_SAMPLE_FIELDS",
+        "Certificates",
+        "TwoSampleBounds",
+        "TwoSampleStats",
+        "certificates",
+        "two_sample_certificate",
+        "two_sample_variance",
+    ),
+    "moments": ("FIELDS", "AlignmentStats", "alignment_stats", "leave_one_out_u", "stats_from_gram", "u_statistics"),
+}
+HOME_OF = {name: module for module, names in HOMES.items() for name in names}
+__all__ = sorted(HOME_OF)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in HOME_OF:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{HOME_OF[name]}"), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

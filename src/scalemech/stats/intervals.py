@@ -10,6 +10,7 @@ from statistics import NormalDist
 import torch
 from torch import Tensor
 
+from .levels import UCB_LEVEL
 from .moments import FIELDS, AlignmentStats, _check_gram, _estimates, leave_one_out_u, u_statistics
 
 
@@ -105,10 +106,6 @@ def alignment_intervals(
     else:
         raise ValueError(f"method must be 'jackknife' or 'subsample'; got {method!r}")
     return {name: (low, high) for name, low, high in zip(FIELDS, lo.tolist(), hi.tolist())}
-
-
-UCB_LEVEL = 0.95
-"""One-sided level of the upper confidence bounds (``upper_bounds``, ``TwoSampleBounds``)."""
 
 
 def _upper_z(level: float) -> float:

@@ -11,7 +11,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .intervals import UCB_LEVEL, _jackknife_se, _upper_z
+from .intervals import _jackknife_se, _upper_z
+from .levels import UCB_LEVEL
 from .moments import AlignmentStats, _ratio
 
 
