@@ -29,14 +29,18 @@ paper-widths: $(STAMP)
 docs: $(STAMP)
 	$(VENV)/bin/python -m scalemech.pipeline.readme --run quick
 	$(VENV)/bin/python -m scalemech.pipeline.readme --run paper-widths --not-run-ok
+	$(VENV)/bin/python -m scalemech.pipeline.readme --tests
 	$(VENV)/bin/python -m scalemech.config.doc
 	$(VENV)/bin/python -m scalemech.pipeline.rulesdoc
 
 # On every core (pytest-xdist), a file per worker at a time, the Snakemake files first (tests/conftest.py).
+# make test records its wall and CPU time and the machine in $(TEST_RECORD) (the README's block, make docs);
+# e.g. `ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 make test TEST_RECORD=results/test/avx2.json`.
 PYTEST := $(VENV)/bin/pytest -q -n auto --dist loadfile --no-loadscope-reorder
+TEST_RECORD ?= results/test/native.json
 
 test: $(STAMP)
-	$(PYTEST)
+	$(VENV)/bin/python -m scalemech.pipeline.runrecord $(TEST_RECORD) -- $(PYTEST)
 
 test-all: $(STAMP)
 	$(PYTEST) -m ''

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from scalemech.pipeline.readme import between_runs, claims_table, linked_from, main, markers, update
+from scalemech.pipeline import runrecord
+from scalemech.pipeline.readme import between_runs, claims_table, linked_from, main, markers, suite_block, update
 
 ROOT = Path(__file__).resolve().parents[1]
 README_BLOCK = (ROOT / "README.md").read_text().split(markers("quick")[0], 1)[1].split(markers("quick")[1], 1)[0]
@@ -125,3 +127,16 @@ def test_a_run_not_made_yet_says_so_and_keeps_the_other_blocks(tmp_path, monkeyp
     text = (tmp_path / "README.md").read_text()
     assert "quick table" in text and "old" not in text
     assert "Not run yet: `make paper-widths` then `make docs` write this block from `results/paper-widths/`." in text
+
+
+def test_suite_block_states_each_record_of_make_test(tmp_path, monkeypatch):
+    """The README's test times come from runrecord's files: machine, kernels, wall and CPU time."""
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    assert runrecord.main([str(tmp_path / "avx2.json"), "--", sys.executable, "-c", "sum(range(10**6))"]) == 0
+    record = json.loads((tmp_path / "avx2.json").read_text())
+    block = suite_block({"avx2.json": record, "failed.json": {**record, "returncode": 1}})
+    start, end = markers("tests")
+    assert block.startswith(start) and block.endswith(end) and block.count("\n- `make test` on ") == 2
+    assert f"of an {record['cpu']} (no GPU, CPU kernels capped with ATEN_CPU_CAPABILITY=avx2)" in block
+    assert "`results/test/failed.json`, exit status 1)" in block and "`results/test/avx2.json`)" in block
+    assert "Not measured yet" in suite_block({})

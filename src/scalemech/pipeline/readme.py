@@ -1,4 +1,5 @@
-"""``make docs``: the README's results block and ``docs/quick/`` regenerated from a finished run.
+"""``make docs``: the README's results block and ``docs/quick/`` regenerated from a finished run,
+and (``--tests``) the test suite's times from ``make test``'s records.
 
     python -m scalemech.pipeline.readme --run quick
 
@@ -123,14 +124,13 @@ def results_block(run: str, report_md: str, record: dict, shown: list[str], move
     """The README block: where the numbers came from, the verdict table, what ``moved`` since the
     run shown before, the figures ``shown``."""
     start, end = markers(run)
-    minutes, seconds = divmod(round(record["wall_seconds"]), 60)
     figures = [f"![{stem}](docs/{run}/{stem}.png)" for stem in shown] + [""] * (len(shown) % 2)
     grid = ["| | |", "|---|---|"] + [f"| {a} | {b} |" for a, b in zip(figures[::2], figures[1::2])]
     return "\n".join(
         [
             start,
             f"`{run_docs(run).command}` on {_machine(record)}: "
-            f"{minutes} min {seconds} s of wall time, {record['user_cpu_seconds']:.0f} s of user CPU "
+            f"{_duration(record['wall_seconds'])} of wall time, {record['user_cpu_seconds']:.0f} s of user CPU "
             f"(`results/{run}/reproduce.json`; regenerate this block with `make docs`). Claims and figures "
             f"link to their sections of [`docs/{run}/report.md`](docs/{run}/report.md): rule, full statistics.",
             "",
@@ -201,12 +201,38 @@ def update(readme: Path, results: Path, figures: Path, docs: Path, run: str) -> 
     replace_block(readme, run, results_block(run, report_md, record, shown, moved))
 
 
+def suite_block(records: dict[str, dict]) -> str:
+    """The README block of the test suite's times: one line per record of ``make test`` (``name``:
+    its file under ``results/test/``, e.g. one run on native kernels and one capped at AVX2)."""
+    start, end = markers("tests")
+    lines = []
+    for name, record in sorted(records.items()):
+        status = "" if record["returncode"] == 0 else f", exit status {record['returncode']}"
+        user, system = record["user_cpu_seconds"], record["system_cpu_seconds"]
+        lines.append(
+            f"- `make test` on {_machine(record)}: {_duration(record['wall_seconds'])} of wall time, "
+            f"{user + system:.0f} s of CPU ({user:.0f} s user, {system:.0f} s system; `results/test/{name}`{status})"
+        )
+    body = lines or ["Not measured yet: `make test` then `make docs` write this block from `results/test/`."]
+    return "\n".join([start, *body, end])
+
+
+def _duration(seconds: float) -> str:
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest} s"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m scalemech.pipeline.readme", description=__doc__.split("\n")[0])
     parser.add_argument("--run", default="quick", help="the run whose results are shown")
     parser.add_argument("--readme", default="README.md")
     parser.add_argument("--not-run-ok", action="store_true", help="a run without a report: say so in its block")
+    parser.add_argument("--tests", action="store_true", help="write the test suite's times (results/test/*.json)")
     args = parser.parse_args(argv)
+    if args.tests:
+        records = {path.name: json.loads(path.read_text()) for path in Path("results", "test").glob("*.json")}
+        replace_block(Path(args.readme), "tests", suite_block(records))
+        return
     results = Path("results", args.run)
     if args.not_run_ok and not (results / "report.md").exists():
         replace_block(Path(args.readme), args.run, not_run_block(args.run))
