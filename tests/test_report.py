@@ -18,9 +18,9 @@ import pandas as pd
 import pytest
 
 from scalemech import report
+from scalemech.core.layout import table_path
 from scalemech.core.tables import columns, model_keys, write_table
 from scalemech.figures import FIGURES, make_figure
-from scalemech.figures.aggregate import table_path
 from scalemech.report import CONFIRMED, NOT_CONFIRMED, NOT_DETECTABLE, NOT_MEASURED, REFUTED, claims, write_report
 from scalemech.report.d1 import D1_MAX_MEAN_SQ_CORR, rule_d1
 from scalemech.report.d2 import rule_d2

@@ -31,8 +31,8 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
+from ..core.layout import table_path
 from ..core.tables import read_table
-from .aggregate import table_path
 from .common import DPI
 
 
