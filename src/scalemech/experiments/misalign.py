@@ -42,6 +42,7 @@ from tqdm.auto import tqdm
 from .. import stats
 from ..core.seeding import derive_seed, model_identity
 from ..core.tables import columns
+from ..data.store import SPLITS
 from ..gradients.pools import GradientPool, PoolError, measured_points, pool_path
 from ..gradients.views import VIEWS
 
@@ -290,7 +291,7 @@ def misalignment(
     rows = []
     for point in tqdm(measured_in_both(pool_dir, dalign, views), desc="misalignment"):
         for view in views:
-            pools = {split: GradientPool(pool_path(pool_dir, split, point, view)) for split in ("train", "test")}
+            pools = {split: GradientPool(pool_path(pool_dir, split, point, view)) for split in SPLITS}
             C = pools["train"].gram(pools["test"], device=device)
             values = misalignment_draws(C, grid, draws, derive_seed(seed, model_identity(keys), point, view))
             jackknife = stats.TwoSampleBounds.from_cross(C)
