@@ -35,7 +35,7 @@ from ..core.seeding import derive_seed, model_identity
 from ..core.tables import columns
 from ..data import Prepared
 from ..data.store import SPLITS
-from ..gradients.batches import PrepareBatch, iter_batches, to_device
+from ..gradients.batches import PrepareBatch, batch_losses, iter_batches, to_device
 from ..gradients.norms import recalibrate_batch_norm
 from ..gradients.pools import GradientPool, measured_points, pool_path
 from ..gradients.views import broadcast_shift
@@ -63,12 +63,12 @@ def shifted_losses(
 ) -> list[float]:
     """Mean pool loss of ``f_top(z + δ)`` for each ``δ`` in ``shifts``, ``z`` from ``streams``, cast
     to the shifts' dtype (``model`` holds the loss; ``f_top`` is one of its parts)."""
-    totals = [0.0] * len(shifts)
-    for z, yb in batches:
-        z = z.to(shifts[0].dtype)
-        for k, delta in enumerate(shifts):
-            totals[k] += float(model.per_example_loss(f_top(z + delta), yb).double().sum())
-    return [total / sum(len(yb) for _, yb in batches) for total in totals]
+    n, dtype = sum(len(yb) for _, yb in batches), shifts[0].dtype
+    totals = [
+        sum(float(losses.sum()) for losses in batch_losses(model, lambda z, d=delta: f_top(z.to(dtype) + d), batches))
+        for delta in shifts
+    ]
+    return [total / n for total in totals]
 
 
 def intervene(
