@@ -18,7 +18,7 @@ with a single depth shows no trend in depth: F2 and F3 leave it out and say so u
 of the package, by ``k``); ``make_figure`` draws one from a tables folder.
 
 F3 and F7 show per-model values: seeds aggregated by the mean (``over_seeds``); F6 one value per
-model, the median over its insertion points (``over_points``) with their range.
+model, the median over its insertion points with their range (``f6_intervention._per_model``).
 References: matplotlib (Hunter 2007), seaborn (Waskom 2021).
 """
 
