@@ -34,10 +34,11 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 from torchvision import transforms
 
+from scalemech.core.device import resolve_device
 from scalemech.core.recipe import Recipe
 from scalemech.data import Prepared, load_prepared, prepare_dataset
 from scalemech.models import build_model
-from scalemech.training.train import make_optimizer, memory_format_for, resolve_device, train
+from scalemech.training.train import make_optimizer, memory_format_for, train
 
 SPEC = {
     "family": "resnet",

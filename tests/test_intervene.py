@@ -9,11 +9,11 @@ from scalemech.core.tables import check_columns
 from scalemech.experiments.intervene import intervene_at
 from scalemech.gradients.batches import to_device
 from scalemech.gradients.capture import capture_pools
+from scalemech.gradients.views import VIEWS
 from scalemech.models import build_model
 from scalemech.models.base import ResidualModel
 from scalemech.tasks import Examples
 
-VIEWS = ("full", "pooled")
 KEYS = {"run": "t", "dataset": "d", "family": "f", "depth": 1, "width": 1.0, "seed": 0, "model": "m"}
 
 

@@ -26,6 +26,7 @@ from scalemech.figures import (
     make_figure,
 )
 from scalemech.figures.aggregate import choose, default_mk, over_points, over_seeds
+from scalemech.stats.powerlaw import powerlaw_table
 
 DPI = 40
 NEEDED = {  # one column each figure cannot do without, besides the model keys
@@ -334,17 +335,20 @@ def test_heat_map_units_are_ordered_by_the_leading_eigenvector():
 
 
 # -- depth trends (F2, F3) ---------------------------------------------------------------
-@pytest.mark.parametrize("draw, table", [(f2_signal_decay.fig_signal, "signal"), (f3_rebound.fig_rebound, "training")])
-def test_a_family_with_one_depth_is_left_out_with_a_note(draw, table, tmp_path, monkeypatch):
+@pytest.mark.parametrize("stem, table", [("F2_signal_decay", "signal"), ("F3_rebound", "training")])
+def test_a_family_with_one_depth_is_left_out_with_a_note(stem, table, tmp_path, monkeypatch):
     seen = _drawn(monkeypatch)
-    frame = make_tables(1, ("resnet", "llama"))[table]
+    tables = make_tables(1, ("resnet", "llama"))
+    draw, names = FIGURES[stem]
+    others = [tables[name] for name in names if name != table]  # F3: the powerlaw table
+    frame = tables[table]
     frame = frame[(frame["family"] == "resnet") | (frame["depth"] == 8)]
-    draw(frame, tmp_path / "f.pdf", dpi=DPI)
+    draw(frame, *others, tmp_path / "f.pdf", dpi=DPI)
     fig, notes = seen[-1]
     titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
     assert titles and all("llama" not in t for t in titles)
     assert any("synth / llama has one depth (8)" in note for note in notes)
-    draw(frame[frame["family"] == "llama"], tmp_path / "g.pdf", dpi=DPI)  # nothing left: a placeholder
+    draw(frame[frame["family"] == "llama"], *others, tmp_path / "g.pdf", dpi=DPI)  # nothing left: a placeholder
     assert_written(tmp_path / "g.pdf")
 
 
@@ -361,7 +365,7 @@ def test_heat_map_labels_integer_widths_as_integers(tmp_path, monkeypatch):
     seen = _drawn(monkeypatch)
     table = make_tables(1)["training"]
     table = table.assign(width=table["width"].map({1: 0.5, 2: 64.0, 4: 128.0}).astype(float))
-    f3_rebound.fig_rebound(table, tmp_path / "f.pdf", dpi=DPI)
+    f3_rebound.fig_rebound(table, powerlaw_table(table), tmp_path / "f.pdf", dpi=DPI)
     heat = next(ax for ax in seen[-1][0].axes if "best (solid)" in ax.get_title())
     assert [t.get_text() for t in heat.get_xticklabels()] == ["0.5", "64", "128"]
 

@@ -18,9 +18,9 @@ import pandas as pd
 import pytest
 
 from scalemech import report
+from scalemech.core.layout import table_path
 from scalemech.core.tables import columns, model_keys, write_table
 from scalemech.figures import FIGURES, make_figure
-from scalemech.figures.aggregate import table_path
 from scalemech.report import CONFIRMED, NOT_CONFIRMED, NOT_DETECTABLE, NOT_MEASURED, REFUTED, claims, write_report
 from scalemech.report.d1 import D1_MAX_MEAN_SQ_CORR, rule_d1
 from scalemech.report.d2 import rule_d2
@@ -30,6 +30,7 @@ from scalemech.report.trend import null_bound
 from scalemech.report.w1 import rule_w1
 from scalemech.report.w1_training import W1_LOSS_LEVELS, at_matched_loss, first_crossing, rule_w1_training
 from scalemech.report.w4 import rule_w4
+from scalemech.stats.powerlaw import powerlaw_table
 
 DEPTHS, WIDTHS, POINTS = [8, 14, 20, 26], [1, 2, 4], [0, 1, 2]
 CAPTIONS = Path(__file__).resolve().parents[1] / "workflow" / "report"
@@ -306,7 +307,8 @@ def make_tables(trend: int = 1, families: tuple[str, ...] = ("resnet",)) -> dict
         expansion=expansion,
         trajectory=trajectory,
     )
-    return {name: frame[contract(name)] for name, frame in tables.items()} | {"benchmarks": benchmarks[BENCHMARKS]}
+    own = {name: frame[contract(name)] for name, frame in tables.items()}
+    return own | {"benchmarks": benchmarks[BENCHMARKS], "powerlaw": powerlaw_table(own["training"])}
 
 
 CLAIM_IDS = [
@@ -659,7 +661,7 @@ def test_write_report_lists_all_claims_figures_and_captions(tmp_path):
     tables = make_tables(1)
     tables_dir, figures_dir = tmp_path / "results" / "tables", tmp_path / "figures"
     for name in FIGURES["F3_rebound"][1] + report.CLAIM_TABLES:
-        if name in tables:  # powerlaw: D4's, tested in tests/test_powerlaw.py
+        if name in tables:
             write_contract_table(tables[name], tables_dir, name)
     tables["benchmarks"].to_csv(tables_dir / "benchmarks.csv", index=False)
     make_figure("F3_rebound", tables_dir, figures_dir, dpi=40)

@@ -6,7 +6,7 @@ import sys
 
 from scalemech.config import ConfigError, model_jobs, read_yaml, validate_config
 from scalemech.core import steps
-from scalemech.core.layout import Layout
+from scalemech.core.layout import Layout, suffix
 from scalemech.core.steps import PER_MODEL_TABLES, STEPS, run_tables
 
 # Snakemake reads --configfile (and the Snakefile's configfile:) itself, keeping the last of

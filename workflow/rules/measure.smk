@@ -38,7 +38,7 @@ rule collect_table:
         LAYOUT.benchmark("tables", "{name}{suffix}")
     wildcard_constraints:
         name="|".join(PER_MODEL_TABLES),
-        suffix=r"\.csv|\.parquet",
+        suffix="|".join(sorted({re.escape(suffix(name)) for name in PER_MODEL_TABLES})),
     conda:
         "../../environment.yml"
     params:

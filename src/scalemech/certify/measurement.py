@@ -17,11 +17,11 @@ from tqdm.auto import tqdm
 from .. import stats
 from ..core.device import resolve_device
 from ..data import Prepared
-from ..data.prepared import SPLITS
+from ..data.store import SPLITS
 from ..data.tokenized import TokenIds
 from ..experiments.measure import capture_split, ready_pools, select_points
 from ..gradients.pools import GradientPool
-from ..gradients.views import view_of
+from ..gradients.views import VIEWS, view_of
 from ..models import build_model, load_model
 from ..models.base import LanguageModel, ResidualModel
 from .inputs import DATA_FORMS, _certify_data, _hf_spec
@@ -60,7 +60,6 @@ CERTIFICATE_COLUMNS = [
 pools, ``stats.two_sample_certificate``) and ``b_exact_ucb`` its one-sided 95 % upper confidence bound
 (``stats.TwoSampleBounds.certificate_ucb``), ``b_exact_common``/``b_align`` the one-sample ones of the
 train pool (``stats.certificates``); ``mu_cross`` estimates ``μ_trᵀμ_te``."""
-VIEWS = ("full", "pooled")
 INTERVAL_LEVEL = 0.9
 """Two-sided level of the jackknife intervals."""
 

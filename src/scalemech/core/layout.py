@@ -20,11 +20,17 @@ so a step run by hand writes exactly where Snakemake would::
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 
 def suffix(table: str) -> str:
     """The file suffix of ``table``: parquet for the long heat-map matrices, CSV otherwise."""
     return ".parquet" if table == "covmats" else ".csv"
+
+
+def table_path(tables_dir: str | Path, table: str) -> Path:
+    """Where the workflow keeps ``table`` in ``tables_dir``: ``<tables_dir>/<table><suffix>``."""
+    return Path(tables_dir) / f"{table}{suffix(table)}"
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,8 @@ from typing import IO
 import numpy as np
 from PIL import Image
 
-from .store import DataError, open_array
+from .store import SPLITS, DataError, open_array
 
-SPLITS = ("train", "test")
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")  # compared lower-case; covers ImageNet's .JPEG
 
 # (split, sorted indices into labels[split]) -> (position in indices, (C,H,W) uint8, name)

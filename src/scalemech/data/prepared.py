@@ -9,9 +9,8 @@ from pathlib import Path
 
 import torch
 
-from .store import DataError, load_array, read_manifest
+from .store import SPLITS, DataError, load_array, read_manifest
 
-SPLITS = ("train", "test")
 ARRAYS = {"image": ("train_x", "train_y", "test_x", "test_y"), "text": ("train_x", "test_x")}
 
 

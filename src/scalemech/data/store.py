@@ -28,6 +28,7 @@ import numpy as np
 from ..core.integrity import file_digest
 
 MANIFEST = "manifest.json"
+SPLITS = ("train", "test")  # the splits of every prepared dataset
 FORMAT = "scalemech-data/1"
 SHA256_VERIFY_MAX_BYTES = 1 << 30  # 1 GiB: hashing more on every load costs seconds per job
 

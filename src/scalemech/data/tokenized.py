@@ -23,7 +23,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .prepared import SPLITS, Prepared, text_windows, token_starts
+from .prepared import Prepared, text_windows, token_starts
+from .store import SPLITS
 
 
 def text_from_bytes(stream: Tensor) -> str:

@@ -52,6 +52,7 @@ from ..gradients.pools import measured_points
 from ..gradients.signal import block_grad
 from ..models.base import ResidualModel
 from ..tasks import Task
+from ..training.train import optimizer_for
 from .measure import draw_pools, select_points
 
 TRAIN_MODES = ("block", "all")
@@ -117,12 +118,6 @@ def evaluate(
     return Evaluated(train_loss, per_example_losses(model, *test_pool, config.eval_batch_size, prepare_batch))
 
 
-def _optimizer(params: list[nn.Parameter], config: ExpandConfig, lr: float) -> torch.optim.Optimizer:
-    if config.optimizer == "adam":
-        return torch.optim.AdamW(params, lr=lr, weight_decay=config.weight_decay)
-    return torch.optim.SGD(params, lr=lr, momentum=config.momentum, weight_decay=config.weight_decay)
-
-
 def train_params(
     model: ResidualModel,
     params: Iterable[nn.Parameter],
@@ -143,7 +138,8 @@ def train_params(
     for p in model.parameters():
         p.requires_grad_(id(p) in chosen)
     generator = torch.Generator().manual_seed(order_seed)
-    optimizer = _optimizer(params, config, config.lr if lr is None else lr)
+    groups = [{"params": params, "weight_decay": config.weight_decay}]
+    optimizer = optimizer_for(groups, config.optimizer, config.lr if lr is None else lr, config.momentum)
     model.eval()
     for _ in range(config.steps):
         xb, yb = prepare_batch(*task.examples("train", task.sample("train", config.batch_size, generator)))

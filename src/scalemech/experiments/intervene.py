@@ -34,7 +34,8 @@ from torch import Tensor
 from ..core.seeding import derive_seed, model_identity
 from ..core.tables import columns
 from ..data import Prepared
-from ..gradients.batches import PrepareBatch, iter_batches, to_device
+from ..data.store import SPLITS
+from ..gradients.batches import PrepareBatch, batch_losses, iter_batches, to_device
 from ..gradients.norms import recalibrate_batch_norm
 from ..gradients.pools import GradientPool, measured_points, pool_path
 from ..gradients.views import broadcast_shift
@@ -62,12 +63,12 @@ def shifted_losses(
 ) -> list[float]:
     """Mean pool loss of ``f_top(z + δ)`` for each ``δ`` in ``shifts``, ``z`` from ``streams``, cast
     to the shifts' dtype (``model`` holds the loss; ``f_top`` is one of its parts)."""
-    totals = [0.0] * len(shifts)
-    for z, yb in batches:
-        z = z.to(shifts[0].dtype)
-        for k, delta in enumerate(shifts):
-            totals[k] += float(model.per_example_loss(f_top(z + delta), yb).double().sum())
-    return [total / sum(len(yb) for _, yb in batches) for total in totals]
+    n, dtype = sum(len(yb) for _, yb in batches), shifts[0].dtype
+    totals = [
+        sum(float(losses.sum()) for losses in batch_losses(model, lambda z, d=delta: f_top(z.to(dtype) + d), batches))
+        for delta in shifts
+    ]
+    return [total / n for total in totals]
 
 
 def intervene(
@@ -88,9 +89,7 @@ def intervene(
     config's ``intervene`` section."""
     task, points = model.task(data), measured_points(pool_dir)
     recalibrate_batch_norm(model.to(device), task, model_identity(keys), device)  # the model measure measured
-    train, test = (
-        fetch(task, GradientPool(pool_path(pool_dir, split, points[0], views[0])).meta) for split in ("train", "test")
-    )
+    train, test = (fetch(task, GradientPool(pool_path(pool_dir, split, points[0], views[0])).meta) for split in SPLITS)
     heldout = draw_disjoint(task, "test", len(test), derive_seed(test.seed, "heldout"), test.index)
     pools = {"train": (train.x, train.y), "test": (test.x, test.y), "heldout": (heldout.x, heldout.y)}
     frames = [
@@ -156,7 +155,7 @@ def _intervene_in_view(
     step_fractions: Sequence[float],
 ) -> pd.DataFrame:
     """``intervene_at``'s rows in one ``view``, from the pools' streams ``batches`` and ``RMS(z)``."""
-    train_pool, test_pool = (GradientPool(pool_path(pool_dir, split, point, view)) for split in ("train", "test"))
+    train_pool, test_pool = (GradientPool(pool_path(pool_dir, split, point, view)) for split in SPLITS)
     param = next(top_model.parameters())
     mu_train = train_pool.mean(param.device)  # (D,) float64, D = P (full) or C (pooled)
     g_test = test_pool.mean(param.device)

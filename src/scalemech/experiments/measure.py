@@ -35,6 +35,7 @@ from .. import stats
 from ..core.seeding import derive_seed, model_identity
 from ..core.tables import columns
 from ..data import Prepared
+from ..data.store import SPLITS
 from ..gradients.batches import to_device
 from ..gradients.capture import capture_pools
 from ..gradients.norms import recalibrate_batch_norm
@@ -42,8 +43,6 @@ from ..gradients.pools import GradientPool
 from ..gradients.views import VIEWS
 from ..models.base import ResidualModel
 from ..tasks import Examples, draw_examples
-
-SPLITS = ("train", "test")
 
 
 def select_points(model: ResidualModel, rule: str | int | Sequence[str]) -> list[str]:

@@ -24,24 +24,24 @@ pools may come from different distributions: ``stats.TwoSampleStats``), and the 
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
+from statsmodels.stats.proportion import proportion_confint
 from torch import Tensor
 from tqdm.auto import tqdm
 
 from .. import stats
 from ..core.seeding import derive_seed, model_identity
 from ..core.tables import columns
+from ..data.store import SPLITS
 from ..gradients.pools import GradientPool, PoolError, measured_points, pool_path
 from ..gradients.views import VIEWS
 
@@ -57,14 +57,14 @@ DENSE_SHARE = 0.25
 
 
 def wilson_interval(successes: int, trials: int, level: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval ``(p̂ + z²/2R ∓ z·sqrt(p̂(1-p̂)/R + z²/4R²)) / (1 + z²/R)``."""
+    """Wilson score interval ``(p̂ + z²/2R ∓ z·sqrt(p̂(1-p̂)/R + z²/4R²)) / (1 + z²/R)``: statsmodels'
+    ``proportion_confint(method="wilson")``, its bounds clipped to [0, p̂] and [p̂, 1] (the interval
+    holds p̂; at 0 or R successes the computed bound misses 0 or 1 by a rounding error)."""
     if trials < 1 or not 0 <= successes <= trials:
         raise ValueError(f"need 0 <= successes <= trials and trials >= 1; got {successes} of {trials}")
-    z = NormalDist().inv_cdf((1 + level) / 2)
+    lo, hi = proportion_confint(successes, trials, alpha=1 - level, method="wilson")
     p = successes / trials
-    centre = p + z * z / (2 * trials)
-    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials))
-    return (centre - half) / (1 + z * z / trials), (centre + half) / (1 + z * z / trials)
+    return min(max(float(lo), 0.0), p), max(min(float(hi), 1.0), p)
 
 
 def ordered_subsets(draws: int, n: int, size: int, generator: torch.Generator) -> Tensor:
@@ -290,7 +290,7 @@ def misalignment(
     rows = []
     for point in tqdm(measured_in_both(pool_dir, dalign, views), desc="misalignment"):
         for view in views:
-            pools = {split: GradientPool(pool_path(pool_dir, split, point, view)) for split in ("train", "test")}
+            pools = {split: GradientPool(pool_path(pool_dir, split, point, view)) for split in SPLITS}
             C = pools["train"].gram(pools["test"], device=device)
             values = misalignment_draws(C, grid, draws, derive_seed(seed, model_identity(keys), point, view))
             jackknife = stats.TwoSampleBounds.from_cross(C)

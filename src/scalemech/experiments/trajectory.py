@@ -22,6 +22,7 @@ from .. import stats
 from ..core.seeding import model_identity
 from ..core.tables import columns
 from ..data import Prepared
+from ..data.store import SPLITS
 from ..gradients.batches import mean_loss, to_device
 from ..gradients.capture import iter_activation_grads
 from ..gradients.norms import recalibrate_batch_norm
@@ -29,8 +30,6 @@ from ..gradients.views import VIEWS
 from ..models.base import ResidualModel
 from ..training.checkpoints import snapshot_paths
 from .measure import draw_pools, select_points
-
-SPLITS = ("train", "test")
 
 
 def gradient_rows(

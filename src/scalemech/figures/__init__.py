@@ -18,7 +18,7 @@ with a single depth shows no trend in depth: F2 and F3 leave it out and say so u
 of the package, by ``k``); ``make_figure`` draws one from a tables folder.
 
 F3 and F7 show per-model values: seeds aggregated by the mean (``over_seeds``); F6 one value per
-model, the median over its insertion points (``over_points``) with their range.
+model, the median over its insertion points with their range (``f6_intervention._per_model``).
 References: matplotlib (Hunter 2007), seaborn (Waskom 2021).
 """
 
@@ -31,8 +31,8 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
+from ..core.layout import table_path
 from ..core.tables import read_table
-from .aggregate import table_path
 from .common import DPI
 
 

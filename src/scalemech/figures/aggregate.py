@@ -4,7 +4,6 @@ seeds and insertion points collapsed, the misalignment table's default (M, K), f
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -56,8 +55,3 @@ def as_flag(values: pd.Series) -> pd.Series:
         np.where(text.isin(["true", "1", "1.0"]), 1.0, np.where(text.isin(["false", "0", "0.0"]), 0.0, np.nan)),
         index=values.index,
     )
-
-
-def table_path(tables_dir: str | Path, table: str) -> Path:
-    """Where the workflow keeps ``table``: ``<tables_dir>/<table>.csv`` (covmats: ``.parquet``)."""
-    return Path(tables_dir) / f"{table}{'.parquet' if table == 'covmats' else '.csv'}"

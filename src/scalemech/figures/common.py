@@ -24,7 +24,7 @@ DPI = 150
 
 
 def point_count(family: str, depth: int) -> int | None:
-    """``models.point_count``, imported when a figure needs it (the models import torch)."""
+    """``models.point_count`` (the families' rule), imported only when a per-point figure needs it."""
     from ..models import point_count as count
 
     return count(family, depth)

@@ -1,4 +1,5 @@
-"""F3 (claim D3): test loss against depth per width, the depth × width heat map, and D4's fitted law."""
+"""F3 (claim D3): test loss against depth per width, the depth × width heat map, and D4's fitted law
+(the ``powerlaw`` table)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.patches import Rectangle
 
-from ..stats.powerlaw import PowerLawFit, fit_grid
 from . import common
 from .aggregate import over_seeds
 from .common import DPI, _clean, _depth_panels, _empty, _figure, _finish, _lines, _required
@@ -27,10 +27,11 @@ def near_best(cells: pd.DataFrame) -> pd.Series:
     return cells["test_loss"] - best["test_loss"] <= np.maximum(2 * se, NEAR_BEST_TOL * abs(best["test_loss"]))
 
 
-def fig_rebound(training: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -> None:
-    """F3 (claim D3): test loss vs depth (ticks at the depths), one line per width, and a depth × width
-    heat map of test loss (mean over seeds; the best cell framed solid, the cells within noise of it
-    dashed, ``near_best``). Families with one depth are left out (``_depth_panels``)."""
+def fig_rebound(training: pd.DataFrame, powerlaw: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -> None:
+    """F3 (claim D3): test loss vs depth (ticks at the depths), one line per width, with D4's fitted law
+    (``powerlaw_overlay``), and a depth × width heat map of test loss (mean over seeds; the best cell
+    framed solid, the cells within noise of it dashed, ``near_best``). Families with one depth are left
+    out (``_depth_panels``)."""
     _required(training, "training", ["test_loss"])
     title = "Claim D3: does test loss improve with joint depth-width scaling, and rebound in depth at small width?"
     notes: list[str] = []
@@ -42,7 +43,7 @@ def fig_rebound(training: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -> N
         grid = over_seeds(part, ["test_loss"])
         _lines(axes[0, c], grid, "depth", "test_loss", "width", "width")
         _finish(axes[0, c], "depth (layers)", "test loss (nats)", name, xticks=grid["depth"])
-        powerlaw_overlay(axes[0, c], fit_grid(part))
+        powerlaw_overlay(axes[0, c], powerlaw.merge(part[["run", "dataset", "family"]].drop_duplicates()))
         cells = part.groupby(["depth", "width"])["test_loss"].agg(test_loss="mean", se="sem").reset_index()
         cells = cells.assign(near=near_best(cells))
         table = cells.pivot(index="depth", columns="width", values="test_loss")  # (depths, widths)
@@ -70,22 +71,29 @@ def fig_rebound(training: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -> N
     common._save(fig, out, title, notes, dpi)
 
 
-def powerlaw_overlay(ax: Axes, fit: PowerLawFit | None) -> None:
-    """D4's fitted law ``L(D, W)`` (``scalemech.stats.powerlaw``) as a thin black dashed curve over depth at
-    each width of ``ax``'s lines (their labels ``width w``); nothing without a fit."""
-    if fit is None:
+def powerlaw_overlay(ax: Axes, fits: pd.DataFrame) -> None:
+    """D4's fitted law ``L(D, W) = a·(D/D₀)^(−α) + b·(W/W₀)^(−β) + c`` of each run in ``fits`` (its
+    ``powerlaw`` rows of one dataset/family, one per parameter, D₀ ``depth_ref``, W₀ ``width_ref``) as
+    thin black dashed curves over depth at each width of ``ax``'s lines (their labels ``width w``);
+    nothing without rows (the grid had too few depths or widths for a fit)."""
+    if fits.empty:
         return
     low, high = ax.get_xlim()
-    depths = np.linspace(max(low, fit.depth_ref / 2), high, 100)
-    for label in ax.get_legend_handles_labels()[1]:
-        if label.startswith("width "):
-            width = float(label.removeprefix("width "))
-            ax.plot(depths, fit.predict(depths, np.full_like(depths, width)), "k--", linewidth=0.7, alpha=0.6)
+    widths = [
+        float(label.removeprefix("width ")) for label in ax.get_legend_handles_labels()[1] if label.startswith("width ")
+    ]
+    for _, fit in fits.groupby("run"):
+        a, alpha, b, beta, c = fit.set_index("parameter").loc[["a", "alpha", "b", "beta", "c"], "value"]
+        depth_ref, width_ref = fit[["depth_ref", "width_ref"]].iloc[0]
+        depths = np.linspace(max(low, depth_ref / 2), high, 100)
+        for width in widths:
+            loss = a * (depths / depth_ref) ** -alpha + b * (np.full_like(depths, width) / width_ref) ** -beta + c
+            ax.plot(depths, loss, "k--", linewidth=0.7, alpha=0.6)
     ax.set_xlim(low, high)
     ax.plot([], [], "k--", linewidth=0.7, label="D4 fit a·D^−α + b·W^−β + c")
     ax.legend(fontsize=7)
 
 
 STEM = "F3_rebound"
-TABLES = ["training"]  # the tables ``draw`` reads, in its argument order
+TABLES = ["training", "powerlaw"]  # the tables ``draw`` reads, in its argument order
 draw = fig_rebound

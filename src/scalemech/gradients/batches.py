@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import torch
 from torch import Tensor
@@ -26,18 +26,22 @@ def iter_batches(x: Tensor, y: Tensor, batch_size: int, prepare_batch: PrepareBa
         yield prepare_batch(x[start : start + batch_size], y[start : start + batch_size])
 
 
+def batch_losses(
+    model: ResidualModel, forward: Callable[[Tensor], Tensor], batches: Iterable[tuple[Tensor, Tensor]]
+) -> Iterator[Tensor]:
+    """``(ℓ(forward(x_i), y_i))_i`` of each batch ``(x, y)`` in turn, float64, with ``model``'s loss ℓ."""
+    for xb, yb in batches:
+        yield model.per_example_loss(forward(xb), yb).double()
+
+
 @torch.no_grad()
 def per_example_losses(
     model: ResidualModel, x: Tensor, y: Tensor, batch_size: int, prepare_batch: PrepareBatch
 ) -> Tensor:
     """``(ℓ(f(x_i), y_i))_i`` over the pool, float64 on the CPU, model in eval mode."""
     model.eval()
-    return torch.cat(
-        [
-            model.per_example_loss(model(xb), yb).double().cpu()
-            for xb, yb in iter_batches(x, y, batch_size, prepare_batch)
-        ]
-    )
+    batches = iter_batches(x, y, batch_size, prepare_batch)
+    return torch.cat([losses.cpu() for losses in batch_losses(model, model, batches)])
 
 
 def mean_loss(model: ResidualModel, x: Tensor, y: Tensor, batch_size: int, prepare_batch: PrepareBatch) -> float:

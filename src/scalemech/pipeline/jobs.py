@@ -11,7 +11,8 @@ them reruns nothing. Per-model rules take their paths and params from their decl
 ``core.steps`` (``steps.inputs``, ``outputs`` and ``params``), which the rules
 (``workflow/rules/common.smk``) and the CLI both use.
 Config sections travel whole (``measure=config["measure"]``) into functions whose keyword
-names are the section's keys: the schema is the one home of every default.
+names are the section's keys: the schema is the one home of every section's defaults, except the
+recipe's, which are ``Recipe``'s (``core/recipe.py``).
 """
 
 from __future__ import annotations

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..core.layout import table_path
 from ..core.tables import read_table
 from ..figures import FIGURES
-from ..figures.aggregate import table_path
 from .claims import CLAIM_FIGURES, claims
 
 CLAIM_TABLES = [

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .common import Z_POWER, Z_UCB
+from .common import mde
 from .units import Estimate, across_models, per_model
 
 
@@ -45,11 +45,10 @@ def trend(
 def null_bound(rows: pd.DataFrame, name: str, ucb: str, se: str) -> str:
     """The bound a null row states: the largest finite one-sided 95 % UCB over ``rows`` (each row below
     it at 95 %; rows whose bound is infinite, where the denominator is not bounded away from 0, are
-    counted) and the minimum detectable effect of one row at 80 % power, ``(z₀.₉₅ + z₀.₈₀)·median SE``,
-    at the median pool size ``n``."""
+    counted) and the minimum detectable effect of one row (``common.mde``) at the median pool size ``n``."""
     n = f" at n = {rows['n'].median():g}" if "n" in rows else ""
     bounds = rows[ucb].astype(float)
     bounded = bounds[np.isfinite(bounds)]
     where = "every row" if len(bounded) == len(bounds) else f"{len(bounded)}/{len(bounds)} rows bounded"
     largest = f"{bounded.max():.2g}" if len(bounded) else "inf"
-    return f"{name} < {largest} (95 % UCB, {where}); MDE {(Z_UCB + Z_POWER) * rows[se].median():.2g}{n}"
+    return f"{name} < {largest} (95 % UCB, {where}); MDE {mde(rows[se]):.2g}{n}"

@@ -57,10 +57,6 @@ class PowerLawFit:
     def half_width(self) -> np.ndarray:
         return sps.t.ppf(0.5 + LEVEL / 2, self.df) * self.se
 
-    def predict(self, depth: np.ndarray, width: np.ndarray) -> np.ndarray:
-        x = np.array([np.asarray(depth, float) / self.depth_ref, np.asarray(width, float) / self.width_ref])
-        return law(x, *self.values)
-
 
 def _covariance(x: np.ndarray, values: np.ndarray, rss: float, df: int) -> np.ndarray:
     """``s²(JᵀJ)⁻¹``; infinite where JᵀJ is singular to working precision."""
@@ -112,17 +108,3 @@ def powerlaw_table(training: pd.DataFrame) -> pd.DataFrame:
         for name, value, se, half in zip(PARAMETERS, fit.values, fit.se, fit.half_width):
             rows.append(shared | dict(parameter=name, value=value, se=se, lo=value - half, hi=value + half))
     return pd.DataFrame(rows, columns=columns("powerlaw"))
-
-
-def fit_of(rows: pd.DataFrame) -> PowerLawFit:
-    """The fit of one (run, dataset, family) back from its ``powerlaw`` rows."""
-    by = rows.set_index("parameter").loc[list(PARAMETERS)]
-    first = by.iloc[0]
-    return PowerLawFit(
-        by["value"].to_numpy(float),
-        by["se"].to_numpy(float),
-        int(first["df"]),
-        float(first["rss"]),
-        float(first["depth_ref"]),
-        float(first["width_ref"]),
-    )

@@ -11,7 +11,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..data.prepared import SPLITS, Prepared, text_windows
+from ..data.prepared import Prepared, text_windows
+from ..data.store import SPLITS
 from ..data.tokenized import TokenIds, text_from_bytes, tokenize_text
 from .windows import WindowTask
 

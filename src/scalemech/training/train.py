@@ -1,7 +1,8 @@
 """Resumable, fast, deterministic training of one model on one prepared dataset.
 
 Defines ``train`` (one run of a ``Recipe``, ``scalemech.core.recipe``, resumable from
-its own checkpoints), ``evaluate`` and the batched augmentation ``crop_flip``/``augment``.
+its own checkpoints), ``evaluate`` and the optimizer (``optimizer_for``, ``make_optimizer``); the
+batches and their augmentation come from the task (``scalemech.tasks``: ``images.crop_flip``/``augment``).
 
 - Data lives on the device as one uint8 tensor; normalization and augmentation (random
   crop with 4-pixel zero padding and horizontal flip, He et al. 2016) are batched tensor
@@ -81,16 +82,32 @@ def lr_at(step: int, total_steps: int, recipe: Recipe) -> float:
     return recipe.lr * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
+def optimizer_for(
+    groups: list[dict[str, Any]],
+    kind: str,
+    lr: float,
+    momentum: float,
+    nesterov: bool = False,
+    betas: tuple[float, float] = (0.9, 0.999),
+) -> torch.optim.Optimizer:
+    """``kind`` ``sgd``: SGD with ``momentum`` (Nesterov if ``nesterov``); any other: AdamW with ``betas``.
+    Each of ``groups`` (``{"params", "weight_decay"}``) holds its own weight decay (L2 for SGD, decoupled
+    for AdamW)."""
+    if kind == "sgd":
+        return torch.optim.SGD(groups, lr=lr, momentum=momentum, nesterov=nesterov)
+    return torch.optim.AdamW(groups, lr=lr, betas=betas)
+
+
 def make_optimizer(model: nn.Module, recipe: Recipe) -> torch.optim.Optimizer:
-    """SGD or AdamW with two groups: decayed weight matrices (dim ≥ 2, not embeddings) and the rest."""
+    """``optimizer_for`` the recipe with two groups: decayed weight matrices (dim ≥ 2, not embeddings)
+    and the rest; AdamW's betas ``(momentum, beta2)``."""
     embeddings = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
     params = [p for p in model.parameters() if p.requires_grad]
     decay = [p for p in params if p.dim() >= 2 and id(p) not in embeddings]
     no_decay = [p for p in params if p.dim() < 2 or id(p) in embeddings]
     groups = [{"params": decay, "weight_decay": recipe.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    if recipe.optimizer == "sgd":
-        return torch.optim.SGD(groups, lr=recipe.lr, momentum=recipe.momentum, nesterov=recipe.nesterov)
-    return torch.optim.AdamW(groups, lr=recipe.lr, betas=(recipe.momentum, recipe.beta2))
+    betas = (recipe.momentum, recipe.beta2)
+    return optimizer_for(groups, recipe.optimizer, recipe.lr, recipe.momentum, recipe.nesterov, betas)
 
 
 # -- evaluation -------------------------------------------------------------------------------
