@@ -16,6 +16,7 @@ from ..core.steps import POOL_READERS
 from ..data import DATASETS
 from ..data import text as text_data
 from ..models import FAMILIES
+from ..models.meta import meta_model
 from .schema import schema
 
 # Family a grid trains -> the kind of data it trains on, and data set -> the kind it holds.
@@ -219,8 +220,6 @@ def insertion_points(
     """The insertion-point names of a model, from the model itself built on the meta device
     (``models.meta``: no memory, no initialization; 0.01 s for a llama, 0.25 s for ResNet-110 at
     width 8); None if the family refuses the spec."""
-    from ..models.meta import meta_model
-
     try:
         return tuple(meta_model({"family": family, "depth": depth, "width": width, **dict(model)}).insertion_points())
     except (ValueError, TypeError):

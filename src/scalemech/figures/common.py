@@ -16,18 +16,12 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FormatStrFormatter, FuncFormatter, LogLocator, NullFormatter
 
 from ..core.tables import check_columns, model_keys
+from ..models import point_count
 
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
 LINESTYLES = ["-", "--", "-.", ":"]
 PANEL_KEYS = ["dataset", "family"]  # one facet per dataset/family
 DPI = 150
-
-
-def point_count(family: str, depth: int) -> int | None:
-    """``models.point_count`` (the families' rule), imported only when a per-point figure needs it."""
-    from ..models import point_count as count
-
-    return count(family, depth)
 
 
 def relative_depth(frame: pd.DataFrame) -> pd.Series:
