@@ -41,7 +41,7 @@ from transformers import AutoModelForCausalLM, GPTNeoXConfig
 from scalemech.certify import certify
 from scalemech.core.device import resolve_device
 from scalemech.pipeline.readme import markers, replace_block
-from scalemech.pipeline.runrecord import cpu_model
+from scalemech.core.machine import cpu_model
 
 PYTHIA_160M = dict(
     hidden_size=768,

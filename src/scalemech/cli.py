@@ -8,6 +8,7 @@
     scalemech figure    --config config/config.yaml --figure F4_dalign_vs_width
     scalemech report    --config config/config.yaml
     scalemech certify   --checkpoint PATH --data DIR_TEXT_OR_TOKENS [--M 16 --K 16] [--wide] [--out CSV]
+    scalemech grow      --checkpoint HF_MODEL --data TEXT_OR_TOKENS --out DIR [--at auto] [--train new]
 
 Paths follow the workflow's layout (results/<run>/…), so a step run here is the same job
 Snakemake would run.
@@ -45,6 +46,20 @@ verdicts, one per insertion point:
   no detectable signal  neither holds: these data give no reason to grow the model there
 """
 """``certify --help``'s closing text (the rule is ``certify.verdict``; tests check the two agree)."""
+GROW_EPILOG = """\
+example (grow where certify says, train the new layers, compare with continuing to train):
+  scalemech grow --checkpoint ./my-llama --data stories.npy --out ./my-llama-grown --at auto --blocks 2
+
+--at:  auto          greedy: insert after the point certify ranks first among "grow here", train,
+                     certify again; up to --blocks rounds, stopping when no point is "grow here"
+       layer.3,...   after these decoder layers (the points certify names)
+       every:K       LLaMA-Pro's stride: after every K-th layer
+
+decision: the grown model is recommended only when its held-out loss beats both controls (the original
+trained on the same tokens, and for the same FLOPs) by more than 2 paired SE; otherwise it is written
+marked not recommended in growth.json (--fallback: the better control is written instead).
+"""
+"""``grow --help``'s closing text (the rule is ``grow.decision``)."""
 DEVICES = ["auto", "cpu", "cuda"]
 
 
@@ -168,6 +183,38 @@ def _certify(args: argparse.Namespace) -> None:
         print(f"written {args.out}", file=sys.stderr)
 
 
+def _grow(args: argparse.Namespace) -> None:
+    from .grow import GrowSettings, grow
+
+    settings = GrowSettings(
+        at=args.at,
+        blocks=args.blocks,
+        train=args.train,
+        steps=args.steps,
+        lr=args.lr,
+        batch_size=args.batch_size,
+        block_size=args.block_size,
+        eval_windows=args.eval_windows,
+        pool=args.pool,
+        M=args.M,
+        K=args.K,
+        seed=args.seed,
+        device=args.device,
+        tokenizer=args.tokenizer,
+        fallback=args.fallback,
+        checkpoint_every=args.checkpoint_every,
+    )
+    record = grow(args.checkpoint, args.data, args.out, settings)
+    decision = record["decision"]
+    losses = ", ".join(f"{name} {loss:.4f}" for name, loss in record["held_out"]["mean_loss"].items())
+    print(f"held-out loss per token ({record['held_out']['windows']} windows): {losses}")
+    for name, gain in record["held_out"].items():
+        if name.startswith("gain_over_"):
+            print(f"  {name}: {gain['mean']:+.4f} (paired SE {gain['se']:.4f})")
+    verdict = "recommended" if decision["recommended"] else "not recommended"
+    print(f"decision: {verdict}: {decision['why']}; wrote {decision['written']} to {args.out}")
+
+
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """Keeps descriptions as written and appends ``(default: …)`` to every optional argument that has
     a default (an option whose default is None says in its help what happens without it)."""
@@ -228,6 +275,10 @@ def parser() -> argparse.ArgumentParser:
     config_option(report)
     report.set_defaults(func=_report)
 
+    certify_data_help = (
+        "a prepared dataset directory, a UTF-8 text file, a .npy of token ids (1-D integers), "
+        "or nanoGPT's train.bin/val.bin (their directory, or train.bin with val.bin beside it)"
+    )
     certify = command(
         "certify",
         "where to grow your own checkpoint: d_align, the expansion certificate and a verdict per insertion point",
@@ -250,12 +301,7 @@ def parser() -> argparse.ArgumentParser:
         choices=list(FAMILIES),
         help="the checkpoint's model family (default: hf unless the checkpoint is a model.pt)",
     )
-    certify.add_argument(
-        "--data",
-        required=True,
-        help="a prepared dataset directory, a UTF-8 text file, a .npy of token ids (1-D integers), "
-        "or nanoGPT's train.bin/val.bin (their directory, or train.bin with val.bin beside it)",
-    )
+    certify.add_argument("--data", required=True, help=certify_data_help)
     certify.add_argument("--points", default="all", help="insertion points: 'all', a count, or comma-separated names")
     certify.add_argument(
         "--view",
@@ -281,6 +327,37 @@ def parser() -> argparse.ArgumentParser:
     )
     certify.add_argument("--out", help="also write the full table as CSV to this path (default: no file)")
     certify.set_defaults(func=_certify)
+
+    grow = command(
+        "grow",
+        "grow a Hugging Face decoder LM where the certificate says, train it, and test the gain against controls",
+        GROW_EPILOG,
+    )
+    grow.add_argument("--checkpoint", required=True, help="a Hugging Face hub name or local directory of a decoder LM")
+    grow.add_argument("--data", required=True, help=certify_data_help)
+    grow.add_argument("--out", required=True, help="the directory to write (a plain transformers checkpoint)")
+    grow.add_argument(
+        "--tokenizer",
+        help="for text --data: the tokenizer when the checkpoint has none (default: the checkpoint's own)",
+    )
+    grow.add_argument("--at", default="auto", help="where: auto, comma-separated points (layer.3,layer.7) or every:K")
+    grow.add_argument("--blocks", type=int, help="--at auto: the most new layers (default: 1)")
+    grow.add_argument(
+        "--train", choices=["new", "all", "none"], default="new", help="train the new layers, every weight, or none"
+    )
+    grow.add_argument("--steps", type=int, default=200, help="training steps after each insertion round")
+    grow.add_argument("--lr", type=float, default=2e-4, help="peak AdamW learning rate (10%% warmup, cosine)")
+    grow.add_argument("--batch-size", type=int, default=8, help="sequences per step (and per measurement batch)")
+    grow.add_argument("--block-size", type=int, help="tokens per sequence (default: certify's)")
+    grow.add_argument("--eval-windows", type=int, default=128, help="held-out sequences scoring every model")
+    grow.add_argument("--pool", type=int, default=64, help="certificate: examples per pool")
+    grow.add_argument("--M", type=int, default=16, help="certificate: training examples behind the direction")
+    grow.add_argument("--K", type=int, default=16, help="certificate: test examples that judge it")
+    grow.add_argument("--checkpoint-every", type=int, default=50, help="steps between resume states")
+    grow.add_argument("--fallback", action="store_true", help="when not recommended, write the better control")
+    grow.add_argument("--seed", type=non_negative, default=0, help="seed of the pools, batches and held-out windows")
+    grow.add_argument("--device", choices=DEVICES, default="auto", help="where to compute")
+    grow.set_defaults(func=_grow)
     return top
 
 

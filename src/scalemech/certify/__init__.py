@@ -20,11 +20,12 @@ Verdict rule (``verdict``), per point, from the numbers in its row:
 The recommendation names the "grow here" points, ranked by ``block_grad_norm`` (the largest
 first-order gain first), or says that no point has a detectable signal.
 
-Modules: ``inputs`` (the model and data given), ``measurement`` (``certify``, ``point_row``),
+Modules: ``inputs`` (the model and data given), ``measurement`` (``certify``, ``certify_model`` of a
+model already loaded, ``point_row``),
 ``verdict`` (the rule above) and ``text`` (``format_certificate``).
 """
 
-from .measurement import CERTIFICATE_COLUMNS, certify, point_row
+from .measurement import CERTIFICATE_COLUMNS, certify, certify_model, point_row
 from .text import format_certificate, recommendation
 from .verdict import B_GROW, GROW, NO_SIGNAL, VERDICTS, WEAK, verdict
 
@@ -36,6 +37,7 @@ __all__ = [
     "VERDICTS",
     "WEAK",
     "certify",
+    "certify_model",
     "format_certificate",
     "point_row",
     "recommendation",

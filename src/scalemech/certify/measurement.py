@@ -147,11 +147,12 @@ def measure_points(
     view: str,
     seed: int,
     device: torch.device,
-) -> list[dict[str, Any]]:
-    """``point_row`` of each of ``points``: train and test pools of ``pool`` examples drawn and
-    captured as ``experiments.measure`` does (the same seeds, so the same numbers), in ``view``
-    only, as scratch pools under ``pool_dir``; the new blocks run on the train pool only. Memory:
-    the model, one batch, and one point's pools while its statistics are computed."""
+) -> tuple[list[dict[str, Any]], dict[str, list[int]]]:
+    """``point_row`` of each of ``points``, and ``{split: the pool's example index}``: train and test
+    pools of ``pool`` examples drawn and captured as ``experiments.measure`` does (the same seeds, so
+    the same numbers), in ``view`` only, as scratch pools under ``pool_dir``; the new blocks run on
+    the train pool only. Memory: the model, one batch, and one point's pools while its statistics
+    are computed."""
     model, examples = ready_pools(model, prepared, {split: pool for split in SPLITS}, seed, identity, device)
     check_scratch_space(model, examples["train"].x[:1].to(device), points, view, 2 * pool, pool_dir)
     paths = {
@@ -176,7 +177,26 @@ def measure_points(
     for point in tqdm(points, desc="statistics"):  # one point's pools mapped at a time
         train, test = (GradientPool(paths[split, point], verify=False) for split in SPLITS)
         rows.append(point_row(train, test, M, K, device))
-    return rows
+    return rows, {split: examples[split].index.tolist() for split in SPLITS}
+
+
+def size_problems(pool: int, M: int, K: int, batch_size: int, block_size: int | None, view: str) -> list[str]:
+    """What is wrong with certify's sizes, each naming the value and what is allowed (``certify``'s doc)."""
+    problems = [
+        f"{name} = {value} must be at least {low}"
+        for name, value, low in (("pool", pool, 5), ("M", M, 1), ("K", K, 1), ("batch_size", batch_size, 1))
+        if value < low
+    ]
+    problems += [
+        f"{name} = {value} is more than the {pool} examples of each pool measured; allowed: 1 <= {name} <= {pool}"
+        for name, value in (("M", M), ("K", K))
+        if value > pool
+    ]
+    if block_size is not None and block_size < 2:
+        problems.append(f"block_size = {block_size} must be at least 2")
+    if view not in VIEWS:
+        problems.append(f"view = {view!r} must be one of {', '.join(VIEWS)}")
+    return problems
 
 
 def certify(
@@ -207,20 +227,7 @@ def certify(
     captured). A Hugging Face model's ``block_size`` defaults to ``min(max_position_embeddings,
     HF_BLOCK_SIZE)``, its tokenizer (for text data) to its checkpoint's. ``frame.attrs["ran"]``
     names the model and the dtype it ran in (``ran_on``)."""
-    problems = [
-        f"{name} = {value} must be at least {low}"
-        for name, value, low in (("pool", pool, 5), ("M", M, 1), ("K", K, 1), ("batch_size", batch_size, 1))
-        if value < low
-    ]
-    problems += [
-        f"{name} = {value} is more than the {pool} examples of each pool measured; allowed: 1 <= {name} <= {pool}"
-        for name, value in (("M", M), ("K", K))
-        if value > pool
-    ]
-    if block_size is not None and block_size < 2:
-        problems.append(f"block_size = {block_size} must be at least 2")
-    if view not in VIEWS:
-        problems.append(f"view = {view!r} must be one of {', '.join(VIEWS)}")
+    problems = size_problems(pool, M, K, batch_size, block_size, view)
     if problems:
         raise ValueError("certify: " + "; ".join(problems))
     if not Path(data).exists():
@@ -248,16 +255,11 @@ def certify(
                 f"--data {data!r} holds token ids, which only a Hugging Face causal LM takes; "
                 f"{checkpoint!r} is a {getattr(model, 'family', type(model).__name__)} model"
             )
-        if isinstance(rule, int) and rule > len(model.insertion_points()):
-            raise ValueError(
-                f"--points {rule}: the model has {len(model.insertion_points())} insertion points; "
-                f"allowed: 'all', 1..{len(model.insertion_points())}, or names"
-            )
-        rows = measure_points(
+        frame = certify_model(
             model,
             prepared,
             checkpoint,
-            select_points(model, rule),
+            rule,
             Path(scratch) / "pools",
             pool=pool,
             M=M,
@@ -267,6 +269,47 @@ def certify(
             seed=seed,
             device=torch_device,
         )
-    frame = pd.DataFrame(rows, columns=CERTIFICATE_COLUMNS)
     frame.attrs["ran"] = ran_on(model, checkpoint, torch_device)
+    return frame
+
+
+def certify_model(
+    model: ResidualModel,
+    prepared: Prepared | TokenIds,
+    identity: str,
+    rule: str | int | list[str],
+    pool_dir: Path,
+    *,
+    pool: int,
+    M: int,
+    K: int,
+    batch_size: int,
+    view: str,
+    seed: int,
+    device: torch.device,
+) -> pd.DataFrame:
+    """``certify``'s table of a model already loaded, at the points ``rule`` picks
+    (``experiments.measure.select_points``), its pools drawn for ``identity``;
+    ``frame.attrs["pools"]`` holds each split's pool as window starts (or rows)."""
+    if isinstance(rule, int) and rule > len(model.insertion_points()):
+        raise ValueError(
+            f"--points {rule}: the model has {len(model.insertion_points())} insertion points; "
+            f"allowed: 'all', 1..{len(model.insertion_points())}, or names"
+        )
+    rows, pools = measure_points(
+        model,
+        prepared,
+        identity,
+        select_points(model, rule),
+        pool_dir,
+        pool=pool,
+        M=M,
+        K=K,
+        batch_size=batch_size,
+        view=view,
+        seed=seed,
+        device=device,
+    )
+    frame = pd.DataFrame(rows, columns=CERTIFICATE_COLUMNS)
+    frame.attrs["pools"] = pools
     return frame

@@ -43,6 +43,7 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 
+from .. import stats
 from ..core.seeding import derive_seed, model_identity, seeded
 from ..core.tables import columns
 from ..data import Prepared
@@ -100,8 +101,8 @@ class Evaluated:
 
 
 def paired_se(a: Tensor, b: Tensor) -> float:
-    """Standard error of ``mean(a) − mean(b)`` over the same examples: ``sd(a_i − b_i) / √n`` (ddof 1)."""
-    return float((a - b).std(correction=1) / math.sqrt(len(a)))
+    """Standard error of ``mean(a) − mean(b)`` over the same examples (``stats.paired_difference``)."""
+    return stats.paired_difference(a.detach().cpu().double().numpy(), b.detach().cpu().double().numpy()).se
 
 
 def evaluate(

@@ -10,9 +10,10 @@ family's quirks stay the library's. The residual stream after decoder layer ``i`
 - or replaces ``z`` (``f_top``) or stops the forward there (``f_bot``).
 
 The decoder layers are found generically: the ``ModuleList`` of ``config.num_hidden_layers``
-modules. An inserted block (``new_block``) is a copy of the layer at the point, re-initialized by
-the model's own ``_init_weights`` and with its output projections (``OUTPUT_PROJECTIONS``) zeroed,
-so ``b_0(z) = z``. Tested families: tests/test_hf.py (``CONFIGS``). References: the
+modules. An inserted block (``new_block``) is a copy of the layer at the point, trained weights
+kept, with its output projections (``OUTPUT_PROJECTIONS``, weights and biases) zeroed, so
+``b_0(z) = z``: LLaMA-Pro's block expansion, and the layer ``scalemech grow`` inserts
+(``models.hf_growth``). Tested families: tests/test_hf.py (``CONFIGS``). References: the
 ``modeling_*.py`` forwards of ``transformers`` v5.
 """
 
@@ -37,6 +38,28 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 """``auto``: the checkpoint's own dtype (``config.json``'s ``dtype`` / ``torch_dtype``)."""
 OUTPUT_PROJECTIONS = frozenset({"o_proj", "down_proj", "c_proj", "dense", "dense_4h_to_h", "out_proj", "fc2", "fc_out"})
 """Names of the linears (or MoE expert weights) that write a decoder layer's branches into the stream."""
+
+
+def is_output_projection(name: str) -> bool:
+    """Whether parameter ``name`` belongs to an ``OUTPUT_PROJECTIONS`` module (its weight or bias)."""
+    return bool(OUTPUT_PROJECTIONS & set(name.split(".")))
+
+
+def zero_output_copy(layer: nn.Module, model_type: str) -> nn.Module:
+    """A deep copy of decoder ``layer``, its trained weights kept and every output projection's
+    parameters zeroed: the layer writes nothing into the stream, ``b_0(z) = z``. ``ValueError`` naming
+    ``model_type`` when the layer has no parameter of ``OUTPUT_PROJECTIONS``."""
+    copied = copy.deepcopy(layer)
+    zeroed = [param for name, param in copied.named_parameters() if is_output_projection(name)]
+    if not zeroed:
+        raise ValueError(
+            f"model_type {model_type!r}: no output projection ({sorted(OUTPUT_PROJECTIONS)}) "
+            "in its decoder layer; add its name to OUTPUT_PROJECTIONS"
+        )
+    with torch.no_grad():
+        for param in zeroed:
+            param.zero_()
+    return copied
 
 
 def decoder_layers_path(hf_model: PreTrainedModel) -> str:
@@ -201,29 +224,15 @@ class HFCausalLM(LanguageModel):
         return Bottom(self, point), Top(self, point)
 
     def new_block(self, point: str) -> NewLayer:
-        """A copy of the decoder layer writing ``point``, re-initialized by the model's ``_init_weights``
-        (family-specific: normal linears, identity norms …), its ``OUTPUT_PROJECTIONS`` zeroed, so
-        ``b_0(z) = z``; its parameters require grad."""
-        layer = copy.deepcopy(self.layers[self._layer_of(point)])
-        zeroed = []
-        with torch.no_grad():
-            for module in layer.modules():
-                self.hf_model._init_weights(module)
-            for name, param in layer.named_parameters():
-                if OUTPUT_PROJECTIONS & set(name.split(".")):
-                    param.zero_()
-                    zeroed.append(name)
-        if not zeroed:
-            raise ValueError(
-                f"model_type {self.config.model_type!r}: no output projection ({sorted(OUTPUT_PROJECTIONS)}) "
-                "in its decoder layer; add its name to OUTPUT_PROJECTIONS"
-            )
+        """``zero_output_copy`` of the decoder layer writing ``point``, so ``b_0(z) = z``; its parameters
+        require grad."""
+        layer = zero_output_copy(self.layers[self._layer_of(point)], self.config.model_type)
         return NewLayer(layer.requires_grad_(True).train(self.training))
 
     def first_order_parameters(self, block: NewLayer) -> list[nn.Parameter]:
         """The output projections: every other parameter reaches the stream through them, so its
         gradient is 0 at ``θ = 0``."""
-        return [p for name, p in block.named_parameters() if OUTPUT_PROJECTIONS & set(name.split("."))]
+        return [p for name, p in block.named_parameters() if is_output_projection(name)]
 
     def insert_block(self, point: str) -> tuple[HFCausalLM, NewLayer]:
         """A deep copy with ``new_block(point)`` applied after ``point``, named ``<point>+new``."""

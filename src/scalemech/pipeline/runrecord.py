@@ -12,8 +12,6 @@ started (``getrusage(RUSAGE_CHILDREN)``), so the README's numbers come from a ru
 from __future__ import annotations
 
 import json
-import os
-import platform
 import resource
 import subprocess
 import sys
@@ -21,18 +19,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-
-def cpu_model() -> str:
-    """The CPU's model name (``/proc/cpuinfo`` on Linux, else ``platform.processor()``)."""
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
-
-
-KERNEL_CAPS = ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY")
+from ..core.machine import machine
 
 
 def record(command: list[str], out: str | Path) -> int:
@@ -46,9 +33,7 @@ def record(command: list[str], out: str | Path) -> int:
         "wall_seconds": round(time.perf_counter() - start, 1),
         "user_cpu_seconds": round(usage.ru_utime, 1),
         "system_cpu_seconds": round(usage.ru_stime, 1),
-        "cpu": cpu_model(),
-        "cores": os.cpu_count(),
-        "kernel_caps": {name: os.environ[name] for name in KERNEL_CAPS if name in os.environ},
+        **machine(),
         "returncode": returncode,
     }
     Path(out).parent.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,8 @@
 """Alignment statistics of activation gradients from their Gram matrix.
 
 Modules: ``grams``, ``moments``, ``intervals``, ``misalignment`` (certificates), ``covariance`` (D1),
-``powerlaw`` (D4's fit) and ``cost`` (W5's timing). The estimators of docs/science.md §3-§4 (Paper W,
+``powerlaw`` (D4's fit), ``cost`` (W5's timing) and
+``paired`` (two models scored on the same examples). The estimators of docs/science.md §3-§4 (Paper W,
 Zhang et al. 2026, "the effective alignment dimension"): given ``n`` i.i.d. rows ``q_i``
 (per-example activation gradients, flattened to ``R^D``) with mean ``mu`` and covariance ``Sigma``,
 
@@ -55,6 +56,7 @@ HOMES = {
         "two_sample_certificate",
         "two_sample_variance",
     ),
+    "paired": ("PairedDifference", "paired_difference"),
     "moments": ("FIELDS", "AlignmentStats", "alignment_stats", "leave_one_out_u", "stats_from_gram", "u_statistics"),
 }
 HOME_OF = {name: module for module, names in HOMES.items() for name in names}

@@ -1,0 +1,27 @@
+"""``scalemech grow``: act on the certificate, and test whether it pays.
+
+1. **Where.** ``--at auto`` is greedy on ``certify``: insert after the point it ranks first among
+   "grow here", train, certify the grown model again, and repeat up to ``--blocks`` times, stopping
+   early when no point is "grow here" (with ``--train none``, one certificate's top points: an
+   untrained insertion leaves the function, so the certificate, as it was). ``layer.3,layer.7`` and
+   LLaMA-Pro's ``every:K`` are fixed placements, certified too (``placement``).
+2. **Insertion.** A new layer is a copy of the layer at the point with its output projections zeroed
+   (the block certify measured), built into the model's own layer list from its updated config
+   (``models.hf_growth``); before any training the grown model's logits are checked to equal the old
+   ones on held-out windows (max |Δ| ≤ 1e-5 in float32), else grow refuses, naming the family.
+3. **Training.** The new layers only (``--train new``: every old weight stays bit-identical) or every
+   weight, AdamW with warmup, seeded, resumable (``training.continued``). Two controls train the
+   original model on every weight: for the same steps on the same batches (equal tokens), and for the
+   steps whose FLOPs equal the grown model's training FLOPs (equal compute, counted by
+   ``torch.utils.flop_counter``).
+4. **Decision.** Every model is scored on held-out test windows disjoint from the training tokens and
+   from the certificate's pools; the grown model is recommended only when it beats both controls by
+   more than 2 paired SE (``decision``). Otherwise it is still written, marked not recommended;
+   ``--fallback`` writes the better control instead.
+5. **Output.** ``--out`` loads with plain ``AutoModelForCausalLM.from_pretrained`` (safetensors, the
+   source's dtype, the tokenizer copied when there is one) and holds ``growth.json`` (``output``).
+"""
+
+from .run import GrowSettings, grow
+
+__all__ = ["GrowSettings", "grow"]

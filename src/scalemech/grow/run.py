@@ -1,0 +1,357 @@
+"""``grow``: certify, insert, check, train the grown model and two controls, decide, write."""
+
+from __future__ import annotations
+
+import copy
+import math
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+import transformers
+from transformers import PreTrainedModel
+
+from ..certify import certify_model, format_certificate
+from ..certify.inputs import _certify_data, _hf_spec
+from ..certify.measurement import size_problems
+from ..core.device import resolve_device
+from ..core.machine import machine
+from ..core.recipe import Recipe
+from ..core.seeding import derive_seed
+from ..data.tokenized import TEXT_SLACK
+from ..models import build_model
+from ..models.hf import HFCausalLM, decoder_layers_path
+from ..models.hf_growth import PRESERVED_ATOL, check_preserved, grow_layers
+from ..tasks import Task, draw_disjoint
+from ..training.continued import Arm, WindowBatches, sequence_losses, step_flops, train_arm
+from .decision import decide
+from .output import STATE_DIR, check_out, source_digest, write_checkpoint, write_growth
+from .placement import Placement, best_point, parse_at, resolve
+
+TRAIN_MODES = ("new", "all", "none")
+WARMUP_FRACTION = 0.1
+GRAD_CLIP = 1.0
+CHECK_WINDOWS = 8
+"""Held-out windows on which the insertion is checked to preserve the function."""
+
+
+@dataclass
+class GrowSettings:
+    """``scalemech grow``'s options (``--help``); the certificate's sizes are ``certify``'s."""
+
+    at: str = "auto"
+    blocks: int | None = None
+    train: str = "new"
+    steps: int = 200
+    lr: float = 2e-4
+    batch_size: int = 8
+    block_size: int | None = None
+    eval_windows: int = 128
+    pool: int = 64
+    M: int = 16
+    K: int = 16
+    view: str = "full"
+    seed: int = 0
+    device: str = "auto"
+    tokenizer: str | None = None
+    fallback: bool = False
+    checkpoint_every: int = 50
+
+    def check(self) -> Placement:
+        """Every option checked before anything loads (``ValueError`` naming each bad value); the placement."""
+        problems = size_problems(self.pool, self.M, self.K, self.batch_size, self.block_size, self.view)
+        if self.train not in TRAIN_MODES:
+            problems.append(f"train = {self.train!r} must be one of {', '.join(TRAIN_MODES)}")
+        for name in ("steps", "eval_windows", "checkpoint_every"):
+            if getattr(self, name) < 1:
+                problems.append(f"{name} = {getattr(self, name)} must be at least 1")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            problems.append(f"lr = {self.lr} must be a finite number > 0")
+        if problems:
+            raise ValueError("grow: " + "; ".join(problems))
+        return parse_at(self.at, self.blocks)
+
+    def recipe(self, steps: int) -> Recipe:
+        """AdamW (``transformers.Trainer``'s betas, no weight decay), 10 % warmup then cosine to 0, clipping at 1."""
+        return Recipe(
+            optimizer="adamw",
+            lr=self.lr,
+            momentum=0.9,
+            beta2=0.999,
+            weight_decay=0.0,
+            batch_size=self.batch_size,
+            steps=steps,
+            warmup_fraction=WARMUP_FRACTION,
+            grad_clip=GRAD_CLIP,
+        )
+
+
+def _frozen(model: PreTrainedModel) -> PreTrainedModel:
+    return model.requires_grad_(False).eval()
+
+
+def _trainable(model: PreTrainedModel, new_layers: list[int], mode: str) -> PreTrainedModel:
+    """``mode`` ``new``: only the decoder layers ``new_layers`` require grad; ``all``: every parameter."""
+    _frozen(model)
+    if mode == "all":
+        return model.requires_grad_(True)
+    layers = model.get_submodule(decoder_layers_path(model))
+    for index in new_layers:
+        layers[index].requires_grad_(True)
+    return model
+
+
+def _shifted(inserted: list[int], new: list[int]) -> list[int]:
+    """Indices ``inserted`` renumbered after new layers at ``new`` (each pushes the layers from it up by
+    one), plus ``new``."""
+    shifted = list(inserted)
+    for index in sorted(new):
+        shifted = [k + (k >= index) for k in shifted]
+    return sorted(shifted + list(new))
+
+
+def _plain(value: Any) -> Any:
+    """A table cell as JSON holds it: numpy scalars as Python numbers, nan as null."""
+    value = value.item() if hasattr(value, "item") else value
+    return None if isinstance(value, float) and math.isnan(value) else value
+
+
+def _rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    return [{key: _plain(value) for key, value in row.items()} for row in frame.to_dict("records")]
+
+
+class Grower:
+    """One ``grow`` run (``grow`` below): the inputs, the model as grown so far, the arms' results."""
+
+    def __init__(self, checkpoint: str, data: str, out: Path, settings: GrowSettings):
+        self.settings, self.checkpoint, self.out = settings, checkpoint, out
+        self.placement = settings.check()
+        if not Path(data).exists():
+            raise FileNotFoundError(f"--data {data!r} does not exist")
+        spec = _hf_spec(checkpoint, None, settings.block_size, settings.tokenizer)
+        if spec is None:
+            raise ValueError(
+                f"grow takes a Hugging Face decoder-only causal LM (hub name or directory); {checkpoint!r} is a "
+                "scalemech model.pt (certify serves it; its growth is the pipeline's experiment)"
+            )
+        check_out(out)
+        self.spec = {**spec, "dtype": "float32"}  # trained and checked in float32, written in the source's dtype
+        self.device = resolve_device(settings.device)
+        self.data = data
+        self.scratch = Path(tempfile.mkdtemp(prefix="scalemech-grow-"))
+        self.started = time.perf_counter()
+
+    # -- inputs -------------------------------------------------------------------------------------
+    def load(self) -> None:
+        s = self.settings
+        training_windows = s.steps * (self.placement.blocks or 1) * s.batch_size
+        windows = max(s.pool + s.eval_windows, math.ceil(training_windows / TEXT_SLACK))  # per split, see _certify_data
+        self.prepared = _certify_data(self.data, self.scratch, self.spec, windows)
+        self.model = build_model(self.spec).to(self.device)  # HFCausalLM, frozen, eval
+        self.old = self.model.hf_model
+        self.task: Task = self.model.task(self.prepared)
+        config_dtype = getattr(self.old.config, "dtype", None)
+        self.source_dtype = config_dtype if isinstance(config_dtype, torch.dtype) else torch.float32
+        self.source = source_digest(self.checkpoint, self.spec.get("revision"), bool(self.spec.get("local_files_only")))
+
+    def certificate(self, model: HFCausalLM, rule: str | list[str]) -> pd.DataFrame:
+        s = self.settings
+        frame = certify_model(
+            model,
+            self.prepared,
+            self.checkpoint,
+            rule,
+            self.scratch / "pools",
+            pool=s.pool,
+            M=s.M,
+            K=s.K,
+            batch_size=s.batch_size,
+            view=s.view,
+            seed=s.seed,
+            device=self.device,
+        )
+        print(format_certificate(frame), flush=True)
+        return frame
+
+    def held_out(self, pools: dict[str, list[int]]) -> None:
+        """``eval_windows`` test windows disjoint from the certificate's test pool (and, as test windows,
+        from every training token), seeded."""
+        examples = draw_disjoint(
+            self.task,
+            "test",
+            self.settings.eval_windows,
+            derive_seed(self.settings.seed, self.checkpoint, "grow", "held-out"),
+            torch.tensor(pools["test"], dtype=torch.int64),
+        )
+        self.eval_x, self.eval_y = examples.x, examples.y
+
+    def losses(self, model: PreTrainedModel) -> np.ndarray:
+        return sequence_losses(model, self.eval_x, self.eval_y, self.settings.batch_size).numpy()
+
+    # -- training -----------------------------------------------------------------------------------
+    def batches_seed(self) -> int:
+        return derive_seed(self.settings.seed, self.checkpoint, "grow", "batches")
+
+    def identity(self, arm: str, **more: Any) -> dict[str, Any]:
+        s = self.settings
+        return {
+            "arm": arm,
+            "source": self.source["sha256"],
+            "data": str(getattr(self.prepared, "source", self.data)),
+            "block_size": self.task.block_size,
+            "recipe": asdict(s.recipe(s.steps)),
+            "seed": self.batches_seed(),
+            **more,
+        }
+
+    def flops_of(self, model: PreTrainedModel) -> int:
+        x, y = WindowBatches(self.task, self.settings.batch_size, self.batches_seed(), self.device).next()
+        return step_flops(model, x, y)
+
+    def train(
+        self, name: str, model: PreTrainedModel, steps: int, generator: torch.Tensor | None, **identity: Any
+    ) -> Arm:
+        arm = train_arm(
+            name,
+            model,
+            self.task,
+            self.settings.recipe(steps),
+            self.batches_seed(),
+            self.out / STATE_DIR / name,
+            self.identity(name, steps=steps, **identity),
+            self.flops_of(model),
+            self.settings.checkpoint_every,
+            generator_state=generator,
+        )
+        _frozen(model)
+        return arm
+
+    # -- the run ------------------------------------------------------------------------------------
+    def grow_model(self) -> tuple[PreTrainedModel, list[int], list[dict[str, Any]], list[Arm]]:
+        """The grown model, its new layers (final numbering), the decisions and the grown arm's stages."""
+        s, current, inserted = self.settings, self.model, []
+        decisions, stages, generator = [], [], None
+        rounds = self.placement.blocks if self.placement.auto and s.train != "none" else 1
+        for round_ in range(1, rounds + 1):
+            if self.placement.auto and s.train != "none":
+                frame = self.certificate(current, "all")
+                chosen = best_point(frame)
+                after = [] if chosen is None else [int(chosen.removeprefix("layer."))]
+            elif self.placement.auto:  # untrained insertions leave the certificate as it was: one table
+                frame = self.certificate(current, "all")
+                ranked = frame[frame["verdict"] == "grow here"].sort_values("block_grad_norm", ascending=False)
+                after = sorted(int(p.removeprefix("layer.")) for p in ranked["point"].iloc[: self.placement.blocks])
+                chosen = ",".join(f"layer.{i}" for i in after) or None
+            else:
+                after = list(resolve(self.placement, current.depth))
+                frame = self.certificate(current, sorted({f"layer.{i}" for i in after}))
+                chosen = ",".join(f"layer.{i}" for i in after)
+            if round_ == 1:
+                self.held_out(frame.attrs["pools"])
+            decisions.append({"round": round_, "chosen": chosen, "certificate": _rows(frame)})
+            if not after:
+                print(f"grow: round {round_}: no point is 'grow here'; stopping after {len(inserted)} new layers")
+                break
+            grown, new = grow_layers(current.hf_model, after)
+            gap = check_preserved(current.hf_model, grown, self.eval_x[:CHECK_WINDOWS].to(self.device))
+            inserted = _shifted(inserted, new)
+            decisions[-1].update(new_layers=new, max_abs_logit_change=gap, allowed_change=PRESERVED_ATOL)
+            print(f"grow: round {round_}: new layers {new} after {chosen}; logits unchanged (max |Δ| = {gap:.2g})")
+            if s.train != "none":
+                _trainable(grown, inserted, s.train)
+                stages.append(self.train(f"grown-{round_}", grown, s.steps, generator, inserted=inserted))
+                generator = stages[-1].generator_state
+            current = HFCausalLM(_frozen(grown), self.spec)
+        return current.hf_model, inserted, decisions, stages
+
+    def run(self) -> dict[str, Any]:
+        s = self.settings
+        self.load()
+        grown, inserted, decisions, stages = self.grow_model()
+        losses = {"old": self.losses(self.old), "grown": self.losses(grown)}
+        arms: dict[str, dict[str, Any]] = {"grown": {"stages": [a.record() for a in stages]}}
+        best_control, written = None, "grown" if inserted else "old"
+        if stages:
+            steps, flops = sum(a.steps for a in stages), sum(a.flops for a in stages)
+            per_step = self.flops_of(_trainable(self.old, [], "all"))
+            _frozen(self.old)
+            for name, arm_steps in (("control_tokens", steps), ("control_flops", max(1, round(flops / per_step)))):
+                control = _trainable(copy.deepcopy(self.old), [], "all")
+                arm = self.train(name, control, arm_steps, None)
+                arms[name] = arm.record()
+                losses[name] = self.losses(control)
+                if best_control is None or losses[name].mean() < losses[best_control[0]].mean():
+                    best_control = (name, control)
+        decision = decide(losses, trained=bool(stages), inserted=bool(inserted))
+        model = grown
+        if not decision["recommended"] and s.fallback and best_control is not None:
+            written, model = best_control
+        decision["written"] = written
+        tokenizer = (self.spec["tokenizer"], bool(self.spec.get("local_files_only")))
+        has_tokenizer = write_checkpoint(model, self.out, self.source_dtype, tokenizer)
+        record = {
+            "source": {
+                "checkpoint": self.checkpoint,
+                "model_type": self.old.config.model_type,
+                "layers": self.model.depth,
+                **self.source,
+            },
+            "inserted_layers": inserted if written == "grown" else [],
+            "layers": model.config.get_text_config().num_hidden_layers,
+            "placement": {"at": s.at, "blocks": self.placement.blocks},
+            "decisions": decisions,
+            "predicted_first_order_gain": _predicted(decisions),
+            "held_out": {
+                "windows": len(self.eval_y),
+                "tokens_per_window": self.task.block_size,
+                "mean_loss": {k: float(v.mean()) for k, v in losses.items()},
+                **decision.pop("gains"),
+            },
+            "decision": decision,
+            "arms": arms,
+            "training": {
+                "train": s.train,
+                "lr": s.lr,
+                "batch_size": s.batch_size,
+                "block_size": self.task.block_size,
+                "warmup_fraction": WARMUP_FRACTION,
+                "grad_clip": GRAD_CLIP,
+                "optimizer": "adamw",
+                "seed": s.seed,
+            },
+            "tokenizer_copied": has_tokenizer,
+            "machine": {
+                **machine(),
+                "device": str(self.device),
+                "torch": torch.__version__,
+                "transformers": transformers.__version__,
+            },
+            "wall_seconds": round(time.perf_counter() - self.started, 1),
+        }
+        write_growth(self.out, record)
+        shutil.rmtree(self.out / STATE_DIR, ignore_errors=True)
+        shutil.rmtree(self.scratch, ignore_errors=True)
+        return record
+
+
+def _predicted(decisions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per chosen point: the first-order gain ``‖∇_θ L‖`` at ``θ = 0`` of the new layer there (the loss
+    decrease per unit step along the steepest descent, certify's ``block_grad_norm``)."""
+    out = []
+    for decision in decisions:
+        for point in (decision["chosen"] or "").split(","):
+            rows = [r for r in decision["certificate"] if r["point"] == point]
+            if rows:
+                out.append({"round": decision["round"], "point": point, "block_grad_norm": rows[0]["block_grad_norm"]})
+    return out
+
+
+def grow(checkpoint: str, data: str, out: str | Path, settings: GrowSettings | None = None) -> dict[str, Any]:
+    """Grow ``checkpoint`` on ``data`` into ``out`` (the package doc); returns ``growth.json``'s record."""
+    return Grower(checkpoint, data, Path(out), settings or GrowSettings()).run()

@@ -1,0 +1,186 @@
+"""Continued training of a pretrained Hugging Face causal LM: one arm of ``scalemech grow``.
+
+An arm trains the parameters of ``model`` that require grad (the new layers only, or every weight)
+for ``recipe.steps`` AdamW steps (``train.make_optimizer``: decay on weight matrices only; linear
+warmup then cosine, ``train.lr_at``; gradient clipping) on random windows of the task's train
+split, drawn by one seeded CPU generator, so every arm with the same seed sees the same batches in
+the same order (an arm with more steps sees the same first batches, then more). The model runs in
+train mode, as under ``transformers.Trainer``. Resumable: the trainable tensors, the optimizer and
+the generator are checkpointed every ``checkpoint_every`` steps (``training.checkpoints``), and a
+finished arm is loaded rather than retrained. ``step_flops`` counts one step's FLOPs
+(``torch.utils.flop_counter``); ``sequence_losses`` scores held-out windows one by one.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.utils.flop_counter import FlopCounterMode
+from tqdm.auto import tqdm
+
+from ..core.integrity import IntegrityError, load_torch, read_json
+from ..core.recipe import Recipe
+from ..tasks import Task
+from .checkpoints import COMPLETE, checkpoint_paths, identity_hash, mark_complete, resume_state, save_checkpoint
+from .train import lr_at, make_optimizer
+
+
+def window_loss(model: nn.Module, x: Tensor, y: Tensor) -> Tensor:
+    """Mean next-token cross-entropy of ``model(input_ids=x)`` against ``y`` (both (B, T)), in float32."""
+    logits = model(input_ids=x, use_cache=False).logits
+    return F.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
+
+
+@torch.no_grad()
+def sequence_losses(model: nn.Module, x: Tensor, y: Tensor, batch_size: int) -> Tensor:
+    """Per-window mean next-token loss (n,) float64 of ``model`` in eval mode on ``(x, y)`` (n, T)."""
+    model.eval()
+    device = next(model.parameters()).device
+    out = []
+    for start in range(0, len(x), batch_size):
+        xb, yb = x[start : start + batch_size].to(device), y[start : start + batch_size].to(device)
+        logits = model(input_ids=xb, use_cache=False).logits.float()
+        token = F.cross_entropy(logits.transpose(1, 2), yb, reduction="none")  # (B, T)
+        out.append(token.mean(1).double().cpu())
+    return torch.cat(out)
+
+
+class WindowBatches:
+    """Training batches of ``batch_size`` train windows at random starts (``Task.sample``), from one
+    seeded CPU generator whose state is part of a checkpoint."""
+
+    def __init__(self, task: Task, batch_size: int, seed: int, device: torch.device):
+        self.task, self.batch_size, self.device = task, batch_size, device
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def next(self) -> tuple[Tensor, Tensor]:
+        starts = self.task.sample("train", self.batch_size, self.generator)
+        x, y = self.task.examples("train", starts)
+        return x.to(self.device), y.to(self.device)
+
+
+def trainable_state(model: nn.Module) -> dict[str, Tensor]:
+    """The parameters that require grad, by name, on the CPU."""
+    return {name: p.detach().cpu().clone() for name, p in model.named_parameters() if p.requires_grad}
+
+
+def step_flops(model: nn.Module, x: Tensor, y: Tensor) -> int:
+    """FLOPs of one training step's forward and backward on the batch ``(x, y)``, counted by
+    ``torch.utils.flop_counter.FlopCounterMode`` (only the gradients that are needed: a frozen
+    weight gets none); the model's gradients are cleared afterwards."""
+    counter = FlopCounterMode(display=False)
+    with counter:
+        window_loss(model, x, y).backward()
+    model.zero_grad(set_to_none=True)
+    return int(counter.get_total_flops())
+
+
+@dataclass
+class Arm:
+    """What one arm did: its steps, the tokens it trained on, its FLOPs (``step_flops × steps``), its
+    seed and its training wall time (0 when a finished arm was loaded)."""
+
+    name: str
+    steps: int
+    tokens: int
+    flops: int
+    seed: int
+    seconds: float
+    generator_state: Tensor | None = None  # the batch generator after the last step: where a next stage continues
+
+    def record(self) -> dict[str, Any]:
+        return {"steps": self.steps, "tokens": self.tokens, "flops": self.flops, "seed": self.seed}
+
+
+def _finished(directory: Path, identity: dict[str, Any]) -> dict[str, Any] | None:
+    """The final state of the finished arm ``identity`` in ``directory``, or None."""
+    try:
+        done = read_json(directory / COMPLETE)["identity"] == identity_hash(identity)
+        return load_torch(checkpoint_paths(directory)[-1]) if done else None
+    except (IntegrityError, KeyError, TypeError, IndexError, FileNotFoundError):
+        return None
+
+
+def train_arm(
+    name: str,
+    model: nn.Module,
+    task: Task,
+    recipe: Recipe,
+    seed: int,
+    directory: Path,
+    identity: dict[str, Any],
+    flops_per_step: int,
+    checkpoint_every: int = 50,
+    progress: bool = True,
+    generator_state: Tensor | None = None,
+) -> Arm:
+    """Train ``model``'s parameters that require grad in place (module doc) and return the ``Arm``.
+
+    The batches come from ``seed``, or continue from ``generator_state`` (a previous stage's
+    ``Arm.generator_state``). ``identity`` says what decides the result (a resumed or loaded state
+    must match it); states go to ``directory``. ``ValueError`` when the loss stops being finite."""
+    device = next(model.parameters()).device
+    block = task.block_size
+    arm = Arm(name, recipe.steps, recipe.steps * recipe.batch_size * block, recipe.steps * flops_per_step, seed, 0.0)
+    parameters = dict(model.named_parameters())
+    finished = _finished(directory, identity)
+    if finished is not None:
+        with torch.no_grad():
+            for key, value in finished["trainable"].items():
+                parameters[key].copy_(value)
+        arm.generator_state = finished["generator"]
+        return arm
+    optimizer = make_optimizer(model, recipe)
+    batches = WindowBatches(task, recipe.batch_size, seed, device)
+    if generator_state is not None:
+        batches.generator.set_state(generator_state)
+    state = resume_state(directory, identity)
+    first = 0
+    if state is not None:
+        with torch.no_grad():
+            for key, value in state["trainable"].items():
+                parameters[key].copy_(value)
+        optimizer.load_state_dict(state["optimizer"])
+        batches.generator.set_state(state["generator"])
+        first = state["step"]
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    start = time.perf_counter()
+    model.train()
+    bar = tqdm(
+        range(first, recipe.steps), desc=f"grow: {name}", initial=first, total=recipe.steps, disable=not progress
+    )
+    for step in bar:
+        for group in optimizer.param_groups:
+            group["lr"] = lr_at(step, recipe.steps, recipe)
+        x, y = batches.next()
+        loss = window_loss(model, x, y)
+        if not torch.isfinite(loss):
+            raise ValueError(f"grow: arm {name!r} reached a non-finite loss at step {step}; lower --lr")
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if recipe.grad_clip is not None:
+            nn.utils.clip_grad_norm_(trainable, recipe.grad_clip)
+        optimizer.step()
+        bar.set_postfix(loss=f"{loss.item():.4f}")
+        done = step + 1
+        if done % checkpoint_every == 0 or done == recipe.steps:
+            save_checkpoint(
+                directory,
+                {
+                    "run": identity,
+                    "step": done,
+                    "trainable": trainable_state(model),
+                    "optimizer": optimizer.state_dict(),
+                    "generator": batches.generator.get_state(),
+                },
+            )
+    model.eval()
+    mark_complete(directory, identity)
+    arm.seconds, arm.generator_state = time.perf_counter() - start, batches.generator.get_state()
+    return arm
