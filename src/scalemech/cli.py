@@ -145,6 +145,7 @@ def _report(args: argparse.Namespace) -> None:
 
 def _certify(args: argparse.Namespace) -> None:
     from .certify import certify, format_certificate
+    from .certify.text import loss_line
 
     frame = certify(
         args.checkpoint,
@@ -162,6 +163,11 @@ def _certify(args: argparse.Namespace) -> None:
         tokenizer=args.tokenizer,
     )
     print(frame.attrs["ran"])
+    line, warning = loss_line(frame.attrs)
+    if line:
+        print(line)
+    if warning:
+        print(warning, file=sys.stderr)
     print(format_certificate(frame, wide=args.wide))
     if args.out:
         frame.to_csv(args.out, index=False)
@@ -253,8 +259,10 @@ def parser() -> argparse.ArgumentParser:
     certify.add_argument(
         "--data",
         required=True,
-        help="a prepared dataset directory, a UTF-8 text file, a .npy of token ids (1-D integers), "
-        "or nanoGPT's train.bin/val.bin (their directory, or train.bin with val.bin beside it)",
+        help="a prepared dataset directory, a UTF-8 text file, a .npy of token ids (1-D integers: one stream), "
+        "a .npy of documents (2-D integers (n, T), one document a row: an example is a row's first "
+        "block-size + 1 tokens; block-size at most T - 1, its default within the model's context), or nanoGPT's "
+        "train.bin/val.bin (their directory, or train.bin with val.bin beside it)",
     )
     certify.add_argument("--points", default="all", help="insertion points: 'all', a count, or comma-separated names")
     certify.add_argument(
