@@ -32,6 +32,8 @@ from scalemech.certify import (
     recommendation,
     verdict,
 )
+from scalemech.certify.inputs import _hf_spec
+from scalemech.certify.text import loss_line
 from scalemech.cli import main
 from scalemech.data import prepare_dataset
 from scalemech.gradients.pools import GradientPool, pool_path
@@ -75,8 +77,8 @@ def cli_run(neox_checkpoint: Path, text_file: Path, tmp_path_factory) -> tuple[s
 
 
 def _table(stdout: str) -> list[str]:
-    """The table's lines, after the line naming the model and its dtype."""
-    return stdout.split("\n\n")[0].splitlines()[1:]
+    """The table's lines, after the lines naming the model and its dtype and saying its loss."""
+    return stdout.split("\n\n")[0].splitlines()[2:]
 
 
 def test_cli_names_the_model_and_its_dtype(cli_run) -> None:
@@ -84,6 +86,13 @@ def test_cli_names_the_model_and_its_dtype(cli_run) -> None:
     assert (
         stdout.splitlines()[0].startswith("model: ")
         and "(gpt_neox, 3 points, 8 tokens per example), float32 on cpu" in stdout
+    )
+
+
+def test_cli_prints_the_loss_beside_a_uniform_guess(cli_run) -> None:
+    stdout, _ = cli_run
+    assert re.fullmatch(
+        r"loss on the train pool: \d+\.\d\d nats per token \(uniform guess: ln 300 = 5\.70\)", stdout.splitlines()[1]
     )
 
 
@@ -301,6 +310,7 @@ def test_certificate_matches_the_statistics(tmp_path: Path) -> None:
         assert row["mu_sq_lo"] <= row["mu_sq"] <= row["mu_sq_hi"]
         assert math.isfinite(row["mu_sq"]) and row["n"] == 32
     assert (table["verdict"] == GROW).any()  # the planted signal is found
+    assert "loss" not in table.attrs and loss_line(table.attrs) == ("", None)  # no vocabulary: no loss line
 
 
 def _token_ids(n: int, seed: int = 0) -> np.ndarray:
@@ -404,6 +414,8 @@ import socket, time
 def no_dns(*args, **kwargs):
     raise socket.gaierror(-2, "Name or service not known")
 socket.getaddrinfo = no_dns
+from scalemech.certify.inputs import _hf_spec
+from scalemech.certify.text import loss_line
 from scalemech.cli import main
 assert main(["certify", "--checkpoint", "tiny/neox", *{common!r}]) == 0
 start = time.perf_counter()
@@ -468,3 +480,103 @@ def test_other_models_are_refused_first_and_in_one_line(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     [line] = done.stderr.strip().splitlines()
     assert "model_type 't5'" in line and "encoder-decoder" in line
+
+
+def _documents(path: Path, n: int = 60, T: int = 9, fill: int | None = None, seed: int = 0) -> Path:
+    """A .npy of ``n`` documents of ``T`` tokens, each starting with BOS (id 1): random ids, or ``fill``."""
+    docs = np.random.default_rng(seed).integers(3, VOCAB, (n, T)) if fill is None else np.full((n, T), fill)
+    docs[:, 0] = 1
+    np.save(path, docs)
+    return path
+
+
+def test_documents_are_certified_from_row_starts(tmp_path: Path, neox_checkpoint: Path, monkeypatch) -> None:
+    """Certify on a 2-D .npy: the default block size is T - 1, every pool example is a row's prefix
+    (train rows from the train split, test rows from the test split), and the loss attr is the
+    model's mean next-token loss over the train-pool windows, computed here with the HF model."""
+    from scalemech.certify import measurement
+
+    docs = np.load(_documents(tmp_path / "docs.npy"))
+    captured = {}
+    capture = measurement.capture_split
+
+    def spy(model, examples, *args, **kwargs):
+        captured[examples.split] = examples
+        return capture(model, examples, *args, **kwargs)
+
+    monkeypatch.setattr(measurement, "capture_split", spy)
+    table = certify(str(neox_checkpoint), str(tmp_path / "docs.npy"), pool=6, M=2, K=2, batch_size=4, device="cpu")
+    assert "8 tokens per example" in table.attrs["ran"] and len(table) == 3 and table["mu_sq"].notna().all()
+    for split, rows in (("train", docs[:54]), ("test", docs[54:])):
+        examples = captured[split]
+        assert len(set(examples.index.tolist())) == 6
+        for r, x, y in zip(examples.index.tolist(), examples.x, examples.y):
+            assert x.tolist() == rows[r, :8].tolist() and y.tolist() == rows[r, 1:].tolist()
+    reference = AutoModelForCausalLM.from_pretrained(neox_checkpoint).eval()
+    with torch.no_grad():
+        logits = reference(input_ids=captured["train"].x).logits  # (6, 8, V)
+    expected = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), captured["train"].y.reshape(-1))
+    loss = table.attrs["loss"]
+    assert loss["loss"] == pytest.approx(expected.item(), rel=1e-5)
+    assert loss["ln_vocab"] == pytest.approx(math.log(VOCAB)) and loss["vocab_size"] == VOCAB
+    with pytest.raises(ValueError, match=r"T = 9; the largest allowed block size is T - 1 = 8"):
+        certify(str(neox_checkpoint), str(tmp_path / "docs.npy"), pool=6, M=2, K=2, block_size=9, device="cpu")
+
+
+def test_default_block_size_of_documents(tmp_path: Path, neox_checkpoint: Path) -> None:
+    """min(T - 1, max_position_embeddings = 64, HF_BLOCK_SIZE); a stream or a given --block-size: as before."""
+    short, long = _documents(tmp_path / "short.npy", n=4, T=9), _documents(tmp_path / "long.npy", n=4, T=200)
+    np.save(tmp_path / "stream.npy", _token_ids(100))
+    sizes = {
+        name: _hf_spec(str(neox_checkpoint), None, given, None, str(data))["block_size"]
+        for name, data, given in [
+            ("short", short, None),
+            ("long", long, None),
+            ("stream", tmp_path / "stream.npy", None),
+            ("given", short, 5),
+        ]
+    }
+    assert sizes == {"short": 8, "long": 64, "stream": 64, "given": 5}
+
+
+def _predicting(checkpoint: Path, token: int, path: Path) -> Path:
+    """A copy of the tiny GPT-NeoX that predicts ``token`` everywhere, with confidence: its final
+    norm outputs a constant ``h`` along ``token``'s (enlarged) output row, so that row's logit is 50
+    and every other one at most about a tenth of it."""
+    model = AutoModelForCausalLM.from_pretrained(checkpoint)
+    head, norm = model.get_output_embeddings().weight, model.gpt_neox.final_layer_norm
+    with torch.no_grad():
+        head[token] *= 10
+        norm.weight.zero_()
+        norm.bias.copy_(head[token] * 50 / head[token].square().sum())
+    model.save_pretrained(path)
+    return path
+
+
+@pytest.mark.parametrize("fill,warned", [(5, False), (7, True)])
+def test_a_loss_above_a_uniform_guess_is_warned(
+    capsys, tmp_path: Path, neox_checkpoint: Path, fill: int, warned: bool
+) -> None:
+    """A model sure of token 5, on documents of 5s (loss near 0) and of 7s (far above ln 300): the
+    loss line on stdout after the model's, and a warning on stderr only when the loss is above ln(vocab)."""
+    checkpoint = _predicting(neox_checkpoint, 5, tmp_path / "sure")
+    data = _documents(tmp_path / "docs.npy", fill=fill)
+    sizes = ["--points", "1", "--pool", "6", "--M", "2", "--K", "2", "--batch-size", "6", "--device", "cpu"]
+    assert main(["certify", "--checkpoint", str(checkpoint), "--data", str(data), *sizes]) == 0
+    out, err = capsys.readouterr()
+    line = out.splitlines()[1]
+    loss = float(re.fullmatch(r"loss on the train pool: (\d+\.\d\d) nats per token \(uniform guess: .*\)", line)[1])
+    assert (loss > math.log(VOCAB)) == warned and (loss < 0.1 or loss > 10)
+    warnings = [text for text in err.splitlines() if text.startswith("warning: ")]
+    assert len(warnings) == warned
+    if warned:
+        assert "above a uniform guess" in warnings[0] and "2-D .npy of shape (n, T)" in warnings[0]
+        assert "a tokenizer that is not the model's" in warnings[0] and "data unlike the model's" in warnings[0]
+
+
+def test_loss_line() -> None:
+    attrs = {"loss": {"loss": 2.912, "ln_vocab": math.log(512), "vocab_size": 512}}
+    assert loss_line(attrs) == ("loss on the train pool: 2.91 nats per token (uniform guess: ln 512 = 6.24)", None)
+    line, warning = loss_line({"loss": {**attrs["loss"], "loss": 6.5}})
+    assert line.startswith("loss on the train pool: 6.50 nats") and warning.startswith("warning: ")
+    assert "\n" not in warning and loss_line({"ran": "model: x"}) == ("", None)

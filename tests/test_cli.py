@@ -92,13 +92,16 @@ def test_debug_shows_the_traceback(tmp_path) -> None:
         (
             "floats.npy",
             np.linspace(0, 1, 100),
-            "a .npy of token ids must hold a 1-D integer array; this one holds float64",
+            "a .npy of token ids must hold a 1-D integer array (one stream) or a 2-D one (n documents of T "
+            "tokens); this one holds float64",
         ),
         (
-            "matrix.npy",
-            np.zeros((10, 10), dtype=np.int64),
-            "must hold a 1-D integer array; this one holds int64 of shape (10, 10)",
+            "cube.npy",
+            np.zeros((2, 5, 10), dtype=np.int64),
+            "must hold a 1-D integer array (one stream) or a 2-D one (n documents of T tokens); this one holds "
+            "int64 of shape (2, 5, 10)",
         ),
+        ("documents.npy", np.zeros((10, 10), dtype=np.int64), "holds token ids, which only a Hugging Face causal LM"),
         ("train.bin", np.arange(100, dtype=np.uint16).tobytes(), "need both train.bin and val.bin"),
         ("ids.npy", np.arange(100), "holds token ids, which only a Hugging Face causal LM takes"),
     ],

@@ -391,3 +391,71 @@ def test_token_id_files(tmp_path):
     np.save(tmp_path / "bad.npy", np.array(["a", "b"]))
     with pytest.raises(ValueError, match="1-D integer array"):
         load_token_ids(tmp_path / "bad.npy")
+
+
+def test_documents_are_split_by_rows(tmp_path):
+    """A 2-D .npy is n documents: its first int(n·TOKEN_TRAIN_SHARE) rows train, the rest test;
+    a split without a row, and any other shape, is refused naming the shape."""
+    from scalemech.data.tokenized import TOKEN_TRAIN_SHARE, document_length, load_token_ids
+
+    docs = np.arange(30 * 9, dtype=np.int32).reshape(30, 9)
+    np.save(tmp_path / "docs.npy", docs)
+    data = load_token_ids(tmp_path / "docs.npy")
+    cut = int(30 * TOKEN_TRAIN_SHARE)
+    assert data.documents and data.kind == "tokens" and data.train_x.shape == (cut, 9)
+    assert np.array_equal(data.train_x, docs[:cut]) and np.array_equal(data.test_x, docs[cut:])
+    assert document_length(tmp_path / "docs.npy") == 9
+    np.save(tmp_path / "stream.npy", docs.ravel())
+    assert not load_token_ids(tmp_path / "stream.npy").documents and document_length(tmp_path / "stream.npy") is None
+    assert document_length(tmp_path / "absent.npy") is None
+    np.save(tmp_path / "one.npy", docs[:1])
+    with pytest.raises(ValueError, match=r"shape \(1, 9\).*0 train and 1 test documents"):
+        load_token_ids(tmp_path / "one.npy")
+    np.save(tmp_path / "cube.npy", docs.reshape(2, 15, 9))
+    with pytest.raises(ValueError, match=r"1-D integer array \(one stream\) or a 2-D one.*shape \(2, 15, 9\)"):
+        load_token_ids(tmp_path / "cube.npy")
+    assert document_length(tmp_path / "cube.npy") is None
+
+
+@pytest.mark.parametrize("checkpoint", ["gpt2"], indirect=True)
+def test_document_examples_start_at_row_starts(checkpoint, tmp_path):
+    """Documents given directly: model.task is a DocumentIdTask; an example is a row's first
+    block_size + 1 ids, found (brute force, every id unique) nowhere in the array but at a row's start."""
+    from scalemech.data.tokenized import load_token_ids
+    from scalemech.tasks import draw_disjoint
+    from scalemech.tasks.tokens import DocumentIdTask
+
+    docs = np.arange(30 * 9).reshape(30, 9) % VOCAB  # 270 distinct ids: a window's ids give its place
+    np.save(tmp_path / "docs.npy", docs)
+    data = load_token_ids(tmp_path / "docs.npy")
+    model = build_model({"family": "hf", "checkpoint": checkpoint, "local_files_only": True, "block_size": 6})
+    task = model.task(data)
+    assert isinstance(task, DocumentIdTask) and task.overlaps_per_example == 1 and task.vocab_size == VOCAB
+    assert (task.count("train"), task.count("test")) == (27, 3)
+    windows = np.lib.stride_tricks.sliding_window_view(docs, 7, axis=1)  # (rows, offsets, 7)
+    for split, rows in (("train", docs[:27]), ("test", docs[27:])):
+        examples = draw_examples(task, split, n=3, seed=1)
+        assert examples.x.shape == examples.y.shape == (3, 6) and examples.x.dtype == torch.int64
+        assert len(set(examples.index.tolist())) == 3
+        for r, x, y in zip(examples.index.tolist(), examples.x, examples.y):
+            assert x.tolist() == rows[r, :6].tolist() and y.tolist() == rows[r, 1:7].tolist()
+            found = np.argwhere((windows == np.array([*x.tolist(), y[-1].item()])).all(-1))
+            assert found.tolist() == [[r + (27 if split == "test" else 0), 0]]  # at its row's start only
+        assert torch.equal(draw_examples(task, split, n=3, seed=1).index, examples.index)  # seeded
+    assert sorted(task.draw("train", 27, seed=0).tolist()) == list(range(27))
+    with pytest.raises(ValueError, match="n=4 documents from the test split of 3"):
+        task.draw("test", 4, seed=0)
+    first = draw_examples(task, "train", n=10, seed=1)
+    other = draw_disjoint(task, "train", 10, seed=2, exclude=first.index)
+    assert not set(other.index.tolist()) & set(first.index.tolist())
+    assert task.overlaps(torch.tensor([3, 4]), torch.tensor([4, 5])).tolist() == [False, True]
+    rows = task.sample("train", 50, torch.Generator().manual_seed(0))
+    assert rows.min() >= 0 and rows.max() < 27 and task.examples("train", rows)[0].shape == (50, 6)
+    with torch.no_grad():
+        assert model(task.to_input(first.x)).shape == (10, 6, VOCAB)
+    assert DocumentIdTask(data, 8).examples("test", torch.tensor([0]))[1].tolist() == [docs[27, 1:].tolist()]
+    with pytest.raises(ValueError, match=r"T = 9; the largest allowed block size is T - 1 = 8"):
+        DocumentIdTask(data, 9)
+    np.save(tmp_path / "far.npy", np.full((10, 9), VOCAB + 2))
+    with pytest.raises(ValueError, match=f"token id {VOCAB + 2} is outside"):
+        model.task(load_token_ids(tmp_path / "far.npy")).examples("train", torch.tensor([0]))

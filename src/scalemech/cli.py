@@ -160,6 +160,7 @@ def _report(args: argparse.Namespace) -> None:
 
 def _certify(args: argparse.Namespace) -> None:
     from .certify import certify, format_certificate
+    from .certify.text import loss_line
 
     frame = certify(
         args.checkpoint,
@@ -177,6 +178,11 @@ def _certify(args: argparse.Namespace) -> None:
         tokenizer=args.tokenizer,
     )
     print(frame.attrs["ran"])
+    line, warning = loss_line(frame.attrs)
+    if line:
+        print(line)
+    if warning:
+        print(warning, file=sys.stderr)
     print(format_certificate(frame, wide=args.wide))
     if args.out:
         frame.to_csv(args.out, index=False)
@@ -276,8 +282,10 @@ def parser() -> argparse.ArgumentParser:
     report.set_defaults(func=_report)
 
     certify_data_help = (
-        "a prepared dataset directory, a UTF-8 text file, a .npy of token ids (1-D integers), "
-        "or nanoGPT's train.bin/val.bin (their directory, or train.bin with val.bin beside it)"
+        "a prepared dataset directory, a UTF-8 text file, a .npy of token ids (1-D integers: one stream), "
+        "a .npy of documents (2-D integers (n, T), one document a row: an example is a row's first "
+        "block-size + 1 tokens; block-size at most T - 1, its default within the model's context), or nanoGPT's "
+        "train.bin/val.bin (their directory, or train.bin with val.bin beside it)"
     )
     certify = command(
         "certify",

@@ -1,6 +1,8 @@
 """What ``certify`` was given: the model (a scalemech ``model.pt`` or a Hugging Face decoder LM, judged
-by its ``config.json`` before any weight loads) and the data (a prepared dataset, token ids or a text
-file, read only as far as the pools need)."""
+by its ``config.json`` before any weight loads) and the data (a prepared dataset, token ids as one
+stream or as documents, or a text file, read only as far as the pools need). Documents (a 2-D
+``.npy``) fix a Hugging Face model's default block size, so their shape is read first
+(``data.tokenized.document_length``)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from ..data import load_prepared, prepare_dataset
-from ..data.tokenized import is_token_ids, load_token_ids, prepared_text_tokens, text_file_tokens
+from ..data.tokenized import (
+    document_length,
+    is_token_ids,
+    load_token_ids,
+    prepared_text_tokens,
+    text_file_tokens,
+)
 from ..models import FAMILIES
 
 HF_BLOCK_SIZE = 1024
@@ -18,13 +26,15 @@ HF_BLOCK_SIZE = 1024
 
 
 def _hf_spec(
-    checkpoint: str, family: str | None, block_size: int | None, tokenizer: str | None
+    checkpoint: str, family: str | None, block_size: int | None, tokenizer: str | None, data: str | None = None
 ) -> dict[str, Any] | None:
     """The ``hf`` model spec of ``checkpoint``, None for a scalemech ``model.pt``. Reads only its
     ``config.json`` (``models.hub.decoder_config``): a missing path or a model that is not a
     decoder-only causal LM is refused here, before the data and the weights are loaded. The
     weights load in their own dtype; ``block_size`` defaults to ``min(max_position_embeddings,
-    HF_BLOCK_SIZE)``."""
+    HF_BLOCK_SIZE)``, and for ``data`` that are documents of ``T`` tokens (a 2-D ``.npy``, its
+    shape read from the header: ``document_length``) to ``min(T - 1, max_position_embeddings,
+    HF_BLOCK_SIZE)``, an example being a document's first ``block_size + 1`` tokens."""
     from ..models.hub import decoder_config, hub_unreachable
 
     path = Path(checkpoint)
@@ -36,20 +46,22 @@ def _hf_spec(
     config = decoder_config(checkpoint, None, path.is_dir())  # an uncached name without network: refused here
     local = path.is_dir() or hub_unreachable() is not None  # from the cache, with no download to wait for
     positions = config.get("max_position_embeddings") or config.get("n_positions") or HF_BLOCK_SIZE
+    length = document_length(data) if data is not None else None
+    default = min(positions, HF_BLOCK_SIZE) if length is None else max(1, min(length - 1, positions, HF_BLOCK_SIZE))
     return {
         "family": "hf",
         "checkpoint": checkpoint,
         "local_files_only": local,
         "dtype": "auto",
-        "block_size": block_size or min(positions, HF_BLOCK_SIZE),
+        "block_size": block_size or default,
         "tokenizer": tokenizer or checkpoint,
     }
 
 
 DATA_FORMS = (
     "a prepared dataset directory (with manifest.json), a UTF-8 text file, a .npy of token ids "
-    "(1-D integer array) or nanoGPT's train.bin/val.bin (their directory, or train.bin with val.bin "
-    "beside it)"
+    "(1-D integer array), a .npy of documents (2-D integer array (n, T), one document a row), or "
+    "nanoGPT's train.bin/val.bin (their directory, or train.bin with val.bin beside it)"
 )
 
 
@@ -63,7 +75,8 @@ def _local(hf_spec: dict[str, Any]) -> bool:
 def _certify_data(data: str, scratch: Path, hf_spec: dict[str, Any] | None, pool: int):
     """A prepared dataset directory (for a Hugging Face model, a text one becomes the head of each
     split that ``pool`` windows need, in the tokenizer's ids: ``data.tokenized.prepared_text_tokens``);
-    token ids (``data.tokenized.load_token_ids``: a ``.npy`` or nanoGPT's ``train.bin``/``val.bin``);
+    token ids (``data.tokenized.load_token_ids``: a ``.npy`` stream or documents, or nanoGPT's
+    ``train.bin``/``val.bin``);
     or a UTF-8 text file (judged by its first MiB): for a Hugging Face model, the head of it that
     ``pool`` windows per split need (``data.tokenized.text_file_tokens``), else prepared here as a
     byte-level corpus. Any other binary file is refused."""

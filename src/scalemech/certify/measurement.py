@@ -1,9 +1,11 @@
 """``certify``: the sizes checked, the inputs read (``inputs``), then per insertion point the train and
 test pools captured as ``experiments.measure`` does and one row of statistics, certificates and the
-verdict (``point_row``)."""
+verdict (``point_row``); beside the rows, a language model's mean loss on its train-pool windows and
+``ln(vocab_size)``, the loss of a uniform guess (``loss_attrs``)."""
 
 from __future__ import annotations
 
+import math
 import shutil
 import tempfile
 from pathlib import Path
@@ -102,6 +104,28 @@ def point_row(train: GradientPool, test: GradientPool, M: int, K: int, device: t
     }
 
 
+def vocab_size(model: ResidualModel) -> int | None:
+    """The vocabulary of a language model (a Hugging Face model's text config, a scalemech model's
+    ``vocab_size`` or its config's), None for an image model."""
+    if not isinstance(model, LanguageModel):
+        return None
+    config = getattr(model, "config", None)
+    if hasattr(config, "get_text_config"):
+        return int(config.get_text_config().vocab_size)
+    size = getattr(model, "vocab_size", None) or getattr(config, "vocab_size", None)
+    return None if size is None else int(size)
+
+
+def loss_attrs(model: ResidualModel, mean_loss: float) -> dict[str, float | int] | None:
+    """``frame.attrs["loss"]`` of a language model: ``loss``, its mean per-token loss (nats) on the
+    train-pool windows, beside ``ln_vocab = ln(vocab_size)``, the loss of a uniform guess; None for
+    an image model."""
+    size = vocab_size(model)
+    if size is None:
+        return None
+    return {"loss": mean_loss, "ln_vocab": math.log(size), "vocab_size": size}
+
+
 POOL_BYTES = 4
 """Bytes per stored gradient entry: certify's pools are float32."""
 
@@ -147,12 +171,13 @@ def measure_points(
     view: str,
     seed: int,
     device: torch.device,
-) -> tuple[list[dict[str, Any]], dict[str, list[int]]]:
-    """``point_row`` of each of ``points``, and ``{split: the pool's example index}``: train and test
-    pools of ``pool`` examples drawn and captured as ``experiments.measure`` does (the same seeds, so
-    the same numbers), in ``view`` only, as scratch pools under ``pool_dir``; the new blocks run on
-    the train pool only. Memory: the model, one batch, and one point's pools while its statistics
-    are computed."""
+) -> tuple[list[dict[str, Any]], dict[str, list[int]], float]:
+    """``point_row`` of each of ``points``, ``{split: the pool's example index}`` and the model's mean
+    per-example loss on the train pool (``capture_pools``' ``mean_loss``, from the capture passes):
+    train and test pools of ``pool`` examples drawn and captured as ``experiments.measure`` does (the
+    same seeds, so the same numbers), in ``view`` only, as scratch pools under ``pool_dir``; the new
+    blocks run on the train pool only. Memory: the model, one batch, and one point's pools while its
+    statistics are computed."""
     model, examples = ready_pools(model, prepared, {split: pool for split in SPLITS}, seed, identity, device)
     check_scratch_space(model, examples["train"].x[:1].to(device), points, view, 2 * pool, pool_dir)
     paths = {
@@ -173,11 +198,12 @@ def measure_points(
             checksum=False,
         ).items()
     }
-    rows = []
+    rows, mean_loss = [], math.nan
     for point in tqdm(points, desc="statistics"):  # one point's pools mapped at a time
         train, test = (GradientPool(paths[split, point], verify=False) for split in SPLITS)
         rows.append(point_row(train, test, M, K, device))
-    return rows, {split: examples[split].index.tolist() for split in SPLITS}
+        mean_loss = train.meta["mean_loss"]  # the same at every point: one pool, one model
+    return rows, {split: examples[split].index.tolist() for split in SPLITS}, mean_loss
 
 
 def size_problems(pool: int, M: int, K: int, batch_size: int, block_size: int | None, view: str) -> list[str]:
@@ -225,15 +251,17 @@ def certify(
     ``view`` in ``VIEWS``; ``pool`` against an image dataset's splits once it is loaded (a text or
     token split's window count is checked when the pools are drawn, still before any gradient is
     captured). A Hugging Face model's ``block_size`` defaults to ``min(max_position_embeddings,
-    HF_BLOCK_SIZE)``, its tokenizer (for text data) to its checkpoint's. ``frame.attrs["ran"]``
-    names the model and the dtype it ran in (``ran_on``)."""
+    HF_BLOCK_SIZE)`` (on documents of ``T`` tokens, a 2-D ``.npy``: at most ``T - 1``), its tokenizer
+    (for text data) to its checkpoint's. ``frame.attrs["ran"]`` names the model and the dtype it ran
+    in (``ran_on``); for a language model, ``frame.attrs["loss"]`` holds its mean per-token loss on
+    the train-pool windows beside ``ln(vocab_size)`` (``loss_attrs``; ``text.loss_line`` says it)."""
     problems = size_problems(pool, M, K, batch_size, block_size, view)
     if problems:
         raise ValueError("certify: " + "; ".join(problems))
     if not Path(data).exists():
         raise FileNotFoundError(f"--data {data!r} does not exist; give {DATA_FORMS}")
     torch_device = resolve_device(device)
-    hf_spec = _hf_spec(checkpoint, family, block_size, tokenizer)
+    hf_spec = _hf_spec(checkpoint, family, block_size, tokenizer, data)
     rule: str | int | list[str] = points
     if points != "all":
         rule = int(points) if points.isdigit() else points.split(",")
@@ -290,13 +318,14 @@ def certify_model(
 ) -> pd.DataFrame:
     """``certify``'s table of a model already loaded, at the points ``rule`` picks
     (``experiments.measure.select_points``), its pools drawn for ``identity``;
-    ``frame.attrs["pools"]`` holds each split's pool as window starts (or rows)."""
+    ``frame.attrs["pools"]`` holds each split's pool as window starts (or rows), and for a language
+    model ``frame.attrs["loss"]`` its mean per-token loss on the train pool (``loss_attrs``)."""
     if isinstance(rule, int) and rule > len(model.insertion_points()):
         raise ValueError(
             f"--points {rule}: the model has {len(model.insertion_points())} insertion points; "
             f"allowed: 'all', 1..{len(model.insertion_points())}, or names"
         )
-    rows, pools = measure_points(
+    rows, pools, mean_loss = measure_points(
         model,
         prepared,
         identity,
@@ -312,4 +341,7 @@ def certify_model(
     )
     frame = pd.DataFrame(rows, columns=CERTIFICATE_COLUMNS)
     frame.attrs["pools"] = pools
+    loss = loss_attrs(model, mean_loss)
+    if loss is not None:
+        frame.attrs["loss"] = loss
     return frame

@@ -1,8 +1,10 @@
-"""The certificate for the terminal: the compact or the wide table, the recommendation and the legend."""
+"""The certificate for the terminal: the compact or the wide table, the recommendation and the legend;
+and the line comparing a language model's loss on its windows with a uniform guess (``loss_line``)."""
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pandas as pd
 
@@ -127,6 +129,26 @@ def legend(frame: pd.DataFrame, wide: bool = False) -> list[str]:
         "b_exact = nan: no certificate (mu_tr'mu_te, its square or the variance estimated <= 0)",
     ]
     return lines[:2] + [" " * len("legend:  ") + line for line in lines[2:]]
+
+
+def loss_line(attrs: dict[str, Any]) -> tuple[str, str | None]:
+    """The line saying a language model's mean loss on the train pool (``attrs["loss"]``, from
+    ``measurement.loss_attrs``) beside ``ln(vocab_size)``, the loss of a uniform guess, and a warning
+    when the loss is above it (else None): the model predicts these windows worse than a uniform
+    guess. ``("", None)`` when there is no loss (an image model)."""
+    if "loss" not in attrs:
+        return "", None
+    loss, ln_vocab, size = attrs["loss"]["loss"], attrs["loss"]["ln_vocab"], attrs["loss"]["vocab_size"]
+    uniform = f"ln {size} = {ln_vocab:.2f}"
+    line = f"loss on the train pool: {loss:.2f} nats per token (uniform guess: {uniform})"
+    if not loss > ln_vocab:
+        return line, None
+    return line, (
+        f"warning: the model's loss on these windows ({loss:.2f} nats per token) is above a uniform guess's "
+        f"({uniform}): it predicts them worse than chance. Likely causes: windows that start mid-document "
+        "(give documents as a 2-D .npy of shape (n, T), one document a row from its start), a tokenizer that "
+        "is not the model's, or data unlike the model's training data"
+    )
 
 
 def format_certificate(frame: pd.DataFrame, wide: bool = False) -> str:

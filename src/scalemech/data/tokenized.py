@@ -7,9 +7,16 @@ into one token stream, and ``token_pool`` draws ``n`` non-overlapping windows fr
 ``x = w[:, :-1]``, ``y = w[:, 1:]`` (the batching of nanoGPT's ``get_batch``, without
 overlap so the examples are distinct).
 
-Token ids given directly (``TokenIds``, ``load_token_ids``: a ``.npy`` of token ids or nanoGPT's
-``train.bin``/``val.bin``) skip the tokenizer: ``tasks.tokens.TokenIdTask`` cuts the same windows
-from them, for checkpoints whose tokenizer is not in Hugging Face format.
+Token ids given directly (``TokenIds``, ``load_token_ids``) skip the tokenizer, for checkpoints
+whose tokenizer is not in Hugging Face format. Their forms:
+
+- a ``.npy`` of a 1-D integer array: one stream, split contiguously (``TOKEN_TRAIN_SHARE``);
+  ``tasks.tokens.TokenIdTask`` cuts the same windows from it;
+- a ``.npy`` of a 2-D integer array of shape ``(n, T)``: ``n`` documents (e.g. stories, each
+  starting with BOS), split by rows; ``tasks.tokens.DocumentIdTask`` takes an example as a row's
+  first ``block_size + 1`` tokens, so no example starts mid-document or crosses a row
+  (``document_length`` reads ``T`` from the file's header, before anything else is loaded);
+- nanoGPT's ``train.bin``/``val.bin`` (flat uint16 streams), cut as a 1-D ``.npy``.
 """
 
 from __future__ import annotations
@@ -54,8 +61,9 @@ def text_from_hub(name: str, split: str = "train", column: str = "text", revisio
 
 
 TOKEN_IDS_HINT = (
-    "give token ids instead of text: a .npy of a 1-D integer array (numpy.save('ids.npy', ids)), or "
-    "nanoGPT's train.bin/val.bin (flat uint16 arrays, their directory or train.bin as --data)"
+    "give token ids instead of text: a .npy of a 1-D integer array (numpy.save('ids.npy', ids)) or of "
+    "documents as a 2-D integer array (n, T), or nanoGPT's train.bin/val.bin (flat uint16 arrays, their "
+    "directory or train.bin as --data)"
 )
 
 
@@ -167,23 +175,30 @@ NANOGPT_FILES = {"train": "train.bin", "test": "val.bin"}
 NANOGPT_DTYPE = np.uint16
 TOKEN_TRAIN_SHARE = 0.9
 """A single ``.npy`` stream is split contiguously: its first 90 % is the train split, the rest the test
-split (as the byte-level text datasets split their text)."""
+split (as the byte-level text datasets split their text); a ``.npy`` of documents ``(n, T)`` is split
+by rows: its first ``int(n · TOKEN_TRAIN_SHARE)`` rows are the train split."""
 
 
 @dataclass
 class TokenIds:
-    """Train and test streams of token ids (1-D integer numpy arrays, memory-mapped), with the
-    ``Prepared`` fields a task reads (``kind`` is ``"tokens"``)."""
+    """Train and test token ids (integer numpy arrays, memory-mapped), with the ``Prepared`` fields a
+    task reads (``kind`` is ``"tokens"``): one stream per split (1-D), or documents, one per row of a
+    2-D array (``documents``)."""
 
     name: str
-    train_x: np.ndarray  # (N_train,) integer token ids
-    test_x: np.ndarray  # (N_test,)
+    train_x: np.ndarray  # (N_train,) integer token ids, or (n_train, T) documents
+    test_x: np.ndarray  # (N_test,), or (n_test, T)
     source: str  # what was read, for messages
     kind: str = "tokens"
     train_y: None = None
     test_y: None = None
     manifest: dict = field(default_factory=dict)
     vocab_size: int | None = None
+
+    @property
+    def documents(self) -> bool:
+        """Whether the splits are documents (2-D, one per row) rather than streams."""
+        return self.train_x.ndim == 2
 
 
 def is_token_ids(path: str | Path) -> bool:
@@ -202,11 +217,28 @@ def _nanogpt_stream(path: Path) -> np.ndarray:
     return np.memmap(path, dtype=NANOGPT_DTYPE, mode="r")
 
 
+def document_length(path: str | Path) -> int | None:
+    """``T`` of a ``.npy`` of documents (a 2-D integer array ``(n, T)``), read from its header only
+    (memory-mapped); None for anything else (a 1-D stream, another file, an unreadable one: what it
+    is, ``load_token_ids`` says)."""
+    path = Path(path)
+    if path.suffix != ".npy" or not path.is_file():
+        return None
+    try:
+        ids = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (ValueError, OSError):
+        return None
+    return int(ids.shape[1]) if ids.ndim == 2 and np.issubdtype(ids.dtype, np.integer) else None
+
+
 def load_token_ids(path: str | Path) -> TokenIds:
     """Token ids from ``path``, memory-mapped (nothing is read until windows are drawn):
 
     - a ``.npy`` file holding a 1-D integer array: one stream, split contiguously into train
       (the first ``TOKEN_TRAIN_SHARE``) and test (the rest);
+    - a ``.npy`` file holding a 2-D integer array ``(n, T)``: ``n`` documents, split by rows, the
+      first ``int(n · TOKEN_TRAIN_SHARE)`` train and the rest test (``ValueError`` when either
+      split would have no row);
     - nanoGPT's ``train.bin`` and ``val.bin`` (uint16, no header): a directory holding both, or
       the path of either one with the other beside it; ``val.bin`` is the test split.
 
@@ -218,12 +250,17 @@ def load_token_ids(path: str | Path) -> TokenIds:
             ids = np.load(path, mmap_mode="r", allow_pickle=False)
         except ValueError as err:  # a pickled object array, or not a .npy file at all
             raise ValueError(f"{path}: not a .npy array of token ids ({err})") from None
-        if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
+        if ids.ndim not in (1, 2) or not np.issubdtype(ids.dtype, np.integer):
             raise ValueError(
-                f"{path}: a .npy of token ids must hold a 1-D integer array; this one holds "
-                f"{ids.dtype} of shape {ids.shape}"
+                f"{path}: a .npy of token ids must hold a 1-D integer array (one stream) or a 2-D one "
+                f"(n documents of T tokens); this one holds {ids.dtype} of shape {ids.shape}"
             )
         cut = int(len(ids) * TOKEN_TRAIN_SHARE)
+        if ids.ndim == 2 and not 0 < cut < len(ids):
+            raise ValueError(
+                f"{path}: documents of shape {ids.shape} split by rows give {cut} train and "
+                f"{len(ids) - cut} test documents ({TOKEN_TRAIN_SHARE:.0%} train); each split needs at least one"
+            )
         return TokenIds(path.name, ids[:cut], ids[cut:], str(path))
     directory = path if path.is_dir() else path.parent
     if path.is_dir() or path.name in NANOGPT_FILES.values():

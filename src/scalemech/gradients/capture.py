@@ -1,6 +1,6 @@
 """One forward and one backward per batch give ``q`` at every requested point (``one_pass``), stored as
-gradient pools (``capture_pools``) or reduced to the first-order signal of new blocks
-(``block_grad_norms``)."""
+gradient pools (``capture_pools``, with the pool's mean loss from the same passes) or reduced to the
+first-order signal of new blocks (``block_grad_norms``)."""
 
 from __future__ import annotations
 
@@ -46,11 +46,12 @@ def one_pass(
     points: Sequence[str],
     views: Sequence[str] = VIEWS,
     blocks: dict[str, nn.Module] | None = None,
-) -> tuple[dict[str, dict[str, Tensor]], list[list[Tensor]]]:
-    """``({point: {view: q}}, [∇_θ Σ_b ℓ_b of each new block])`` of one prepared batch, one forward
-    and one backward: ``q`` float32 (B, D) or (B, C), ``q_b = ∂(Σ_b' ℓ_b')/∂z_b``; each of
+) -> tuple[dict[str, dict[str, Tensor]], list[list[Tensor]], Tensor]:
+    """``({point: {view: q}}, [∇_θ Σ_b ℓ_b of each new block], Σ_b ℓ_b)`` of one prepared batch, one
+    forward and one backward: ``q`` float32 (B, D) or (B, C), ``q_b = ∂(Σ_b' ℓ_b')/∂z_b``; each of
     ``blocks`` (new blocks) runs after its point as ``FirstOrder`` (the model is unchanged), its gradient
-    taken over ``model.first_order_parameters(block)`` (the others' is 0 at ``θ = 0``).
+    taken over ``model.first_order_parameters(block)`` (the others' is 0 at ``θ = 0``); the batch's
+    summed per-example loss is a detached scalar (the model's own: ``b_0(z) = z``).
 
     The model must be in eval mode (``iter_activation_grads`` sets it).
     """
@@ -63,7 +64,7 @@ def one_pass(
         grads = iter(torch.autograd.grad(loss, wrt, allow_unused=True))
     views_of = {p: {v: view_of(g.float(), v) for v in views} for p, g in zip(points, grads)}
     block_grads = [[torch.zeros_like(q) if (g := next(grads)) is None else g for q in block] for block in params]
-    return views_of, block_grads
+    return views_of, block_grads, loss.detach()
 
 
 def activation_grads(
@@ -108,18 +109,22 @@ def capture_pools(
     pool records its provenance (``examples.provenance()``: split, seed, example index) and
     ``labels`` (the model). With ``new_block_seeds`` (one per point), the same passes give the
     first-order signal of a new block at each point, recorded as each pool's ``block_grad_norm``
-    (``block_grad_norms``). Without ``checksum`` the pools are scratch (``GradientPool.create``).
+    (``block_grad_norms``). Each pool's ``mean_loss`` is the mean per-example loss of ``examples``
+    (``model.per_example_loss``: a language model's mean next-token loss in nats) from the same
+    passes. Without ``checksum`` the pools are scratch (``GradientPool.create``).
     """
     x, y, split = examples.x, examples.y, examples.split
     provenance = {**examples.provenance(), **(labels or {})}
     blocks = new_blocks(model, points, new_block_seeds) if new_block_seeds is not None else {}
     sums = BlockGradSums(model, blocks)
     writers: dict[tuple[str, str], PoolWriter] = {}
+    loss_sum: Tensor | float = 0.0  # Σ_i ℓ_i, float64 on the model's device
     model.eval()
     batches = iter_batches(x, y, batch_size, prepare_batch)
     for xb, yb in tqdm(batches, total=math.ceil(len(x) / batch_size), desc=f"capture {split}", disable=not progress):
-        grads, block_grads = one_pass(model, xb, yb, points, views, blocks)
+        grads, block_grads, loss = one_pass(model, xb, yb, points, views, blocks)
         sums.add(block_grads)
+        loss_sum = loss_sum + loss.double()
         if not writers:
             with torch.no_grad():
                 _, streams = model.forward_streams(xb[:1], points)
@@ -142,7 +147,9 @@ def capture_pools(
         for (p, v), writer in writers.items():
             writer.write(grads[p][v])
     norms = dict(zip(blocks, sums.norms(len(x))))
+    mean_loss = float(loss_sum) / len(x)
     for (p, _), writer in writers.items():
+        writer.meta["mean_loss"] = mean_loss
         if p in norms:
             writer.meta["block_grad_norm"] = norms[p]
     return {key: writer.finish() for key, writer in writers.items()}

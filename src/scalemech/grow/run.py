@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import math
 import shutil
+import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -20,6 +21,7 @@ from transformers import PreTrainedModel
 from ..certify import certify_model, format_certificate
 from ..certify.inputs import _certify_data, _hf_spec
 from ..certify.measurement import size_problems
+from ..certify.text import loss_line
 from ..core.device import resolve_device
 from ..core.machine import machine
 from ..core.recipe import Recipe
@@ -134,7 +136,7 @@ class Grower:
         self.placement = settings.check()
         if not Path(data).exists():
             raise FileNotFoundError(f"--data {data!r} does not exist")
-        spec = _hf_spec(checkpoint, None, settings.block_size, settings.tokenizer)
+        spec = _hf_spec(checkpoint, None, settings.block_size, settings.tokenizer, data)
         if spec is None:
             raise ValueError(
                 f"grow takes a Hugging Face decoder-only causal LM (hub name or directory); {checkpoint!r} is a "
@@ -146,6 +148,7 @@ class Grower:
         self.data = data
         self.scratch = Path(tempfile.mkdtemp(prefix="scalemech-grow-"))
         self.started = time.perf_counter()
+        self.pool_loss: dict[str, float] | None = None
 
     # -- inputs -------------------------------------------------------------------------------------
     def load(self) -> None:
@@ -176,7 +179,13 @@ class Grower:
             seed=s.seed,
             device=self.device,
         )
-        print(format_certificate(frame), flush=True)
+        print(format_certificate(frame))
+        line, warning = loss_line(frame.attrs)
+        print(line, flush=True)
+        if warning:
+            print(warning, file=sys.stderr, flush=True)
+        if self.pool_loss is None:  # the first certificate's: the source model's
+            self.pool_loss = frame.attrs.get("loss")
         return frame
 
     def held_out(self, pools: dict[str, list[int]]) -> None:
@@ -314,6 +323,7 @@ class Grower:
                 **decision.pop("gains"),
             },
             "decision": decision,
+            "loss_on_certificate_pool": self.pool_loss,
             "arms": arms,
             "training": {
                 "train": s.train,

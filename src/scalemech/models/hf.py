@@ -30,7 +30,7 @@ from transformers import AutoModelForCausalLM, PreTrainedModel
 
 from ..data.prepared import Prepared
 from ..data.tokenized import TokenIds
-from ..tasks.tokens import TokenIdTask, TokenTask
+from ..tasks.tokens import DocumentIdTask, TokenIdTask, TokenTask
 from .base import LanguageModel
 from .hub import decoder_config
 
@@ -244,11 +244,13 @@ class HFCausalLM(LanguageModel):
         expanded.block_names.insert(i + 1, f"{point}+new")
         return expanded, block
 
-    def task(self, data: Prepared | TokenIds) -> TokenTask | TokenIdTask:
-        """Next-token prediction on ``data``: token ids given directly (``TokenIdTask``), or a prepared
-        text split in the model's tokens (``TokenTask``)."""
+    def task(self, data: Prepared | TokenIds) -> TokenTask | TokenIdTask | DocumentIdTask:
+        """Next-token prediction on ``data``: token ids given directly (a stream: ``TokenIdTask``;
+        documents, 2-D: ``DocumentIdTask``), or a prepared text split in the model's tokens
+        (``TokenTask``)."""
         if getattr(data, "kind", None) == "tokens":
-            return TokenIdTask(data, self.block_size, self.config.get_text_config().vocab_size)
+            kind = DocumentIdTask if data.documents else TokenIdTask
+            return kind(data, self.block_size, self.config.get_text_config().vocab_size)
         return TokenTask(
             data,
             self.tokenizer_name,

@@ -1,11 +1,17 @@
-"""The tasks of a pretrained checkpoint: next-token prediction on windows of its own token stream.
+"""The tasks of a pretrained checkpoint: next-token prediction on windows of its own token stream,
+or on the starts of documents.
 
 ``TokenTask`` tokenizes a prepared text dataset with the checkpoint's tokenizer; ``TokenIdTask``
 reads token ids given directly (``data.tokenized.TokenIds``). Both cut windows of
-``block_size + 1`` tokens from one stream per split (``WindowTask``).
+``block_size + 1`` tokens from one stream per split (``WindowTask``). ``DocumentIdTask`` reads
+documents given directly (a ``TokenIds`` of 2-D splits, one document a row): an example is a row's
+first ``block_size + 1`` tokens, so it starts where its document starts (with its BOS) and never
+crosses into another.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import torch
@@ -70,11 +76,91 @@ class TokenIdTask(WindowTask):
                 f"{split} stream of {len(stream)} tokens; got [{starts.min()}, {starts.max()}]"
             )
         windows = np.asarray(stream[starts[:, None] + np.arange(self.block_size + 1)]).astype(np.int64)
-        if windows.size and (windows.min() < 0 or (self.vocab_size is not None and windows.max() >= self.vocab_size)):
-            bad = int(windows.min()) if windows.min() < 0 else int(windows.max())
+        return next_token_pair(windows, self.vocab_size, self.data.source)
+
+
+def next_token_pair(windows: np.ndarray, vocab_size: int | None, source: str) -> tuple[Tensor, Tensor]:
+    """``(x, y) = (w[:, :-1], w[:, 1:])`` of int64 windows ``w`` (n, block_size + 1); ``ValueError``
+    naming ``source`` when an id lies outside ``[0, vocab_size)`` (below 0 without ``vocab_size``)."""
+    if windows.size and (windows.min() < 0 or (vocab_size is not None and windows.max() >= vocab_size)):
+        bad = int(windows.min()) if windows.min() < 0 else int(windows.max())
+        raise ValueError(
+            f"{source}: token id {bad} is outside the model's vocabulary "
+            f"[0, {vocab_size}); were these ids made with this model's tokenizer?"
+        )
+    windows_t = torch.from_numpy(windows)  # (n, block_size + 1)
+    return windows_t[:, :-1], windows_t[:, 1:]
+
+
+class DocumentIdTask:
+    """Next-token prediction on documents given directly (``TokenIds`` with 2-D splits ``(n, T)``,
+    one document a row, e.g. stories each starting with BOS): example ``r`` of a split is its row
+    ``r``'s first ``block_size + 1`` tokens, ``x = row[:block_size]``, ``y = row[1:block_size + 1]``.
+    No example starts mid-document or crosses a row; two examples overlap only when they are the
+    same row. ``block_size + 1 <= T`` is required; with ``vocab_size``, a drawn example holding an
+    id outside ``[0, vocab_size)`` raises ``ValueError`` (as ``TokenIdTask``)."""
+
+    overlaps_per_example = 1  # an example overlaps only itself: the same row
+
+    def __init__(self, data: TokenIds, block_size: int, vocab_size: int | None = None):
+        if getattr(data, "kind", None) != "tokens" or data.train_x.ndim != 2:
             raise ValueError(
-                f"{self.data.source}: token id {bad} is outside the model's vocabulary "
-                f"[0, {self.vocab_size}); were these ids made with this model's tokenizer?"
+                f"DocumentIdTask takes documents (TokenIds of 2-D splits); {data.name!r} holds "
+                f"{getattr(data, 'kind', None)} of shape {getattr(data.train_x, 'shape', None)}"
             )
-        windows_t = torch.from_numpy(windows)  # (n, T+1)
-        return windows_t[:, :-1], windows_t[:, 1:]
+        if block_size < 1:
+            raise ValueError(f"block_size must be at least 1; got {block_size}")
+        length = data.train_x.shape[1]
+        if block_size + 1 > length:
+            raise ValueError(
+                f"{data.source}: block_size {block_size} needs documents of block_size + 1 = {block_size + 1} "
+                f"tokens, these have T = {length}; the largest allowed block size is T - 1 = {length - 1}"
+            )
+        self.data, self.block_size, self.vocab_size = data, block_size, vocab_size
+
+    def rows(self, split: str) -> np.ndarray:
+        """The documents of ``split``, ``(n, T)`` (memory-mapped)."""
+        if split not in SPLITS:
+            raise ValueError(f"split {split!r}; allowed {SPLITS}")
+        return getattr(self.data, f"{split}_x")
+
+    def spec_keys(self) -> dict[str, Any]:
+        return {}
+
+    def count(self, split: str) -> int:
+        """Documents (rows) of ``split``: one example each."""
+        return len(self.rows(split))
+
+    def draw(self, split: str, n: int, seed: int) -> Tensor:
+        """``n`` distinct rows of ``split`` in a random order seeded by ``seed``."""
+        rows = self.count(split)
+        if not 1 <= n <= rows:
+            raise ValueError(
+                f"cannot draw n={n} documents from the {split} split of {rows} documents "
+                f"({self.data.source}); need 1 <= n <= {rows}"
+            )
+        return torch.randperm(rows, generator=torch.Generator().manual_seed(seed))[:n]
+
+    def examples(self, split: str, index: Tensor) -> tuple[Tensor, Tensor]:
+        """``(x, y)``, each ``(n, block_size)`` int64: the first ``block_size + 1`` ids of the rows
+        ``index``, read from the (memory-mapped) array with numpy."""
+        rows = self.rows(split)
+        picked = index.cpu().numpy().astype(np.int64)
+        if len(picked) and (picked.min() < 0 or picked.max() >= len(rows)):
+            raise ValueError(
+                f"document rows must lie in [0, {len(rows) - 1}] for the {split} split of {len(rows)} "
+                f"documents; got [{picked.min()}, {picked.max()}]"
+            )
+        windows = np.asarray(rows[picked, : self.block_size + 1]).astype(np.int64).reshape(-1, self.block_size + 1)
+        return next_token_pair(windows, self.vocab_size, self.data.source)
+
+    def overlaps(self, index: Tensor, others: Tensor) -> Tensor:
+        """Whether each row of ``index`` is one of ``others``."""
+        return (index[:, None] == others[None, :]).any(1)
+
+    def sample(self, split: str, n: int, generator: torch.Generator) -> Tensor:
+        """``n`` rows drawn uniformly with replacement, for training batches."""
+        return torch.randint(self.count(split), (n,), generator=generator)
+
+    def to_input(self, x: Tensor) -> Tensor:
+        return x.long()
