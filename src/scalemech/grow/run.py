@@ -142,6 +142,12 @@ class Grower:
                 f"grow takes a Hugging Face decoder-only causal LM (hub name or directory); {checkpoint!r} is a "
                 "scalemech model.pt (certify serves it; its growth is the pipeline's experiment)"
             )
+        if not self.placement.auto:  # a point the model lacks is refused before its weights load
+            from transformers import AutoConfig
+
+            local = bool(spec.get("local_files_only"))
+            depth = AutoConfig.from_pretrained(checkpoint, local_files_only=local).get_text_config().num_hidden_layers
+            resolve(self.placement, depth)
         check_out(out)
         self.spec = {**spec, "dtype": "float32"}  # trained and checked in float32, written in the source's dtype
         self.device = resolve_device(settings.device)
