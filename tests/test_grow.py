@@ -24,7 +24,7 @@ from scalemech.grow import GrowSettings, grow
 from scalemech.grow.decision import decide
 from scalemech.grow.placement import parse_at, resolve
 from scalemech.models.hf import decoder_layers_path
-from scalemech.models.hf_growth import grown_config, grow_layers, new_positions
+from scalemech.models.hf_growth import check_preserved, grow_layers, grown_config, new_positions
 from scalemech.tasks.tokens import TokenIdTask
 from scalemech.training import continued
 
@@ -139,8 +139,6 @@ def test_a_family_whose_layers_depend_on_their_index_is_refused() -> None:
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config).eval()
     grown, _ = grow_layers(model, [0])
-    from scalemech.models.hf_growth import check_preserved
-
     with pytest.raises(ValueError, match="model_type 'gpt2': inserting layers changed the model's logits"):
         check_preserved(model, grown, torch.randint(3, VOCAB, (2, 8)))
 
