@@ -293,3 +293,36 @@ def test_other_models_and_outputs_are_refused_before_any_work(tmp_path: Path, ca
     assert main(["grow", "--checkpoint", source, "--data", str(data), "--out", str(tmp_path / "busy")]) == 2
     assert "holds other files (notes.txt)" in capsys.readouterr().err
     assert (tmp_path / "busy" / "notes.txt").read_text() == "mine"
+
+
+def test_train_all_moves_old_weights_and_a_killed_grow_resumes_to_the_same_result(tmp_path: Path, monkeypatch) -> None:
+    """``--train all`` trains old weights too; a grow killed inside its second arm and rerun with the
+    same command loads the finished arm, resumes the other and ends with the same held-out losses."""
+    source = Path(save_tiny("llama", tmp_path / "llama"))
+    data = token_file(tmp_path / "ids.npy")
+    settings = GrowSettings(**{**vars(TINY), "train": "all", "steps": 4, "checkpoint_every": 2})
+    whole = grow(str(source), str(data), tmp_path / "whole", settings)
+    old, new = load_file(source / "model.safetensors"), load_file(tmp_path / "whole" / "model.safetensors")
+    assert not torch.equal(old["model.embed_tokens.weight"], new["model.embed_tokens.weight"])
+    calls = {"n": 0}
+    original = continued.WindowBatches.next
+
+    def dying(self):
+        calls["n"] += 1
+        # one batch per FLOP count: the grown arm's (1 + 4 steps), the controls' per step (1), control_tokens'
+        # (1 + 2 steps, checkpointed), then its third step dies
+        if calls["n"] == 1 + 4 + 1 + 1 + 3:
+            raise KeyboardInterrupt
+        return original(self)
+
+    monkeypatch.setattr(continued.WindowBatches, "next", dying)
+    with pytest.raises(KeyboardInterrupt):
+        grow(str(source), str(data), tmp_path / "killed", settings)
+    state = tmp_path / "killed" / ".grow-state"
+    assert (state / "grown-1" / "complete.json").is_file() and (
+        state / "control_tokens" / "step-000000002.pt"
+    ).is_file()
+    monkeypatch.setattr(continued.WindowBatches, "next", original)
+    resumed = grow(str(source), str(data), tmp_path / "killed", settings)
+    assert resumed["held_out"]["mean_loss"] == whole["held_out"]["mean_loss"]
+    assert resumed["arms"] == whole["arms"]
