@@ -14,6 +14,20 @@ to ``<dir>.<identity-hash>`` (kept, never reused) and the run starts afresh. A t
 checkpoint (a kill during ``torch.save`` of a non-atomic file system) is skipped, with a
 warning naming it, in favour of the previous one; so is one whose bytes no longer match its
 sha256 (a flipped byte is never resumed). A corrupt ``complete.json`` counts as a finished run.
+
+One trainer at a time: a trainer holds ``checkpoint_lock(<dir>)`` from before it reads the first
+checkpoint until its run ends, so a second one (a rerun after ``kill -9`` of Snakemake left the
+first job running, or ``scalemech train`` by hand) is refused at once with ``CheckpointLockedError``
+(an ``OSError``: one line naming the directory and the holder's pid and host), before it touches
+anything there. The lock is an advisory ``fcntl.flock`` on ``.<name>.lock`` *beside* the
+directory (in its parent), not inside it: ``set_aside`` renames the directory, and a lock file
+inside would move with it, so a second trainer would create a fresh ``<dir>/.lock``, lock that and
+share ``<dir>`` with the first. Beside it, the lock names the path ``<dir>`` whatever is renamed
+under it. The kernel releases the lock when the holder's process dies (``kill -9`` included; so
+does a forked child that outlives it), so there is never a stale lock to clean up; the lock file
+itself is kept (removing it could let two processes lock two different files of one name).
+Where ``fcntl`` does not exist (Windows) there is no lock, and where the file system refuses
+``flock`` (``ENOLCK``, some network or FUSE mounts) a warning says training runs unlocked.
 """
 
 from __future__ import annotations
@@ -21,7 +35,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import shutil
+import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +49,11 @@ if TYPE_CHECKING:
 
 from ..core.integrity import IntegrityError, load_torch, read_json, save_torch, sidecar, write_json
 
+try:
+    import fcntl
+except ImportError:  # Windows: training runs without a lock (module doc)
+    fcntl = None
+
 KEPT = 2
 COMPLETE = "complete.json"
 EVALUATION_KEYS = ("eval_batch_size", "eval_every_epoch", "eval_every_steps", "eval_examples", "eval_windows")
@@ -37,6 +61,65 @@ EVALUATION_KEYS = ("eval_batch_size", "eval_every_epoch", "eval_every_steps", "e
 A run resumed after one of them changed keeps the curve points it evaluated before."""
 
 log = logging.getLogger(__name__)
+
+
+class CheckpointLockedError(OSError):
+    """Another live process holds the lock of a checkpoint directory (``checkpoint_lock``)."""
+
+
+def lock_path(directory: str | Path) -> Path:
+    """``<parent>/.<name>.lock``: the lock file of ``directory``, beside it (module doc)."""
+    directory = Path(os.path.abspath(directory))
+    return directory.with_name(f".{directory.name}.lock")
+
+
+def _holder(fd: int) -> str:
+    """Who holds the lock, from what the holder wrote into the lock file (``checkpoint_lock``)."""
+    try:
+        record = json.loads(os.pread(fd, 4096, 0))
+        return f"pid {int(record['pid'])} on host {record['host']}, since {record['since']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "holder unknown"  # it has not written its record yet
+
+
+@contextmanager
+def checkpoint_lock(directory: str | Path) -> Iterator[None]:
+    """Hold the lock of the checkpoint ``directory`` for the block (module doc): an exclusive
+    ``flock`` on ``lock_path(directory)``, which then records the holder's pid, host and start time.
+
+    ``CheckpointLockedError`` at once, naming the directory and the holder, when another process
+    (or another ``checkpoint_lock`` of this one) holds it; ``directory`` is not touched then. The
+    lock is released when the block ends or the process dies. Without ``fcntl`` (Windows), or on a
+    file system that refuses ``flock`` (a warning), the block runs unlocked."""
+    if fcntl is None:
+        yield
+        return
+    path = lock_path(directory)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # not inherited by exec'd children (PEP 446)
+    held = False
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            held = True
+        except BlockingIOError:
+            raise CheckpointLockedError(
+                f"checkpoint directory {directory} is in use by another trainer ({_holder(fd)}; lock file {path}); "
+                "stop it or let it finish, then rerun: two trainers would interleave their checkpoints"
+            ) from None
+        except OSError as error:
+            log.warning("cannot lock %s (%s); training in %s runs unlocked", path, error.strerror or error, directory)
+        if held:
+            since = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+            record = {"pid": os.getpid(), "host": socket.gethostname(), "since": since}
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)
+        yield
+    finally:
+        if held:
+            with suppress(OSError):
+                os.ftruncate(fd, 0)  # a released lock names no holder
+        os.close(fd)  # releases the lock
 
 
 def run_identity(

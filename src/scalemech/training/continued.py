@@ -7,8 +7,10 @@ split, drawn by one seeded CPU generator, so every arm with the same seed sees t
 the same order (an arm with more steps sees the same first batches, then more). The model runs in
 train mode, as under ``transformers.Trainer``. Resumable: the trainable tensors, the optimizer and
 the generator are checkpointed every ``checkpoint_every`` steps (``training.checkpoints``), and a
-finished arm is loaded rather than retrained. ``step_flops`` counts one step's FLOPs
-(``torch.utils.flop_counter``); ``sequence_losses`` scores held-out windows one by one.
+finished arm is loaded rather than retrained; an arm's directory is locked while it trains or loads
+(``checkpoint_lock``), so two ``grow`` runs on one ``--out`` never train one arm together.
+``step_flops`` counts one step's FLOPs (``torch.utils.flop_counter``); ``sequence_losses`` scores
+held-out windows one by one.
 """
 
 from __future__ import annotations
@@ -27,7 +29,15 @@ from tqdm.auto import tqdm
 from ..core.integrity import IntegrityError, load_torch, read_json
 from ..core.recipe import Recipe
 from ..tasks import Task
-from .checkpoints import COMPLETE, checkpoint_paths, identity_hash, mark_complete, resume_state, save_checkpoint
+from .checkpoints import (
+    COMPLETE,
+    checkpoint_lock,
+    checkpoint_paths,
+    identity_hash,
+    mark_complete,
+    resume_state,
+    save_checkpoint,
+)
 from .train import lr_at, make_optimizer
 
 
@@ -124,63 +134,68 @@ def train_arm(
 
     The batches come from ``seed``, or continue from ``generator_state`` (a previous stage's
     ``Arm.generator_state``). ``identity`` says what decides the result (a resumed or loaded state
-    must match it); states go to ``directory``. ``ValueError`` when the loss stops being finite."""
-    device = next(model.parameters()).device
-    block = task.block_size
-    arm = Arm(name, recipe.steps, recipe.steps * recipe.batch_size * block, recipe.steps * flops_per_step, seed, 0.0)
-    parameters = dict(model.named_parameters())
-    finished = _finished(directory, identity)
-    if finished is not None:
-        with torch.no_grad():
-            for key, value in finished["trainable"].items():
-                parameters[key].copy_(value)
-        arm.generator_state = finished["generator"]
+    must match it); states go to ``directory``, locked throughout (``checkpoint_lock``:
+    ``CheckpointLockedError`` at once while another trainer holds it). ``ValueError`` when the loss
+    stops being finite."""
+    with checkpoint_lock(directory):  # before any state is read, until the arm ends
+        device = next(model.parameters()).device
+        block = task.block_size
+        arm = Arm(
+            name, recipe.steps, recipe.steps * recipe.batch_size * block, recipe.steps * flops_per_step, seed, 0.0
+        )
+        parameters = dict(model.named_parameters())
+        finished = _finished(directory, identity)
+        if finished is not None:
+            with torch.no_grad():
+                for key, value in finished["trainable"].items():
+                    parameters[key].copy_(value)
+            arm.generator_state = finished["generator"]
+            return arm
+        optimizer = make_optimizer(model, recipe)
+        batches = WindowBatches(task, recipe.batch_size, seed, device)
+        if generator_state is not None:
+            batches.generator.set_state(generator_state)
+        state = resume_state(directory, identity)
+        first = 0
+        if state is not None:
+            with torch.no_grad():
+                for key, value in state["trainable"].items():
+                    parameters[key].copy_(value)
+            optimizer.load_state_dict(state["optimizer"])
+            batches.generator.set_state(state["generator"])
+            first = state["step"]
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        start = time.perf_counter()
+        model.train()
+        bar = tqdm(
+            range(first, recipe.steps), desc=f"grow: {name}", initial=first, total=recipe.steps, disable=not progress
+        )
+        for step in bar:
+            for group in optimizer.param_groups:
+                group["lr"] = lr_at(step, recipe.steps, recipe)
+            x, y = batches.next()
+            loss = window_loss(model, x, y)
+            if not torch.isfinite(loss):
+                raise ValueError(f"grow: arm {name!r} reached a non-finite loss at step {step}; lower --lr")
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if recipe.grad_clip is not None:
+                nn.utils.clip_grad_norm_(trainable, recipe.grad_clip)
+            optimizer.step()
+            bar.set_postfix(loss=f"{loss.item():.4f}")
+            done = step + 1
+            if done % checkpoint_every == 0 or done == recipe.steps:
+                save_checkpoint(
+                    directory,
+                    {
+                        "run": identity,
+                        "step": done,
+                        "trainable": trainable_state(model),
+                        "optimizer": optimizer.state_dict(),
+                        "generator": batches.generator.get_state(),
+                    },
+                )
+        model.eval()
+        mark_complete(directory, identity)
+        arm.seconds, arm.generator_state = time.perf_counter() - start, batches.generator.get_state()
         return arm
-    optimizer = make_optimizer(model, recipe)
-    batches = WindowBatches(task, recipe.batch_size, seed, device)
-    if generator_state is not None:
-        batches.generator.set_state(generator_state)
-    state = resume_state(directory, identity)
-    first = 0
-    if state is not None:
-        with torch.no_grad():
-            for key, value in state["trainable"].items():
-                parameters[key].copy_(value)
-        optimizer.load_state_dict(state["optimizer"])
-        batches.generator.set_state(state["generator"])
-        first = state["step"]
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    start = time.perf_counter()
-    model.train()
-    bar = tqdm(
-        range(first, recipe.steps), desc=f"grow: {name}", initial=first, total=recipe.steps, disable=not progress
-    )
-    for step in bar:
-        for group in optimizer.param_groups:
-            group["lr"] = lr_at(step, recipe.steps, recipe)
-        x, y = batches.next()
-        loss = window_loss(model, x, y)
-        if not torch.isfinite(loss):
-            raise ValueError(f"grow: arm {name!r} reached a non-finite loss at step {step}; lower --lr")
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if recipe.grad_clip is not None:
-            nn.utils.clip_grad_norm_(trainable, recipe.grad_clip)
-        optimizer.step()
-        bar.set_postfix(loss=f"{loss.item():.4f}")
-        done = step + 1
-        if done % checkpoint_every == 0 or done == recipe.steps:
-            save_checkpoint(
-                directory,
-                {
-                    "run": identity,
-                    "step": done,
-                    "trainable": trainable_state(model),
-                    "optimizer": optimizer.state_dict(),
-                    "generator": batches.generator.get_state(),
-                },
-            )
-    model.eval()
-    mark_complete(directory, identity)
-    arm.seconds, arm.generator_state = time.perf_counter() - start, batches.generator.get_state()
-    return arm

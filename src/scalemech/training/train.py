@@ -49,6 +49,7 @@ from ..tasks import Task
 from ..tasks.images import ImageBatches
 from ..tasks.windows import TextBatches
 from .checkpoints import (
+    checkpoint_lock,
     identity_hash,
     mark_complete,
     resume_state,
@@ -241,157 +242,161 @@ def train(
     at the steps of ``snapshot_schedule`` are kept under ``snapshot_dir/<identity hash>/``
     (weights only, apart from the resume checkpoints; ``model.pt`` records the hash).
     ``on_step(step)`` is called after every step (a test hook: raising from it interrupts the
-    run like a crash).
+    run like a crash). The run holds ``checkpoint_lock(checkpoint_dir)`` throughout: while another
+    trainer holds it, ``CheckpointLockedError`` (an ``OSError``) at once, with nothing read or written.
     """
     out_dir, checkpoint_dir, device = Path(out_dir), Path(checkpoint_dir), resolve_device(device)
-    wall_start = time.perf_counter()
-    generator = torch.Generator().manual_seed(seed)
-    torch.manual_seed(seed)
-    model = build_model(spec)
-    task = training_data(model.task(data), recipe, device, generator, memory_format_for(model, device))
-    model = model.to(device, memory_format=task.memory_format)
-    step_model = torch.compile(model) if compile else model
-    optimizer = make_optimizer(model, recipe)
-    batches, spe = task.batches, task.batches.steps_per_epoch
-    total_steps = total_steps_of(recipe, spe, task.block_size)
-    run = run_identity(spec, asdict(recipe), seed, data.name, data.fingerprint)
-    snapshot_steps = set(snapshot_schedule(total_steps, snapshots))
-    snapshot_run = Path(snapshot_dir or out_dir / "snapshots") / identity_hash(run)
+    with checkpoint_lock(checkpoint_dir):  # before any checkpoint is read, until the run ends
+        wall_start = time.perf_counter()
+        generator = torch.Generator().manual_seed(seed)
+        torch.manual_seed(seed)
+        model = build_model(spec)
+        task = training_data(model.task(data), recipe, device, generator, memory_format_for(model, device))
+        model = model.to(device, memory_format=task.memory_format)
+        step_model = torch.compile(model) if compile else model
+        optimizer = make_optimizer(model, recipe)
+        batches, spe = task.batches, task.batches.steps_per_epoch
+        total_steps = total_steps_of(recipe, spe, task.block_size)
+        run = run_identity(spec, asdict(recipe), seed, data.name, data.fingerprint)
+        snapshot_steps = set(snapshot_schedule(total_steps, snapshots))
+        snapshot_run = Path(snapshot_dir or out_dir / "snapshots") / identity_hash(run)
 
-    def test_point(step: int, train_loss: float) -> dict[str, float]:
-        test_loss, test_acc = evaluate(step_model, *task.test, recipe.eval_batch_size, device, task.to_input)
-        return {
-            "step": step,
-            "epoch": step / spe,
-            "lr": lr_at(max(step - 1, 0), total_steps, recipe),
-            "train_loss": train_loss,
-            "test_loss": test_loss,
-            "test_acc": test_acc,
-        }
+        def test_point(step: int, train_loss: float) -> dict[str, float]:
+            test_loss, test_acc = evaluate(step_model, *task.test, recipe.eval_batch_size, device, task.to_input)
+            return {
+                "step": step,
+                "epoch": step / spe,
+                "lr": lr_at(max(step - 1, 0), total_steps, recipe),
+                "train_loss": train_loss,
+                "test_loss": test_loss,
+                "test_acc": test_acc,
+            }
 
-    state = resume_state(checkpoint_dir, run)
-    if state is None:
-        step, curve, train_seconds, loss_sum, loss_count = 0, [test_point(0, math.nan)], 0.0, 0.0, 0
-        if 0 in snapshot_steps:
-            save_snapshot(snapshot_run, 0, model)
-    else:
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        generator.set_state(state["generator"])
-        torch.set_rng_state(state["torch_rng"])
-        if device.type == "cuda":
-            torch.cuda.set_rng_state(state["cuda_rng"], device)
-        batches.load_state_dict(state["batches"])
-        step, curve, train_seconds = state["step"], state["curve"], state["train_seconds"]
-        loss_sum, loss_count = state["loss_sum"], state["loss_count"]  # running train loss since the last eval
+        state = resume_state(checkpoint_dir, run)
+        if state is None:
+            step, curve, train_seconds, loss_sum, loss_count = 0, [test_point(0, math.nan)], 0.0, 0.0, 0
+            if 0 in snapshot_steps:
+                save_snapshot(snapshot_run, 0, model)
+        else:
+            model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            generator.set_state(state["generator"])
+            torch.set_rng_state(state["torch_rng"])
+            if device.type == "cuda":
+                torch.cuda.set_rng_state(state["cuda_rng"], device)
+            batches.load_state_dict(state["batches"])
+            step, curve, train_seconds = state["step"], state["curve"], state["train_seconds"]
+            loss_sum, loss_count = state["loss_sum"], state["loss_count"]  # running train loss since the last eval
 
-    pending: list[Tensor] = []  # step losses not yet checked on the host
-    bar = tqdm(
-        total=total_steps,
-        initial=step,
-        file=sys.stderr,
-        disable=not progress,
-        dynamic_ncols=True,
-        desc=f"{spec['family']} {data.name} s{seed}",
-    )
-    model.train()
-    tick, tick_step = time.perf_counter(), step
-    while step < total_steps:
-        lr = lr_at(step, total_steps, recipe)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        inputs, targets = batches.batch(step)
-        with autocast(device):
-            output = step_model(task.to_input(inputs))
-        loss = F.cross_entropy(output.flatten(0, -2).float(), targets.flatten(), label_smoothing=recipe.label_smoothing)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if recipe.grad_clip is not None:
-            nn.utils.clip_grad_norm_(model.parameters(), recipe.grad_clip)
-        optimizer.step()
-        pending.append(loss.detach())
-        step += 1
-        if step in snapshot_steps:
-            save_snapshot(snapshot_run, step, model)
-
-        evaluate_now = step % task.eval_every == 0 or step == total_steps
-        checkpoint_now = step % checkpoint_every == 0 or step == total_steps
-        if evaluate_now or checkpoint_now or len(pending) >= SYNC_EVERY:
-            losses = torch.stack(pending).double().cpu()  # the host sync of this interval
-            check_finite(losses, step - len(pending) + 1, total_steps, recipe)
-            loss_sum, loss_count = loss_sum + losses.sum().item(), loss_count + len(pending)
-            seconds = time.perf_counter() - tick
-            train_seconds += seconds
-            bar.update(step - tick_step)
-            bar.set_postfix(
-                loss=f"{losses[-1].item():.4f}",
-                lr=f"{lr:.3g}",
-                ex_s=f"{(step - tick_step) * batches.batch_size / max(seconds, 1e-9):.0f}",
+        pending: list[Tensor] = []  # step losses not yet checked on the host
+        bar = tqdm(
+            total=total_steps,
+            initial=step,
+            file=sys.stderr,
+            disable=not progress,
+            dynamic_ncols=True,
+            desc=f"{spec['family']} {data.name} s{seed}",
+        )
+        model.train()
+        tick, tick_step = time.perf_counter(), step
+        while step < total_steps:
+            lr = lr_at(step, total_steps, recipe)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            inputs, targets = batches.batch(step)
+            with autocast(device):
+                output = step_model(task.to_input(inputs))
+            loss = F.cross_entropy(
+                output.flatten(0, -2).float(), targets.flatten(), label_smoothing=recipe.label_smoothing
             )
-            pending = []
-            if evaluate_now:
-                curve.append(test_point(step, loss_sum / loss_count))
-                loss_sum, loss_count = 0.0, 0
-            if checkpoint_now:
-                save_checkpoint(
-                    checkpoint_dir,
-                    {
-                        "run": run,
-                        "step": step,
-                        "model": model.state_dict(),
-                        "optimizer": optimizer.state_dict(),
-                        "generator": generator.get_state(),
-                        "torch_rng": torch.get_rng_state(),
-                        "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
-                        "batches": batches.state_dict(),
-                        "curve": curve,
-                        "loss_sum": loss_sum,
-                        "loss_count": loss_count,
-                        "train_seconds": train_seconds,
-                    },
-                )
-            tick, tick_step = time.perf_counter(), step
-        if on_step is not None:
-            on_step(step)
-    bar.close()
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if recipe.grad_clip is not None:
+                nn.utils.clip_grad_norm_(model.parameters(), recipe.grad_clip)
+            optimizer.step()
+            pending.append(loss.detach())
+            step += 1
+            if step in snapshot_steps:
+                save_snapshot(snapshot_run, step, model)
 
-    train_loss, train_acc = evaluate(step_model, *task.train_eval, recipe.eval_batch_size, device, task.to_input)
-    examples_per_second = step * batches.batch_size / max(train_seconds, 1e-9)
-    metrics = {
-        **(labels or {}),
-        "train_loss": train_loss,
-        "train_acc": train_acc,
-        "test_loss": curve[-1]["test_loss"],
-        "test_acc": curve[-1]["test_acc"],
-        "steps": step,
-        "epochs": step / spe,
-        "batch_size": batches.batch_size,
-        "examples_per_second": examples_per_second,
-        "tokens_per_second": examples_per_second * task.block_size if task.block_size else None,
-        "train_seconds": train_seconds,
-        "wall_seconds": time.perf_counter() - wall_start,
-        "augment": task.augmented,
-        "train_eval": task.train_eval_note,
-        "device": str(device),
-        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.machine(),
-        "torch_version": str(torch.__version__),  # a plain str: model.pt loads with weights_only
-        "num_threads": torch.get_num_threads(),
-    }
-    out_dir.mkdir(parents=True, exist_ok=True)
-    save_model(
-        out_dir / "model.pt",
-        model,
-        spec,
-        recipe=asdict(recipe),
-        seed=seed,
-        identity=identity_hash(run),
-        metrics={k: v for k, v in metrics.items() if k not in timing_columns()},
-    )
-    write_json(out_dir / "metrics.json", metrics)
-    with atomic_write(out_dir / "curve.csv") as tmp:
-        pd.DataFrame(curve, columns=CURVE_COLUMNS).to_csv(tmp, index=False)
-    mark_complete(checkpoint_dir, run)
-    return metrics
+            evaluate_now = step % task.eval_every == 0 or step == total_steps
+            checkpoint_now = step % checkpoint_every == 0 or step == total_steps
+            if evaluate_now or checkpoint_now or len(pending) >= SYNC_EVERY:
+                losses = torch.stack(pending).double().cpu()  # the host sync of this interval
+                check_finite(losses, step - len(pending) + 1, total_steps, recipe)
+                loss_sum, loss_count = loss_sum + losses.sum().item(), loss_count + len(pending)
+                seconds = time.perf_counter() - tick
+                train_seconds += seconds
+                bar.update(step - tick_step)
+                bar.set_postfix(
+                    loss=f"{losses[-1].item():.4f}",
+                    lr=f"{lr:.3g}",
+                    ex_s=f"{(step - tick_step) * batches.batch_size / max(seconds, 1e-9):.0f}",
+                )
+                pending = []
+                if evaluate_now:
+                    curve.append(test_point(step, loss_sum / loss_count))
+                    loss_sum, loss_count = 0.0, 0
+                if checkpoint_now:
+                    save_checkpoint(
+                        checkpoint_dir,
+                        {
+                            "run": run,
+                            "step": step,
+                            "model": model.state_dict(),
+                            "optimizer": optimizer.state_dict(),
+                            "generator": generator.get_state(),
+                            "torch_rng": torch.get_rng_state(),
+                            "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+                            "batches": batches.state_dict(),
+                            "curve": curve,
+                            "loss_sum": loss_sum,
+                            "loss_count": loss_count,
+                            "train_seconds": train_seconds,
+                        },
+                    )
+                tick, tick_step = time.perf_counter(), step
+            if on_step is not None:
+                on_step(step)
+        bar.close()
+
+        train_loss, train_acc = evaluate(step_model, *task.train_eval, recipe.eval_batch_size, device, task.to_input)
+        examples_per_second = step * batches.batch_size / max(train_seconds, 1e-9)
+        metrics = {
+            **(labels or {}),
+            "train_loss": train_loss,
+            "train_acc": train_acc,
+            "test_loss": curve[-1]["test_loss"],
+            "test_acc": curve[-1]["test_acc"],
+            "steps": step,
+            "epochs": step / spe,
+            "batch_size": batches.batch_size,
+            "examples_per_second": examples_per_second,
+            "tokens_per_second": examples_per_second * task.block_size if task.block_size else None,
+            "train_seconds": train_seconds,
+            "wall_seconds": time.perf_counter() - wall_start,
+            "augment": task.augmented,
+            "train_eval": task.train_eval_note,
+            "device": str(device),
+            "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.machine(),
+            "torch_version": str(torch.__version__),  # a plain str: model.pt loads with weights_only
+            "num_threads": torch.get_num_threads(),
+        }
+        out_dir.mkdir(parents=True, exist_ok=True)
+        save_model(
+            out_dir / "model.pt",
+            model,
+            spec,
+            recipe=asdict(recipe),
+            seed=seed,
+            identity=identity_hash(run),
+            metrics={k: v for k, v in metrics.items() if k not in timing_columns()},
+        )
+        write_json(out_dir / "metrics.json", metrics)
+        with atomic_write(out_dir / "curve.csv") as tmp:
+            pd.DataFrame(curve, columns=CURVE_COLUMNS).to_csv(tmp, index=False)
+        mark_complete(checkpoint_dir, run)
+        return metrics
 
 
 def total_steps_of(recipe: Recipe, steps_per_epoch: int, block_size: int | None) -> int:
