@@ -326,3 +326,17 @@ def test_train_all_moves_old_weights_and_a_killed_grow_resumes_to_the_same_resul
     resumed = grow(str(source), str(data), tmp_path / "killed", settings)
     assert resumed["held_out"]["mean_loss"] == whole["held_out"]["mean_loss"]
     assert resumed["arms"] == whole["arms"]
+
+
+def test_a_second_grow_into_a_locked_out_is_refused(tmp_path: Path, capsys) -> None:
+    from scalemech.grow.output import STATE_DIR
+    from scalemech.training.checkpoints import checkpoint_lock
+
+    source = save_tiny("llama", tmp_path / "llama")
+    data = token_file(tmp_path / "ids.npy", n=400)
+    capsys.readouterr()
+    with checkpoint_lock(tmp_path / "out" / STATE_DIR):
+        assert main(["grow", "--checkpoint", source, "--data", str(data), "--out", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("scalemech: error: checkpoint directory") and "in use" in error, error
+    assert not (tmp_path / "out" / "model.safetensors").exists()

@@ -48,11 +48,12 @@ TINY = {
             "recipe": {"optimizer": "adamw", "lr": 1e-3, "batch_size": 8, "steps": 6},
         },
     },
-    "train": {"checkpoint_every": 3},
+    "train": {"checkpoint_every": 3, "snapshots": 3},
+    "trajectory": {"pool": 12},
     "measure": {"points": 2, "train_pool": 24, "test_pool": 24, "batch_size": 12, "covmat_points": 2, "null_draws": 3},
     "misalign": {"sizes": [1, 2, 4], "draws": 200},
     "intervene": {"step_fractions": [0.01, 0.001]},
-    "expand": {"steps": 3, "pool": 32, "batch_size": 16},
+    "expand": {"steps": 3, "pool": 32, "batch_size": 16, "lr_factors": [0.0, 1.0]},
 }
 
 

@@ -12,6 +12,7 @@ from transformers import PreTrainedModel
 from ..core.integrity import file_digest, write_json
 from ..data.tokenized import load_tokenizer
 from ..models.hub import config_file
+from ..training.checkpoints import lock_path
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 GROWTH_JSON = "growth.json"
@@ -25,7 +26,8 @@ def check_out(out: Path) -> None:
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {str(out)!r} is a file; give a new or empty directory")
     if out.is_dir():
-        foreign = [p.name for p in out.iterdir() if p.name not in (STATE_DIR, GROWTH_JSON)]
+        ours = (STATE_DIR, GROWTH_JSON, lock_path(out / STATE_DIR).name)
+        foreign = [p.name for p in out.iterdir() if p.name not in ours]
         if foreign and not (out / GROWTH_JSON).is_file() and not (out / STATE_DIR).is_dir():
             names = ", ".join(sorted(foreign)[:3])
             raise ValueError(f"--out {str(out)!r} holds other files ({names}); give a new or empty directory")

@@ -31,6 +31,7 @@ from ..models import build_model
 from ..models.hf import HFCausalLM, decoder_layers_path
 from ..models.hf_growth import PRESERVED_ATOL, check_preserved, grow_layers
 from ..tasks import Task, draw_disjoint
+from ..training.checkpoints import checkpoint_lock
 from ..training.continued import Arm, WindowBatches, sequence_losses, step_flops, train_arm
 from .decision import decide
 from .output import STATE_DIR, check_out, source_digest, write_checkpoint, write_growth
@@ -369,5 +370,9 @@ def _predicted(decisions: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def grow(checkpoint: str, data: str, out: str | Path, settings: GrowSettings | None = None) -> dict[str, Any]:
-    """Grow ``checkpoint`` on ``data`` into ``out`` (the package doc); returns ``growth.json``'s record."""
-    return Grower(checkpoint, data, Path(out), settings or GrowSettings()).run()
+    """Grow ``checkpoint`` on ``data`` into ``out`` (the package doc); returns ``growth.json``'s record.
+    ``out`` is locked for the run (``training.checkpoints.checkpoint_lock`` on its resume states): a
+    second ``grow`` into it is refused in one line."""
+    grower = Grower(checkpoint, data, Path(out), settings or GrowSettings())
+    with checkpoint_lock(grower.out / STATE_DIR):
+        return grower.run()
