@@ -26,22 +26,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import torch
+from readme_block import check_block, write_block
 from transformers import AutoModelForCausalLM, GPTNeoXConfig
 
 from scalemech.certify import certify
 from scalemech.core.device import resolve_device
-from scalemech.pipeline.readme import markers, replace_block
-from scalemech.core.machine import cpu_model
 
 PYTHIA_160M = dict(
     hidden_size=768,
@@ -129,6 +126,11 @@ def main() -> None:
     parser.add_argument("--checkpoint", help=argparse.SUPPRESS)
     parser.add_argument("--ids", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.readme:
+        try:
+            check_block(args.readme, "bench-certify")
+        except (OSError, ValueError) as error:
+            parser.error(f"--readme: {error}")
     device = resolve_device(args.device)
     args.pool = args.pool or SIZES[device.type == "cuda"][0]
     args.block_size = args.block_size or SIZES[device.type == "cuda"][1]
@@ -159,17 +161,7 @@ def main() -> None:
     )
     print(result)
     if args.readme:
-        replace_block(args.readme, "bench-certify", readme_block(result, device))
-
-
-def readme_block(result: str, device: torch.device) -> str:
-    """The README's ``bench-certify`` block: the machine, the date, the command and ``result``."""
-    start, end = markers("bench-certify")
-    machine = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{cpu_model()}, {os.cpu_count()} cores"
-    command = " ".join(["python", "benchmarks/bench_certify.py", *sys.argv[1:]])
-    return "\n".join(
-        [start, f"On {machine}, {datetime.now(UTC):%Y-%m-%d}, `{command}`:", "", "```", result, "```", end]
-    )
+        write_block(args.readme, "bench-certify", result, device)
 
 
 if __name__ == "__main__":
