@@ -176,8 +176,10 @@ def measure_points(
     per-example loss on the train pool (``capture_pools``' ``mean_loss``, from the capture passes):
     train and test pools of ``pool`` examples drawn and captured as ``experiments.measure`` does (the
     same seeds, so the same numbers), in ``view`` only, as scratch pools under ``pool_dir``; the new
-    blocks run on the train pool only. Memory: the model, one batch, and one point's pools while its
-    statistics are computed."""
+    blocks run on the train pool only. A non-finite loss or gradient (NaN weights, say) is refused in
+    one ``ValueError`` at the first batch that has one (``gradients.capture.check_finite``), where the
+    pipeline's own measurement leaves the numbers as they come. Memory: the model, one batch, and one
+    point's pools while its statistics are computed."""
     model, examples = ready_pools(model, prepared, {split: pool for split in SPLITS}, seed, identity, device)
     check_scratch_space(model, examples["train"].x[:1].to(device), points, view, 2 * pool, pool_dir)
     paths = {
@@ -196,6 +198,7 @@ def measure_points(
             device=device,
             new_blocks=split == "train",
             checksum=False,
+            require_finite=True,
         ).items()
     }
     rows, mean_loss = [], math.nan
