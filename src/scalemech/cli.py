@@ -176,6 +176,7 @@ def _certify(args: argparse.Namespace) -> None:
         seed=args.seed,
         view=args.view,
         tokenizer=args.tokenizer,
+        out=args.out,  # checked writable before any work, written after it
     )
     print(frame.attrs["ran"])
     line, warning = loss_line(frame.attrs)
@@ -185,7 +186,6 @@ def _certify(args: argparse.Namespace) -> None:
         print(warning, file=sys.stderr)
     print(format_certificate(frame, wide=args.wide))
     if args.out:
-        frame.to_csv(args.out, index=False)
         print(f"written {args.out}", file=sys.stderr)
 
 
@@ -333,7 +333,10 @@ def parser() -> argparse.ArgumentParser:
     certify.add_argument(
         "--wide", action="store_true", help="print every column, one block of column=value lines per point"
     )
-    certify.add_argument("--out", help="also write the full table as CSV to this path (default: no file)")
+    certify.add_argument(
+        "--out",
+        help="also write the full table as CSV to this path, checked writable before any work (default: no file)",
+    )
     certify.set_defaults(func=_certify)
 
     grow = command(

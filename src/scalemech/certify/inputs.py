@@ -29,8 +29,10 @@ def _hf_spec(
     checkpoint: str, family: str | None, block_size: int | None, tokenizer: str | None, data: str | None = None
 ) -> dict[str, Any] | None:
     """The ``hf`` model spec of ``checkpoint``, None for a scalemech ``model.pt``. Reads only its
-    ``config.json`` (``models.hub.decoder_config``): a missing path or a model that is not a
-    decoder-only causal LM is refused here, before the data and the weights are loaded. The
+    ``config.json`` (``models.hub.decoder_config``): a missing path, a file that is neither a directory
+    nor a ``.pt``, a config that is not a JSON object, one that needs the checkpoint's own code
+    (``auto_map``) or a model that is not a decoder-only causal LM is refused here, before the data and
+    the weights are loaded; so is ``--family hf`` on a ``.pt`` file. The
     weights load in their own dtype; ``block_size`` defaults to ``min(max_position_embeddings,
     HF_BLOCK_SIZE)``, and for ``data`` that are documents of ``T`` tokens (a 2-D ``.npy``, its
     shape read from the header: ``document_length``) to ``min(T - 1, max_position_embeddings,
@@ -40,7 +42,12 @@ def _hf_spec(
     path = Path(checkpoint)
     trained = [name for name, known in FAMILIES.items() if known.trained]  # their models are model.pt files
     if path.suffix == ".pt" and family in (None, *trained):
-        return None
+        return None  # a family other than its spec's is refused once it is loaded (measurement.certify)
+    if path.suffix == ".pt" and path.is_file():
+        raise ValueError(
+            f"--family {family} needs a Hugging Face checkpoint (directory or hub name); {checkpoint!r} is a "
+            "scalemech model.pt: give its own family or none"
+        )
     if family not in (None, "hf"):
         raise ValueError(f"--family {family} needs a scalemech model.pt, got {checkpoint!r}")
     config = decoder_config(checkpoint, None, path.is_dir())  # an uncached name without network: refused here

@@ -27,6 +27,7 @@ from ..gradients.views import VIEWS, view_of
 from ..models import build_model, load_model
 from ..models.base import LanguageModel, ResidualModel
 from .inputs import DATA_FORMS, _certify_data, _hf_spec
+from .output import check_out, write_out
 from .verdict import verdict
 
 CERTIFICATE_COLUMNS = [
@@ -176,8 +177,10 @@ def measure_points(
     per-example loss on the train pool (``capture_pools``' ``mean_loss``, from the capture passes):
     train and test pools of ``pool`` examples drawn and captured as ``experiments.measure`` does (the
     same seeds, so the same numbers), in ``view`` only, as scratch pools under ``pool_dir``; the new
-    blocks run on the train pool only. Memory: the model, one batch, and one point's pools while its
-    statistics are computed."""
+    blocks run on the train pool only. A non-finite loss or gradient (NaN weights, say) is refused in
+    one ``ValueError`` at the first batch that has one (``gradients.capture.check_finite``), where the
+    pipeline's own measurement leaves the numbers as they come. Memory: the model, one batch, and one
+    point's pools while its statistics are computed."""
     model, examples = ready_pools(model, prepared, {split: pool for split in SPLITS}, seed, identity, device)
     check_scratch_space(model, examples["train"].x[:1].to(device), points, view, 2 * pool, pool_dir)
     paths = {
@@ -196,6 +199,7 @@ def measure_points(
             device=device,
             new_blocks=split == "train",
             checksum=False,
+            require_finite=True,
         ).items()
     }
     rows, mean_loss = [], math.nan
@@ -239,6 +243,7 @@ def certify(
     seed: int = 0,
     view: str = "full",
     tokenizer: str | None = None,
+    out: str | None = None,
 ) -> pd.DataFrame:
     """Per insertion point of a user's model (``CERTIFICATE_COLUMNS``): ``‖μ‖²``, ``d_∥``, ``d_2``,
     ``d_align`` with jackknife intervals (train pool, ``view``), the two-sample ``B_exact`` from the
@@ -254,10 +259,17 @@ def certify(
     HF_BLOCK_SIZE)`` (on documents of ``T`` tokens, a 2-D ``.npy``: at most ``T - 1``), its tokenizer
     (for text data) to its checkpoint's. ``frame.attrs["ran"]`` names the model and the dtype it ran
     in (``ran_on``); for a language model, ``frame.attrs["loss"]`` holds its mean per-token loss on
-    the train-pool windows beside ``ln(vocab_size)`` (``loss_attrs``; ``text.loss_line`` says it)."""
+    the train-pool windows beside ``ln(vocab_size)`` (``loss_attrs``; ``text.loss_line`` says it).
+
+    With ``out``, the table is also written there as CSV (``output.write_out``: whole or not at all),
+    and ``out`` is checked writable before anything else is done (``output.check_out``). A ``family``
+    given for a ``model.pt`` must be the family its spec says; a non-finite loss or gradient is refused
+    (``measure_points``)."""
     problems = size_problems(pool, M, K, batch_size, block_size, view)
     if problems:
         raise ValueError("certify: " + "; ".join(problems))
+    if out is not None:
+        check_out(out)
     if not Path(data).exists():
         raise FileNotFoundError(f"--data {data!r} does not exist; give {DATA_FORMS}")
     torch_device = resolve_device(device)
@@ -274,6 +286,11 @@ def certify(
             )
         if hf_spec is None:  # a user's own model.pt: weights only, its checksum checked when it has one
             model = load_model(checkpoint, map_location=torch_device, checksum_required=False)[0]
+            if family is not None and family != model.family:
+                raise ValueError(
+                    f"--family {family}: {checkpoint} holds a {model.family} model (its spec's family); "
+                    f"give --family {model.family} or none"
+                )
             if block_size and not isinstance(model, LanguageModel):
                 raise ValueError(f"--block-size {block_size} is for language models; {checkpoint} is an image model")
         else:
@@ -298,6 +315,8 @@ def certify(
             device=torch_device,
         )
     frame.attrs["ran"] = ran_on(model, checkpoint, torch_device)
+    if out is not None:
+        write_out(frame, out)
     return frame
 
 

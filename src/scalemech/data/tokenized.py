@@ -69,12 +69,15 @@ TOKEN_IDS_HINT = (
 
 @lru_cache(maxsize=8)
 def load_tokenizer(checkpoint: str, revision: str | None = None, local_files_only: bool = False):
-    """``AutoTokenizer`` of ``checkpoint`` (hub name or directory), cached per process; ``ValueError``
-    saying how to give a tokenizer or token ids when it has none that loads."""
+    """``AutoTokenizer`` of ``checkpoint`` (hub name or directory), cached per process, never running code
+    shipped with it (``trust_remote_code=False``: a tokenizer that needs its own code does not load);
+    ``ValueError`` saying how to give a tokenizer or token ids when it has none that loads."""
     from transformers import AutoTokenizer
 
     try:
-        return AutoTokenizer.from_pretrained(checkpoint, revision=revision or "main", local_files_only=local_files_only)
+        return AutoTokenizer.from_pretrained(
+            checkpoint, revision=revision or "main", local_files_only=local_files_only, trust_remote_code=False
+        )
     except Exception as err:  # a missing tokenizer surfaces as OSError, ValueError or ImportError
         summary = " ".join(str(err).split())[:160]
         raise ValueError(

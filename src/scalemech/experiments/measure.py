@@ -105,9 +105,11 @@ def capture_split(
     device: torch.device | str,
     new_blocks: bool = True,
     checksum: bool = True,
+    require_finite: bool = False,
 ) -> dict[tuple[str, str], GradientPool]:
     """``grads.capture_pools`` of one split's pool, labelled with the model; with ``new_blocks``, the
-    new block at each point seeded by ``derive_seed(seed, identity, point, "new_block")``."""
+    new block at each point seeded by ``derive_seed(seed, identity, point, "new_block")``; with
+    ``require_finite``, a non-finite loss or gradient is refused at its batch (``check_finite``)."""
     return capture_pools(
         model,
         examples,
@@ -121,6 +123,7 @@ def capture_split(
         progress=True,
         new_block_seeds=[derive_seed(seed, identity, point, "new_block") for point in points] if new_blocks else None,
         checksum=checksum,
+        require_finite=require_finite,
     )
 
 

@@ -89,6 +89,29 @@ def iter_activation_grads(
         yield activation_grads(model, xb, yb, points, views)
 
 
+def check_finite(
+    loss: Tensor, grads: dict[str, dict[str, Tensor]], block_grads: list[list[Tensor]], where: str
+) -> None:
+    """Refuse, in one ``ValueError`` starting with ``where`` (the model and the batch), a batch whose
+    summed loss, or any of whose gradients (``q`` at a point, a new block's ``∇_θ``), is not finite: a
+    model with NaN or infinite weights, or inputs it overflows on, gives no statistics. One device
+    sync per batch."""
+    tensors = [q for views in grads.values() for q in views.values()] + [g for block in block_grads for g in block]
+    finite = torch.isfinite(loss).all()
+    for tensor in tensors:
+        finite = finite & torch.isfinite(tensor).all()
+    if bool(finite):
+        return
+    if not torch.isfinite(loss).all():
+        raise ValueError(f"{where}: the model's loss on these data is {float(loss)}: its weights or inputs are broken")
+    points = [p for p, views in grads.items() if not all(torch.isfinite(q).all() for q in views.values())]
+    at = f"at {', '.join(points)}" if points else "of a new block's weights"
+    raise ValueError(
+        f"{where}: the model's loss on these data is finite ({float(loss):.4g}) but its gradient {at} is not "
+        "(nan or inf): its weights or inputs are broken"
+    )
+
+
 def capture_pools(
     model: ResidualModel,
     examples: Examples,
@@ -102,6 +125,7 @@ def capture_pools(
     progress: bool = False,
     new_block_seeds: Sequence[int] | None = None,
     checksum: bool = True,
+    require_finite: bool = False,
 ) -> dict[tuple[str, str], GradientPool]:
     """Capture ``q`` of ``examples`` at ``points`` and store one ``GradientPool`` per point × view.
 
@@ -111,7 +135,9 @@ def capture_pools(
     first-order signal of a new block at each point, recorded as each pool's ``block_grad_norm``
     (``block_grad_norms``). Each pool's ``mean_loss`` is the mean per-example loss of ``examples``
     (``model.per_example_loss``: a language model's mean next-token loss in nats) from the same
-    passes. Without ``checksum`` the pools are scratch (``GradientPool.create``).
+    passes. Without ``checksum`` the pools are scratch (``GradientPool.create``). With
+    ``require_finite`` (certify), each batch's loss and gradients are checked as they are computed
+    (``check_finite``): a non-finite one is refused at once, naming the batch, before any pool is kept.
     """
     x, y, split = examples.x, examples.y, examples.split
     provenance = {**examples.provenance(), **(labels or {})}
@@ -121,8 +147,12 @@ def capture_pools(
     loss_sum: Tensor | float = 0.0  # Σ_i ℓ_i, float64 on the model's device
     model.eval()
     batches = iter_batches(x, y, batch_size, prepare_batch)
-    for xb, yb in tqdm(batches, total=math.ceil(len(x) / batch_size), desc=f"capture {split}", disable=not progress):
+    total = math.ceil(len(x) / batch_size)
+    for batch, (xb, yb) in enumerate(tqdm(batches, total=total, desc=f"capture {split}", disable=not progress)):
         grads, block_grads, loss = one_pass(model, xb, yb, points, views, blocks)
+        if require_finite:
+            where = f"{provenance.get('model', 'the model')} ({split} pool, batch {batch + 1} of {total})"
+            check_finite(loss, grads, block_grads, where)
         sums.add(block_grads)
         loss_sum = loss_sum + loss.double()
         if not writers:

@@ -147,7 +147,8 @@ class Grower:
             from transformers import AutoConfig
 
             local = bool(spec.get("local_files_only"))
-            depth = AutoConfig.from_pretrained(checkpoint, local_files_only=local).get_text_config().num_hidden_layers
+            config = AutoConfig.from_pretrained(checkpoint, local_files_only=local, trust_remote_code=False)
+            depth = config.get_text_config().num_hidden_layers
             resolve(self.placement, depth)
         check_out(out)
         self.spec = {**spec, "dtype": "float32"}  # trained and checked in float32, written in the source's dtype

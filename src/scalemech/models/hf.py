@@ -20,11 +20,16 @@ kept, with its output projections (``OUTPUT_PROJECTIONS``, weights and biases) z
 from __future__ import annotations
 
 import copy
+import logging
+import pickle
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 from torch import Tensor, nn
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
@@ -289,11 +294,99 @@ class Top(nn.Module):
             return self.model._logits(placeholder)
 
 
+WEIGHT_FILE_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".index.json")
+"""The files ``from_pretrained`` takes weights from (``weights_label`` names those a directory holds)."""
+LOAD_ERRORS = (OSError, RuntimeError, ValueError, EOFError, pickle.UnpicklingError, SafetensorError)
+"""What ``from_pretrained`` raises for weights it cannot read: a truncated or empty safetensors file
+(``SafetensorError``), a pickle that ``torch.load(weights_only=True)`` refuses (``UnpicklingError``), a
+missing file (``OSError``) …; ``load_weights`` turns each into one ``ValueError`` naming the file."""
+
+
+def weights_label(checkpoint: str) -> str:
+    """The weight files of ``checkpoint`` as messages name them: ``dir/model.safetensors`` (or the directory
+    with its weight files listed), or ``the weights of 'hub/name'``."""
+    path = Path(checkpoint).expanduser()
+    if not path.is_dir():
+        return f"the weights of {checkpoint!r}"
+    files = sorted(p.name for p in path.iterdir() if p.name.endswith(WEIGHT_FILE_SUFFIXES))
+    if len(files) == 1:
+        return str(path / files[0])
+    return f"{path} ({', '.join(files) if files else 'no weight file'})"
+
+
+class _NoLoadReport(logging.Filter):
+    """Drops transformers' multi-line LOAD REPORT table: ``load_weights`` says the same in one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "LOAD REPORT" not in str(record.msg)
+
+
+def load_failure(err: BaseException) -> str:
+    """Why ``from_pretrained`` failed, in one line: an object the safe unpickler refused is named."""
+    named = re.search(r"GLOBAL ([\w.]+)", str(err)) if isinstance(err, pickle.UnpicklingError) else None
+    if named:
+        return (
+            f"refused, it holds {named.group(1)}, an object other than tensors and plain Python values, and "
+            "loading it could run code; scalemech loads weights only (torch.load with weights_only=True)"
+        )
+    reason = " ".join(str(err).split())[:300] or type(err).__name__
+    return f"cannot be loaded as a causal LM, it is truncated, corrupt or missing ({type(err).__name__}: {reason})"
+
+
+def _keys(names: Sequence[str], count: int = 3) -> str:
+    names = sorted(names)
+    return ", ".join(names[:count]) + (f" and {len(names) - count} more" if len(names) > count else "")
+
+
+def load_weights(checkpoint: str, revision: str, local_files_only: bool, dtype: Any) -> PreTrainedModel:
+    """``AutoModelForCausalLM.from_pretrained`` of ``checkpoint`` with ``trust_remote_code=False`` (no
+    code shipped with a checkpoint is ever run), refusing in one ``ValueError`` naming its weight files
+    (``weights_label``) what does not load as the model its ``config.json`` describes: an unreadable
+    file (``LOAD_ERRORS``), weights whose shapes differ from the config's, a weight the files lack
+    (it would be left random) or a weight the model has no place for."""
+    label = weights_label(checkpoint)
+    report = logging.getLogger("transformers.modeling_utils")
+    quiet = _NoLoadReport()
+    report.addFilter(quiet)
+    try:
+        hf_model, info = AutoModelForCausalLM.from_pretrained(
+            checkpoint,
+            revision=revision,
+            local_files_only=local_files_only,
+            dtype=dtype,
+            trust_remote_code=False,
+            ignore_mismatched_sizes=True,  # refused below, in one line
+            output_loading_info=True,
+        )
+    except LOAD_ERRORS as err:
+        raise ValueError(f"{label}: {load_failure(err)}") from None
+    finally:
+        report.removeFilter(quiet)
+    problems = []
+    if info.get("mismatched_keys"):
+        name, found, expected = sorted(info["mismatched_keys"])[0]
+        problems.append(
+            f"{len(info['mismatched_keys'])} weights have other shapes than config.json gives "
+            f"(e.g. {name}: {list(found)} in the file, {list(expected)} by the config)"
+        )
+    if info.get("missing_keys"):
+        problems.append(f"config.json asks for weights the files lack ({_keys(info['missing_keys'])})")
+    unexpected = [name for name in info.get("unexpected_keys") or () if name.endswith(".weight")]
+    if unexpected:
+        problems.append(f"the files hold weights config.json has no place for ({_keys(unexpected)})")
+    if problems:
+        raise ValueError(f"{label}: the weights do not fit config.json: {'; '.join(problems)}")
+    return hf_model
+
+
 def build(spec: dict[str, Any]) -> HFCausalLM:
     """Load ``spec['checkpoint']`` (hub name or local directory) as an ``HFCausalLM`` in eval mode.
 
-    ``config.json`` is read and checked first (``hub.decoder_config``: a missing path or a model that
-    is not a decoder-only causal LM is refused before any weight is fetched).
+    ``config.json`` is read and checked first (``hub.decoder_config``: a missing path, a config that is
+    not a JSON object, one that needs the checkpoint's own code (``auto_map``) and a model that is not a
+    decoder-only causal LM are refused before any weight is fetched); the weights are loaded without
+    running any code of the checkpoint and checked against the config (``load_weights``). Every
+    refusal is one ``ValueError`` (or ``FileNotFoundError``) naming the file.
 
     Keys: ``checkpoint``; ``revision`` (a pin, None for local directories); ``local_files_only``
     (default False); ``dtype`` (``DTYPES``, default "float32"); ``frozen`` (default True: no
@@ -307,9 +400,7 @@ def build(spec: dict[str, Any]) -> HFCausalLM:
         raise ValueError(f"dtype {dtype_name!r} is not supported for 'hf' models; allowed: {sorted(DTYPES)}")
     revision, local_files_only = spec.get("revision") or "main", bool(spec.get("local_files_only", False))
     decoder_config(spec["checkpoint"], revision, local_files_only)
-    hf_model = AutoModelForCausalLM.from_pretrained(
-        spec["checkpoint"], revision=revision, local_files_only=local_files_only, dtype=DTYPES[dtype_name]
-    )
+    hf_model = load_weights(spec["checkpoint"], revision, local_files_only, DTYPES[dtype_name])
     if spec.get("frozen", True):
         hf_model.requires_grad_(False)
     return HFCausalLM(hf_model, spec).eval()
