@@ -72,6 +72,9 @@ def test_a_yte_config_is_refused_in_one_line_and_runs_nothing(capsys, tmp_path) 
     assert not marker.exists()
     with pytest.raises(ConfigError, match="__use_yte__"):
         read_yaml(path)  # the loader the Snakefile reads every config file with
+    path.write_text("base: &base {__use_yte__: true}\n<<: *base\n" + QUICK.read_text())  # yte sees it too
+    with pytest.raises(ConfigError, match=f"{path}:1: __use_yte__"):  # where it is written
+        read_yaml(path)
     assert not marker.exists()
 
 
@@ -207,6 +210,10 @@ PLANNING = {
     ),
     "url of a file": (edit("datasets.tinyshakespeare", {"url": "file:///etc/passwd"}), ["has scheme 'file'"]),
     "url without a host": (edit("datasets.tinyshakespeare", {"url": "https:///input.txt"}), ["names no host"]),
+    "url with a line separator": (
+        edit("datasets.tinyshakespeare", {"url": "https://a.org/\u2028x"}),
+        ["holds whitespace or control characters"],
+    ),
     "url with a bad port": (edit("datasets.tinyshakespeare", {"url": "http://host:x/a"}), ["does not parse"]),
     "resnet depth 600002": (
         edit("grids.resnet_mnist.depths", [600002]),

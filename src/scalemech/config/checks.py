@@ -11,7 +11,6 @@ import dataclasses
 import importlib
 import math
 import os
-import string
 from collections.abc import Iterable, Iterator
 from functools import cache
 from typing import Any
@@ -412,7 +411,7 @@ def check_text_paths(config: dict[str, Any]) -> Iterator[str]:
     (relative paths from the working directory, as the prepare job reads them). A missing file is left
     to the prepare job, which names it: it may be put there after planning."""
     for name, settings in config["datasets"].items():
-        if DATASET_KIND.get(name) != "text" or name == "pystdlib":
+        if "path" not in text_data.CONFIG_KEYS.get(name, ()):
             continue
         path = settings.get("path")
         if path is None and name == "corpus":
@@ -421,16 +420,13 @@ def check_text_paths(config: dict[str, Any]) -> Iterator[str]:
             yield f"datasets.{name}.path: {path!r} is a directory; allowed: a local text file"
 
 
-_UNPRINTABLE = set(string.whitespace) | {chr(c) for c in range(32)} | {chr(127)}
-
-
 def _url_problem(url: str) -> str | None:
     """Why ``url`` is not a plain http(s) download address, or None if it is one."""
-    if any(char in _UNPRINTABLE for char in url):
+    if any(char.isspace() or not char.isprintable() for char in url):
         return "holds whitespace or control characters"
     try:
         parsed = urlparse(url)
-        parsed.port  # noqa: B018 (raises on a port that is not a number)
+        _ = parsed.port  # raises on a port that is not a number
     except ValueError as error:
         return f"does not parse ({error})"
     if parsed.scheme not in ("http", "https"):

@@ -28,9 +28,10 @@ class StrictLoader(yaml.SafeLoader):
     naming the key, the mapping's path, the file and both lines. Keys brought in by a merge
     (``<<: *anchor``) may still be overridden, as YAML intends.
 
-    It also refuses, before anything is constructed: a top-level ``__use_yte__`` (a config is
-    data, never a template Snakemake would evaluate), and more than ``MAX_ALIAS_EXPANSIONS``
-    alias expansions (counted while composing, so an alias bomb is refused at once).
+    It also refuses a top-level ``__use_yte__``, written or merged in (a config is data, never
+    a template Snakemake would evaluate), and more than ``MAX_ALIAS_EXPANSIONS`` alias
+    expansions (counted while composing, before anything is constructed, so an alias bomb is
+    refused at once).
     """
 
     def __init__(self, stream: Any) -> None:
@@ -62,16 +63,15 @@ class StrictLoader(yaml.SafeLoader):
 
     def construct_document(self, node: yaml.Node) -> Any:
         self._root = node
-        if isinstance(node, yaml.MappingNode):
-            for key_node, _ in node.value:
-                if isinstance(key_node, yaml.ScalarNode) and key_node.value == YTE_KEY:
-                    mark = key_node.start_mark
-                    raise ConfigError(
-                        f"{mark.name}:{mark.line + 1}: {YTE_KEY} makes Snakemake evaluate the file's values as "
-                        f"Python (a YTE template); a scalemech config is data: allowed: plain YAML, without "
-                        f"{YTE_KEY} or ?-expressions"
-                    )
-        return super().construct_document(node)
+        data = super().construct_document(node)  # plain values only (SafeLoader): nothing runs
+        if isinstance(data, dict) and YTE_KEY in data:  # written at the top level or merged into it
+            keys = [k for k, _ in node.value if isinstance(k, yaml.ScalarNode) and k.value == YTE_KEY]
+            mark = (keys[0] if keys else node).start_mark
+            raise ConfigError(
+                f"{mark.name}:{mark.line + 1}: {YTE_KEY} makes Snakemake evaluate the file's values as Python "
+                f"(a YTE template); a scalemech config is data: allowed: plain YAML, without {YTE_KEY} or ?-expressions"
+            )
+        return data
 
     def flatten_mapping(self, node: yaml.MappingNode) -> None:
         # Called on every mapping before it is constructed and before its merges are
