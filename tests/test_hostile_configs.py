@@ -99,6 +99,14 @@ def test_a_few_aliases_and_merges_still_load(tmp_path) -> None:
         read_yaml(path)
 
 
+@pytest.mark.parametrize("recursive", ["x: &a [1, *a]", "x: &a {y: {z: *a}}"])
+def test_a_recursive_alias_is_refused(capsys, tmp_path, recursive) -> None:
+    path = tmp_path / "recursive.yaml"
+    path.write_text(QUICK.read_text() + recursive + "\n")
+    message = check(capsys, path)
+    assert message.startswith(f"{path}:") and "*a is an alias inside the node it names" in message, message
+
+
 @pytest.mark.parametrize(
     "content, expected",
     [

@@ -43,7 +43,7 @@ by the Snakefile and the CLI):
   both lines (a key brought in by a merge, `<<: *anchor`, may still be overridden); a syntax error
   or a file that is not UTF-8 names its file and line. A config is data: a top-level
   `__use_yte__` (which makes Snakemake evaluate the file's values as Python, YTE) is refused, and
-  so are more than 100 alias expansions (an alias bomb).
+  so are more than 100 alias expansions (an alias bomb) and a recursive alias.
 - **Schema** (JSON Schema 2020-12): types, ranges and allowed values as tabled below; an unknown
   key is an error at every level, and a key left out takes the default shown. An integer is
   written as one (`1`, not `1.0`), a name matches its pattern as a whole (no trailing newline),

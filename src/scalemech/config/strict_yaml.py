@@ -31,7 +31,7 @@ class StrictLoader(yaml.SafeLoader):
     It also refuses a top-level ``__use_yte__``, written or merged in (a config is data, never
     a template Snakemake would evaluate), and more than ``MAX_ALIAS_EXPANSIONS`` alias
     expansions (counted while composing, before anything is constructed, so an alias bomb is
-    refused at once).
+    refused at once), and an alias inside the node it names (a recursive structure).
     """
 
     def __init__(self, stream: Any) -> None:
@@ -40,10 +40,17 @@ class StrictLoader(yaml.SafeLoader):
         self._root: yaml.Node | None = None
         self._expansions = 0  # alias expansions so far, each counting those inside its node
         self._inside: dict[str, int] = {}  # anchor -> expansions inside the node it names
+        self._open: set[str] = set()  # anchors of the nodes being composed (an alias to one recurses)
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
         event = self.peek_event()
         if isinstance(event, yaml.AliasEvent):
+            if event.anchor in self._open:
+                mark = event.start_mark
+                raise ConfigError(
+                    f"{mark.name}:{mark.line + 1}: *{event.anchor} is an alias inside the node it names (a "
+                    "recursive structure, endless to read); allowed: aliases of nodes that end before them"
+                )
             node = super().compose_node(parent, index)  # an undefined alias is PyYAML's error
             self._expansions += 1 + self._inside.get(event.anchor, 0)
             if self._expansions > MAX_ALIAS_EXPANSIONS:
@@ -54,10 +61,12 @@ class StrictLoader(yaml.SafeLoader):
                     "expansions in a config, counting the aliases inside each node an alias copies"
                 )
             return node
-        before = self._expansions
-        node = super().compose_node(parent, index)
-        anchor = getattr(event, "anchor", None)
+        before, anchor = self._expansions, getattr(event, "anchor", None)
         if anchor is not None:
+            self._open.add(anchor)
+        node = super().compose_node(parent, index)
+        if anchor is not None:
+            self._open.discard(anchor)
             self._inside[anchor] = self._expansions - before
         return node
 
