@@ -17,7 +17,11 @@ min_version("9.0")
 
 # The default run unless a --configfile is given (which replaces it rather than merging grids
 # into it); --config key=value overrides apply on top of either. It is read strictly first, as
-# Snakemake reports a YAML syntax error without file or line.
+# Snakemake reports a YAML syntax error without file or line, and so that a __use_yte__ in it (a
+# YTE template, whose expressions Snakemake's loader would evaluate) or an alias bomb is refused
+# before Snakemake loads it. A --configfile is loaded by Snakemake's command line before this
+# file runs: workflow/rules/common.smk refuses the same there, but only after the fact (README,
+# "A config from someone else").
 if not workflow.configfiles:
     try:
         read_yaml("config/config.yaml")

@@ -63,7 +63,7 @@ def test_render_lists_every_key():
         assert f"## `{name}`" in text and f"| `{name}` |" in text
     for name in schema()["$defs"]:
         assert f"### `{name}`" in text
-    assert "| `measure.train_pool` | integer ≥ 4 | `256` |" in text
+    assert "| `measure.train_pool` | integer in [4, 1000000] | `256` |" in text
     assert "| `checkpoints.<name>.revision` | string or null | `null` |" in text
     assert "| `optimizer` | `sgd`, `adamw` | *required* |" in text
 

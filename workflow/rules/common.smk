@@ -11,8 +11,11 @@ from scalemech.core.steps import PER_MODEL_TABLES, STEPS, run_tables
 
 # Snakemake reads --configfile (and the Snakefile's configfile:) itself, keeping the last of
 # two equal keys without a word; each file is read again strictly (workflow.configfiles lists
-# them, CLI ones first) so that a duplicated key fails here with its file and line. The
-# config validated is still Snakemake's own (with any --config overrides).
+# them, CLI ones first) so that a duplicated key fails here with its file and line, and so does
+# a __use_yte__ or an alias bomb. For a --configfile that is after Snakemake's own loader has
+# evaluated its YTE expressions and expanded its aliases (it runs before any workflow code; it
+# also drops __use_yte__ from the config, so only the file shows it): `scalemech check` first is
+# the guard (README). The config validated is still Snakemake's own (with any --config overrides).
 try:
     for path in workflow.configfiles:
         read_yaml(path)

@@ -8,7 +8,8 @@ the schema cannot express but the config alone decides (``cross_checks``): each 
 own architecture rules (read from the model modules' config dataclasses), family against
 the kind of data, insertion-point names, pool and batch sizes against the splits whose size
 is known before the data are prepared. ``read_yaml`` (used by ``load_config`` and the
-workflow) refuses a key given twice and names the file and line of a YAML syntax error.
+workflow) refuses a key given twice, a YTE template (``__use_yte__``) and an alias bomb, and names
+the file and line of a YAML syntax error.
 ``model_jobs`` expands the grids and pretrained groups into one ``ModelJob`` per (dataset,
 family, depth, width, seed) — the unit of training, measurement and every experiment after it.
 

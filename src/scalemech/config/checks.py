@@ -1,22 +1,25 @@
 """The cross-checks: what the schema cannot say but the config alone decides. Each family's own
 architecture rules (read from the model modules' config dataclasses), family against the kind of
-data, insertion-point names, pool and batch sizes against the splits whose size is known before the
-data are prepared; each check yields one line per problem, naming the key's path and what is allowed."""
+data, insertion-point names (counted from the depth, no model is built), pool and batch sizes
+against the splits whose size is known before the data are prepared, the rules a job would
+otherwise refuse (a llama's block_size, augment on text, a corpus file, a download address); each
+check yields one line per problem, naming the key's path, the value and what is allowed."""
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
 import math
+import os
 from collections.abc import Iterable, Iterator
 from functools import cache
 from typing import Any
+from urllib.parse import urlparse
 
 from ..core.steps import POOL_READERS
 from ..data import DATASETS
 from ..data import text as text_data
-from ..models import FAMILIES
-from ..models.meta import meta_model
+from ..models import FAMILIES, point_count
 from .schema import schema
 
 # Family a grid trains -> the kind of data it trains on, and data set -> the kind it holds.
@@ -214,28 +217,35 @@ def _expanded(config: dict[str, Any]) -> list[str]:
 
 
 @cache
-def insertion_points(
-    family: str, depth: int, width: float, model: tuple[tuple[str, Any], ...]
-) -> tuple[str, ...] | None:
-    """The insertion-point names of a model, from the model itself built on the meta device
-    (``models.meta``: no memory, no initialization; 0.01 s for a llama, 0.25 s for ResNet-110 at
-    width 8); None if the family refuses the spec."""
-    try:
-        return tuple(meta_model({"family": family, "depth": depth, "width": width, **dict(model)}).insertion_points())
-    except (ValueError, TypeError):
-        return None
+def insertion_points(family: str, depth: int) -> tuple[str, ...]:
+    """The insertion-point names of a ``family`` model of ``depth`` (a depth the family accepts),
+    from the depth alone: the names its model class gives its blocks (``stage{s}.block{b}``, 1-based,
+    in a resnet; ``layer{i}.block{j}``, block 0-based, in a tvresnet; ``layer.{i}`` in a llama), as
+    many as ``models.point_count``. No model is built, so a deep model costs nothing here
+    (tests/test_hostile_configs.py compares these with the names of models built on the meta device)."""
+    count = point_count(family, depth)
+    module = importlib.import_module(f"scalemech.models.{FAMILY_CONFIGS[family][0]}")
+    if family == "resnet":
+        stages, per_stage = len(module.STAGE_CHANNELS), count // len(module.STAGE_CHANNELS)
+        names = [f"stage{s}.block{b}" for s in range(1, stages + 1) for b in range(1, per_stage + 1)]
+    elif family == "tvresnet":
+        counts = module.ARCHITECTURES[depth][1]
+        names = [f"layer{i}.block{j}" for i, blocks in enumerate(counts, start=1) for j in range(blocks)]
+    elif family == "llama":
+        names = [f"layer.{i}" for i in range(count)]
+    else:
+        raise ValueError(f"no insertion-point names from the depth alone for family {family!r}")
+    return tuple(names)
 
 
 def _grid_points(grid: dict[str, Any]) -> Iterator[tuple[int, tuple[str, ...]]]:
-    """``(depth, point names)`` of each depth of a grid the family accepts. Names depend on the
-    depth alone, so each depth is built once, at the grid's narrowest width the family accepts."""
-    model = tuple(sorted(_own_model_keys(grid).items()))
+    """``(depth, point names)`` of each depth of a grid that the family accepts with the grid's
+    model keys (names depend on the depth alone; a refused depth is reported by ``check_architecture``)."""
+    family, model = grid["family"], _own_model_keys(grid)
+    agree = _agreeing(family, model)
     for depth in dict.fromkeys(grid["depths"]):
-        for width in sorted(grid["widths"]):
-            names = insertion_points(grid["family"], depth, width, model)
-            if names is not None:
-                yield depth, names
-                break
+        if _refusal(family, depth=depth, **model, **agree) is None:
+            yield depth, insertion_points(family, depth)
 
 
 def _short(names: tuple[str, ...], limit: int = 12) -> str:
@@ -375,3 +385,63 @@ def check_batch_sizes(config: dict[str, Any]) -> Iterator[str]:
     otherwise quietly use the whole split as one batch)."""
     for name, grid in config["grids"].items():
         yield from _limit(f"grids.{name}.recipe.batch_size", grid["recipe"]["batch_size"], config, [name], ("train",))
+
+
+def check_block_size(name: str, grid: dict[str, Any]) -> Iterator[str]:
+    """A llama grid sets ``model.block_size``: training reads its windows' length from there."""
+    if grid["family"] == "llama" and "block_size" not in grid["model"]:
+        bounds = schema()["$defs"]["model"]["properties"]["block_size"]
+        yield (
+            f"grids.{name}.model.block_size: not set; a llama grid trains on windows of block_size tokens and "
+            f"takes it from here: allowed: an integer from {bounds['minimum']} to {bounds['maximum']} (e.g. 256)"
+        )
+
+
+def check_augment(name: str, grid: dict[str, Any]) -> Iterator[str]:
+    """``recipe.augment: true`` crops and flips images: a grid on text refuses it."""
+    if grid["recipe"].get("augment") is True and FAMILY_DATA[grid["family"]] == "text":
+        yield (
+            f"grids.{name}.recipe.augment: true crops and flips images and {grid['family']!r} trains on text "
+            f"({grid['dataset']}); allowed here: auto or false"
+        )
+
+
+def check_text_paths(config: dict[str, Any]) -> Iterator[str]:
+    """A corpus names its text file (``path``), and a ``path`` of a text data set is not a directory
+    (relative paths from the working directory, as the prepare job reads them). A missing file is left
+    to the prepare job, which names it: it may be put there after planning."""
+    for name, settings in config["datasets"].items():
+        if "path" not in text_data.CONFIG_KEYS.get(name, ()):
+            continue
+        path = settings.get("path")
+        if path is None and name == "corpus":
+            yield "datasets.corpus.path: not set; a corpus is read from a local text file: allowed: the file's path"
+        elif path is not None and os.path.isdir(path):
+            yield f"datasets.{name}.path: {path!r} is a directory; allowed: a local text file"
+
+
+def _url_problem(url: str) -> str | None:
+    """Why ``url`` is not a plain http(s) download address, or None if it is one."""
+    if any(char.isspace() or not char.isprintable() for char in url):
+        return "holds whitespace or control characters"
+    try:
+        parsed = urlparse(url)
+        _ = parsed.port  # raises on a port that is not a number
+    except ValueError as error:
+        return f"does not parse ({error})"
+    if parsed.scheme not in ("http", "https"):
+        return f"has scheme {parsed.scheme or 'none'!r}"
+    if not parsed.hostname:
+        return "names no host"
+    return None
+
+
+def check_urls(config: dict[str, Any]) -> Iterator[str]:
+    """A download address is parsed, not prefix-matched: ``http://\\nfile:///etc/passwd`` is refused."""
+    for name, settings in config["datasets"].items():
+        url = settings.get("url")
+        if isinstance(url, str) and (problem := _url_problem(url)) is not None:
+            yield (
+                f"datasets.{name}.url: {url!r} {problem}; allowed: an http:// or https:// address with a host, "
+                "without whitespace or control characters"
+            )

@@ -41,14 +41,20 @@ by the Snakefile and the CLI):
 
 - **Strict YAML** (`read_yaml`): a key given twice in one mapping is an error naming the file and
   both lines (a key brought in by a merge, `<<: *anchor`, may still be overridden); a syntax error
-  names its file and line.
+  or a file that is not UTF-8 names its file and line. A config is data: a top-level
+  `__use_yte__` (which makes Snakemake evaluate the file's values as Python, YTE) is refused, and
+  so are more than 100 alias expansions (an alias bomb) and a recursive alias.
 - **Schema** (JSON Schema 2020-12): types, ranges and allowed values as tabled below; an unknown
-  key is an error at every level, and a key left out takes the default shown.
+  key is an error at every level, and a key left out takes the default shown. An integer is
+  written as one (`1`, not `1.0`), a name matches its pattern as a whole (no trailing newline),
+  and every size has a generous upper bound (the `in [.., ..]` below).
 - **Cross-checks** (`cross_checks`), what the schema cannot say but the config alone decides: each
   family's architecture rules (ResNet depth `6n+2`, llama width a multiple of `head_dim`, at least
   2 channels in the narrowest stage), the family against the kind of data, insertion-point names,
   pool and batch sizes against the splits whose size is known in advance, `misalign.sizes`
-  against the pools, `expand.grids`, and every job against the `cluster` limits.
+  against the pools, `expand.grids`, a llama grid's `model.block_size`, `augment` on text, a
+  corpus `path` (set, and not a directory), a download `url` (parsed: http or https, a host, no
+  whitespace), and every job against the `cluster` limits.
 
 Every error names the key's path (`grids.resnet_mnist.widths[0]`) and what is allowed there. In the
 tables, `<name>` stands for a name you choose, and a key path is relative to its section.
@@ -101,7 +107,7 @@ def type_of(node: dict[str, Any]) -> str:
         return " or ".join(type_of(sub) for sub in node["oneOf"])
     kind = node.get("type", "")
     if isinstance(kind, list):
-        return " or ".join(kind)
+        return " or ".join(kind) + _bounds(node)
     if kind == "array":
         items = node.get("items", {})
         return f"{'non-empty ' if node.get('minItems') else ''}list of {type_of(items)}"

@@ -12,7 +12,9 @@ import jsonschema
 from ..data import config_keys
 from .checks import (
     check_architecture,
+    check_augment,
     check_batch_sizes,
+    check_block_size,
     check_budget,
     check_expand_grids,
     check_experiments,
@@ -24,6 +26,8 @@ from .checks import (
     check_pools,
     check_some_model,
     check_split_fractions,
+    check_text_paths,
+    check_urls,
     non_finite,
 )
 from .cluster import check_cluster_limits
@@ -68,8 +72,16 @@ def validate_config(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_config(path: str | Path) -> dict[str, Any]:
-    """Read a YAML config file strictly (``read_yaml``) and validate it."""
-    return validate_config(read_yaml(path))
+    """Read a YAML config file strictly (``read_yaml``) and validate it; a file that holds no
+    mapping (a list, a scalar, nothing) is refused naming the file."""
+    config = read_yaml(path)
+    if not isinstance(config, dict):
+        held = "nothing" if config is None else f"a {_KINDS.get(type(config), type(config).__name__)}"
+        raise ConfigError(f"{path}: the file holds {held}; allowed: a YAML mapping of keys (run, datasets, grids, ...)")
+    return validate_config(config)
+
+
+_KINDS = {list: "list", str: "string", int: "number", float: "number", bool: "boolean"}
 
 
 def cross_checks(config: dict[str, Any]) -> Iterator[str]:
@@ -82,10 +94,14 @@ def cross_checks(config: dict[str, Any]) -> Iterator[str]:
         yield from check_budget(name, grid)
         yield from check_model_keys(name, grid)
         yield from check_architecture(name, grid)
+        yield from check_block_size(name, grid)
+        yield from check_augment(name, grid)
     yield from check_experiments(config)
     yield from check_expand_grids(config)
     yield from check_point_names(config)
     yield from check_split_fractions(config)
+    yield from check_text_paths(config)
+    yield from check_urls(config)
     yield from check_pools(config)
     yield from check_misalign_sizes(config)
     yield from check_batch_sizes(config)

@@ -101,7 +101,8 @@ def _text_file(name: str, cfg: dict, directory: Path, offline: bool) -> tuple[Pa
     if cfg.get("path") is not None:
         path = Path(cfg["path"])
         if not path.is_file():
-            raise DataError(f"{name}: {path} does not exist; set `path:` to a local text file")
+            problem = "is a directory" if path.is_dir() else "does not exist"
+            raise DataError(f"{name}: {path} {problem}; set `path:` to a local text file")
         return path, {"type": "file", "path": str(path)}
     if name == "corpus":
         raise DataError("corpus: set `path:` to a local text file")
