@@ -20,7 +20,7 @@ from transformers import AutoModelForCausalLM, LlamaConfig
 from scalemech.cli import main
 from scalemech.core.recipe import Recipe
 from scalemech.data.tokenized import load_token_ids
-from scalemech.grow import GrowSettings, grow
+from scalemech.grow import GrowSettings, grow, run
 from scalemech.grow.decision import decide
 from scalemech.grow.placement import parse_at, resolve
 from scalemech.models.hf import decoder_layers_path
@@ -249,13 +249,18 @@ def test_a_trained_llama_grown_on_real_code_beats_itself_held_out(tmp_path: Path
     assert record["decision"]["written"] == "grown" and not (tmp_path / "out" / ".grow-state").exists()
 
 
-def test_fallback_writes_the_better_control_and_train_none_changes_nothing(tmp_path: Path) -> None:
+def test_fallback_writes_the_better_control_and_train_none_changes_nothing(tmp_path: Path, monkeypatch) -> None:
+    """Not recommended (the decision forced, its rule is tested above): ``--fallback`` writes the control
+    with the lower held-out loss, the original's depth; ``--train none`` trains no arm."""
     source = Path(save_tiny("llama", tmp_path / "llama"))
     data = token_file(tmp_path / "ids.npy")
     settings = GrowSettings(**{**vars(TINY), "fallback": True})
+    monkeypatch.setattr(run, "decide", lambda losses, **_: {**decide(losses, trained=False, inserted=True)})
     record = grow(str(source), str(data), tmp_path / "fallback", settings)
-    assert not record["decision"]["recommended"]  # random tokens: nothing to gain over the controls
-    assert record["decision"]["written"] in ("control_tokens", "control_flops") and record["inserted_layers"] == []
+    losses = record["held_out"]["mean_loss"]
+    better = min(("control_tokens", "control_flops"), key=losses.get)
+    assert record["decision"]["written"] == better and record["inserted_layers"] == []
+    monkeypatch.undo()
     assert json.loads((tmp_path / "fallback" / "config.json").read_text())["num_hidden_layers"] == 2
     untrained = grow(str(source), str(data), tmp_path / "none", GrowSettings(**{**vars(TINY), "train": "none"}))
     assert untrained["decision"]["why"].startswith("not trained") and set(untrained["arms"]) == {"grown"}
