@@ -34,6 +34,7 @@ from scipy import stats
 
 from scalemech.core.tables import model_keys
 from scalemech.report import CONFIRMED, NOT_CONFIRMED, NOT_DETECTABLE, REFUTED
+from scalemech.stats import powerlaw
 
 DRAWS = 30
 FALSE_MAX = 3  # decisive verdicts allowed in DRAWS without an effect (10 %)
@@ -421,10 +422,38 @@ def training_tables(k: float, offset: bool, rng, seeds=D3_SEEDS, evaluation_se: 
     return {"training": training}
 
 
+D4_SD = 0.01  # sd of one model's test loss about the law
+
+
+def d4_amplitude(exponent: float) -> float:
+    """The excess loss a = b at the smallest depth and width that puts α̂ and β̂ (the less precise of the
+    two) PLANT SEs from 0 on the quick run's ResNet grid (SEs from s²(JᵀJ)⁻¹ at the truth)."""
+    resnet = models()[models()["family"] == "resnet"]
+    x = np.array([resnet["depth"] / 8, resnet["width"] / 0.5], float)
+    J = powerlaw.jacobian(x, 1.0, exponent, 1.0, exponent, 0.5)
+    se = D4_SD * np.sqrt(np.diag(np.linalg.inv(J.T @ J)))
+    return PLANT * max(se[1], se[3]) / abs(exponent)
+
+
+def powerlaw_tables(k: float, offset: bool, rng) -> dict:
+    """The quick run's training grid, test loss 0.5 + a·(D/D₀)^(−e) + a·(W/W₀)^(−e) + noise: no law at
+    k = 0 (a = 0), e = 1 planted, e = −1 (loss rising in depth and width) opposite; then D4's fit."""
+    base = models()
+    exponent = float(np.sign(k)) if k else 1.0
+    a = d4_amplitude(exponent) if k else 0.0
+    smallest = base.groupby("family")[["depth", "width"]].transform("min")
+    loss = 0.5 + a * (
+        (base["depth"] / smallest["depth"]) ** -exponent + (base["width"] / smallest["width"]) ** -exponent
+    )
+    loss = loss + offsets(base, OFFSET * D4_SD if offset else 0, rng) + rng.normal(0, D4_SD, len(base))
+    return {"powerlaw": powerlaw.powerlaw_table(base.drop(columns=["points", "level"]).assign(test_loss=loss))}
+
+
 CASES = {
     "D1": Case("d1", "rule_d1", d1_tables),
     "D2": Case("d2", "rule_d2", d2_tables),
     "D3": Case("d3", "rule_d3", training_tables),
+    "D4": Case("d4", "rule_d4", powerlaw_tables),
     "W1": Case("w1", "rule_w1", w1_tables),
     "W1 along training": Case("w1_training", "rule_w1_training", trajectory_tables),
     "W2": Case("misalignment", "rule_w2", w2_tables),
