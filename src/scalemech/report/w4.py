@@ -71,6 +71,8 @@ def _band_text(name: str, verdict: str, band: tuple[float, float], lo: float, hi
     """Why a part is not detectable: which edge its interval crosses, and the width the band allows."""
     if verdict != NOT_DETECTABLE:
         return f"{name} {verdict}"
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return f"{name} not detectable (no interval: fewer than 3 models)"
     return (
         f"{name} not detectable (interval width {hi - lo:.2g} against the band's {band[1] - band[0]:.2g}; "
         f"it reaches {lo:.3g} below {band[0]:g})"
