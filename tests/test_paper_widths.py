@@ -1,5 +1,6 @@
-"""W1 at the paper's widths: the E10 width trend among models ≥ 512 wide, step by step, beside Paper W's
-values, and F9; not measured on narrower grids."""
+"""W1 at the paper's widths: the E10 width exponent among models ≥ 512 wide, step by step, tested against
+Paper W's (3.9 → 9.5: d_align ∝ width^0.50), and F9; not measured on narrower grids. The rule's power
+against noise and per-model offsets: tests/test_rules_power.py."""
 
 from __future__ import annotations
 
@@ -42,20 +43,21 @@ def verdict_counts(slope: float) -> dict[str, int]:
     return counts
 
 
-def test_the_papers_slope_is_confirmed_and_noise_rarely_decided():
-    planted, noise, opposite = verdict_counts(2.2), verdict_counts(0.0), verdict_counts(-2.2)
-    assert planted.get(CONFIRMED, 0) >= 0.8 * DRAWS, planted
-    assert opposite.get(REFUTED, 0) >= 0.8 * DRAWS, opposite
-    assert noise.get(CONFIRMED, 0) + noise.get(REFUTED, 0) <= 3, noise
+def test_the_papers_slope_is_confirmed_and_a_smaller_growth_refuted():
+    """2.2 per doubling (the paper's 3.9 → 9.5) confirmed; no growth or a fall refuted: the size is tested."""
+    planted, flat, opposite = verdict_counts(2.2), verdict_counts(0.0), verdict_counts(-1.0)
+    assert planted.get(CONFIRMED, 0) >= 0.8 * DRAWS and planted.get(REFUTED, 0) <= 3, planted
+    assert flat.get(REFUTED, 0) >= 0.8 * DRAWS and flat.get(CONFIRMED, 0) == 0, flat
+    assert opposite.get(REFUTED, 0) >= 0.8 * DRAWS and opposite.get(CONFIRMED, 0) == 0, opposite
 
 
 def test_every_step_is_stated_beside_the_papers_values():
     result = rule_w1_paper({"trajectory": trajectory(2.2, 0)})
-    assert result.statistic.startswith("step 0: slope ") and "512 → 3072" in result.statistic
-    assert "paper: 3.9 → 9.5, slope ≈ 2.2" in result.statistic
+    assert result.statistic.startswith("step 0: γ ") and "512 → 3072" in result.statistic
+    assert "paper: 3.9 → 9.5, γ ≈ 0.50" in result.statistic
     assert len(result.statistic) <= 260
     for step in STEPS:
-        assert f"step {step}: slope " in result.detail
+        assert f"step {step}: γ " in result.detail
 
 
 def test_narrow_models_are_not_measured():

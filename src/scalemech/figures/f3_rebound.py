@@ -15,7 +15,7 @@ from . import common
 from .aggregate import over_seeds
 from .common import DPI, _clean, _depth_panels, _empty, _figure, _finish, _lines, _required
 
-NEAR_BEST_TOL = 0.01  # a cell within 1 % of the best test loss is not beaten (the D3 rule's D3_TOL)
+NEAR_BEST_TOL = 0.01  # a cell within 1 % of the best test loss is drawn as not beaten (the D3 rule uses intervals)
 
 
 def near_best(cells: pd.DataFrame) -> pd.Series:

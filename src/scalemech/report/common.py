@@ -3,7 +3,10 @@
 Verdicts (docs/science.md §6–8): ``confirmed`` / ``refuted`` when the deciding interval excludes the
 null in the paper's direction / the opposite one; ``not confirmed`` when a part of the claim fails
 although it is measured; ``not detectable`` when the interval contains the null (the row then states
-a bound); ``not measured in this configuration`` when a table, a column or enough units are missing.
+the bound of the tested quantity and the minimum detectable effect of its test); ``not measured in
+this configuration`` when a table, a column or enough units are missing.
+
+Each rule's module names the columns it reads (``READS``: table → columns, after the model keys).
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ NOT_DETECTABLE = "not detectable"
 NOT_MEASURED = "not measured in this configuration"
 LEVEL = 0.95  # two-sided level of every deciding interval (2.5 % per direction)
 Z_UCB = NormalDist().inv_cdf(UCB_LEVEL)  # one-sided upper confidence bounds (the tables' *_ucb)
-Z_POWER = NormalDist().inv_cdf(0.80)
+POWER = 0.80  # the power at which a null states its minimum detectable effect
+Z_POWER = NormalDist().inv_cdf(POWER)
 MIN_LEVELS = 3  # distinct depths, widths or sample sizes a trend needs (two points are only a sign)
 
 Tables = Mapping[str, pd.DataFrame]
@@ -86,6 +90,21 @@ def agreed(*verdicts: str) -> str:
     return NOT_CONFIRMED if {CONFIRMED, REFUTED} <= set(verdicts) else NOT_DETECTABLE
 
 
+def combined(*verdicts: str) -> str:
+    """One verdict from parts (families, or the parts of one claim) that never hides a refutation:
+    NOT_CONFIRMED when one part confirms and another refutes; REFUTED when any part refutes; CONFIRMED
+    when all confirm; NOT_CONFIRMED when a part is not confirmed; else NOT_DETECTABLE."""
+    found = set(verdicts)
+    if {CONFIRMED, REFUTED} <= found:
+        return NOT_CONFIRMED
+    if REFUTED in found:
+        return REFUTED
+    if found == {CONFIRMED}:
+        return CONFIRMED
+    return NOT_CONFIRMED if NOT_CONFIRMED in found else NOT_DETECTABLE
+
+
 def mde(se: pd.Series) -> float:
-    """Minimum detectable effect of one row at 80 % power, one-sided 5 %: (z₀.₉₅ + z₀.₈₀)·median SE."""
+    """Minimum detectable effect of one row at 80 % power, one-sided 5 %: (z₀.₉₅ + z₀.₈₀)·median SE
+    (the row-level bound of a null's detail; the verdict's own MDE is ``units.Estimate.mde``)."""
     return float((Z_UCB + Z_POWER) * se.median())

@@ -1,67 +1,194 @@
 """D3: test loss improves when depth and width grow together; depth alone at too small a width rebounds.
 
-Per (dataset, family), on the mean test loss over seeds of each grid cell: a rebound at the smallest
-width (interior minimum in depth, fall and rise each beyond D3_TOL relative) and the best cell at the
-largest width.
+Per (dataset, family), on the grid of cells (depth, width): each cell's mean test loss over its seeds
+with an SE, from the seeds (pooled within-cell variance, t with Σ(n − 1) df) where every cell has ≥ 2
+seeds, else from the evaluation SE ``test_loss_se`` where the table has one (normal; it covers only
+the test-set draw, so the verdict is about these trained models, not the recipe's seed spread); with
+one seed and no evaluation SE the claim is not measured. Two contrasts, each decided by its interval:
+
+- **rebound** at the smallest width: the best interior depth ``j*`` against both ends, ``fall = L(d₁) −
+  L(j*)`` and ``rise = L(d_k) − L(j*)``; shown when both lower bounds are above 0 (one-sided 2.5 %,
+  Bonferroni over the interior depths ``j*`` is chosen from); refuted when every interior depth is
+  above one end (each of the two at 1.25 %);
+- **best cell's position**: the best cell at the largest width ``b*`` against every other cell,
+  ``margin = min_c L(c) − L(b*)``; shown when every ``L(c) − L(b*)`` has its lower bound above 0
+  (Bonferroni over the cells ``b*`` is chosen from), refuted when some other cell is below every
+  largest-width cell (Bonferroni over the other cells).
+
+Parts and families combine by ``common.combined``: confirmed when all are, refuted when one is (not
+confirmed when another is confirmed).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+import pandas as pd
+from scipy import stats
 
-from .common import CONFIRMED, MIN_LEVELS, NOT_CONFIRMED, REFUTED, Claim, NotMeasured, Result, Tables, table
+from .common import (
+    CONFIRMED,
+    MIN_LEVELS,
+    NOT_DETECTABLE,
+    POWER,
+    REFUTED,
+    Claim,
+    NotMeasured,
+    Result,
+    Tables,
+    combined,
+    table,
+)
 
-D3_TOL = 0.01  # relative change of test loss that counts as a fall or a rise
+ALPHA = 0.025  # one-sided level per direction (a 95 % two-sided interval)
+MIN_SEEDS = 2  # seeds per cell for an SE from the seeds
+EVALUATION_SE = "test_loss_se"  # optional: the evaluation SE of one model's test loss
+READS = {"training": ["test_loss", EVALUATION_SE]}
 
 
-def _rebound(losses: np.ndarray) -> bool:
-    """Interior minimum with a fall before it and a rise after it, each > D3_TOL relative."""
-    best = int(np.argmin(losses))
-    margin = losses[best] + D3_TOL * abs(losses[best])
-    return 0 < best < len(losses) - 1 and losses[0] > margin and losses[-1] > margin
+@dataclass(frozen=True)
+class Grid:
+    """One (dataset, family)'s cells: mean test loss ``loss`` and its ``se`` by (depth, width), the
+    t degrees of freedom (inf: normal) and where the SE comes from."""
+
+    loss: pd.Series
+    se: pd.Series
+    df: float
+    source: str
+    models: int
+
+    def contrast(self, a: tuple, b: tuple) -> tuple[float, float]:
+        """``L(a) − L(b)`` and its SE (the cells independent)."""
+        return float(self.loss[a] - self.loss[b]), float(np.hypot(self.se[a], self.se[b]))
+
+    def lower(self, a: tuple, b: tuple, alpha: float) -> float:
+        """One-sided ``1 − alpha`` lower bound of ``L(a) − L(b)``."""
+        value, se = self.contrast(a, b)
+        return value - stats.t.ppf(1 - alpha, self.df) * se
+
+    def interval(self, a: tuple, b: tuple, alpha: float) -> str:
+        value, se = self.contrast(a, b)
+        q = stats.t.ppf(1 - alpha, self.df) * se
+        return f"{value:.3g} [{value - q:.3g}, {value + q:.3g}]"
+
+    def mde(self, a: tuple, b: tuple, alpha: float) -> float:
+        return float((stats.t.ppf(1 - alpha, self.df) + stats.t.ppf(POWER, self.df)) * self.contrast(a, b)[1])
+
+
+def grid(rows: pd.DataFrame) -> Grid | str:
+    """The cells of one (dataset, family) with their SEs (module doc), or why there are none."""
+    cells = rows.groupby(["depth", "width"])["test_loss"]
+    mean, n = cells.mean(), cells.count()
+    if n.min() >= MIN_SEEDS:
+        within = cells.var(ddof=1)
+        df = float((n - 1).sum())
+        pooled = float(((n - 1) * within).sum() / df)
+        return Grid(mean, np.sqrt(pooled / n), df, f"seeds ({n.min()}–{n.max()} per cell, t with {df:g} df)", len(rows))
+    if EVALUATION_SE in rows and np.isfinite(rows[EVALUATION_SE].astype(float)).all():
+        se = np.sqrt(rows.groupby(["depth", "width"])[EVALUATION_SE].agg(lambda s: np.mean(s**2)) / n)
+        return Grid(mean, se, np.inf, "evaluation SE (test-set draw only, normal)", len(rows))
+    return f"{n.min()} seed(s) in some cell and no evaluation SE ({EVALUATION_SE})"
+
+
+@dataclass(frozen=True)
+class Part:
+    """A part's verdict, its deciding contrast (``short``, the front page's), how it was reached, the MDE."""
+
+    verdict: str
+    short: str
+    text: str
+    mde: float
+
+
+def rebound(g: Grid, width: float) -> Part:
+    """The rebound part at ``width`` (module doc)."""
+    depths = sorted(d for d, w in g.loss.index if w == width)
+    ends, interior = ((depths[0], width), (depths[-1], width)), [(d, width) for d in depths[1:-1]]
+    best = min(interior, key=lambda cell: g.loss[cell])
+    alpha = ALPHA / len(interior)
+    if all(g.lower(end, best, alpha) > 0 for end in ends):
+        verdict = CONFIRMED
+    elif all(any(g.lower(j, end, ALPHA / 2) > 0 for end in ends) for j in interior):
+        verdict = REFUTED
+    else:
+        verdict = NOT_DETECTABLE
+    rise = g.interval(ends[1], best, alpha)
+    text = f"at width {width:g}, best interior depth {best[0]:g}: fall {g.interval(ends[0], best, alpha)}, rise {rise}"
+    return Part(verdict, f"rise {rise}", text, max(g.mde(end, best, alpha) for end in ends))
+
+
+def position(g: Grid, width: float) -> Part:
+    """The best cell's position (module doc): is the best cell at the largest ``width``?"""
+    largest = [cell for cell in g.loss.index if cell[1] == width]
+    others = [cell for cell in g.loss.index if cell[1] != width]
+    best, rival = min(largest, key=lambda c: g.loss[c]), min(others, key=lambda c: g.loss[c])
+    if all(g.lower(c, best, ALPHA / len(largest)) > 0 for c in others):
+        verdict = CONFIRMED
+    elif all(g.lower(b, rival, ALPHA / len(others)) > 0 for b in largest):
+        verdict = REFUTED
+    else:
+        verdict = NOT_DETECTABLE
+    margin = g.interval(rival, best, ALPHA / len(largest))
+    text = (
+        f"best cell at width {width:g} (depth {best[0]:g}) against the best elsewhere (depth {rival[0]:g}, width "
+        f"{rival[1]:g}): margin {margin}"
+    )
+    return Part(verdict, f"margin {margin}", text, g.mde(rival, best, ALPHA / len(largest)))
 
 
 def rule_d3(tables: Tables) -> Result:
-    """Confirmed if every (dataset, family) rebounds and is best at its largest width; refuted if every
-    one is best at its smallest width; else not confirmed."""
+    """Per (dataset, family) the rebound at the smallest width and the best cell at the largest width,
+    each decided by its intervals; ``combined`` over parts and families."""
     training = table(tables, "training", ["test_loss"])
     finite = training.dropna(subset=["test_loss"])
     if finite.empty:
         raise NotMeasured("training table has only NaN test losses")
-    grid = finite.groupby(["dataset", "family", "depth", "width"], as_index=False)["test_loss"].mean()
-    parts = []
-    for (dataset, family), g in grid.groupby(["dataset", "family"]):
-        narrow = g[g["width"] == g["width"].min()].sort_values("depth")
-        if narrow["depth"].nunique() < MIN_LEVELS or g["width"].nunique() < 2:
+    parts, skipped = [], []
+    for (dataset, family), rows in finite.groupby(["dataset", "family"]):
+        narrow = rows[rows["width"] == rows["width"].min()]
+        if narrow["depth"].nunique() < MIN_LEVELS or rows["width"].nunique() < 2:
             continue
-        best = g.loc[g["test_loss"].idxmin(), "width"]
-        parts.append((f"{dataset}/{family}", _rebound(narrow["test_loss"].to_numpy()), best, g["width"]))
+        name = f"{dataset}/{family}"
+        g = grid(rows)
+        if isinstance(g, str):
+            skipped.append(f"{name}: {g}")
+            continue
+        if len(g.loss) < g.loss.index.get_level_values(0).nunique() * g.loss.index.get_level_values(1).nunique():
+            skipped.append(f"{name}: the depth × width grid has empty cells")
+            continue
+        parts.append((name, g, rebound(g, rows["width"].min()), position(g, rows["width"].max())))
     if not parts:
-        raise NotMeasured(f"no (dataset, family) has ≥ {MIN_LEVELS} depths at its smallest width and ≥ 2 widths")
-    rebounds = sum(rebound for _, rebound, _, _ in parts)
-    joint = sum(best == widths.max() for _, _, best, widths in parts)
-    statistic = (
-        f"rebound at the smallest width in {rebounds}/{len(parts)}, "
-        f"best cell at the largest width in {joint}/{len(parts)}"
-    )
-    detail = (
-        "; ".join(
-            f"{name}: rebound {'yes' if rebound else 'no'}, best test loss at width {best:g}"
-            for name, rebound, best, _ in parts
+        why = (
+            "; ".join(skipped) or f"no (dataset, family) has ≥ {MIN_LEVELS} depths at its smallest width and ≥ 2 widths"
         )
-        + f"; {len(training) - len(finite)} of {len(training)} models with a NaN test loss"
+        raise NotMeasured(f"D3 needs an SE of each cell's test loss: {why}" if skipped else why)
+    verdict = combined(*[combined(r.verdict, p.verdict) for _, _, r, p in parts])
+    statistic = "; ".join(
+        f"{name}: rebound {r.verdict} ({r.short}), best cell at the largest width {p.verdict} ({p.short})"
+        for name, _, r, p in parts
     )
-    if rebounds == joint == len(parts):
-        return Result(CONFIRMED, statistic, detail)
-    smallest = all(best == widths.min() for _, _, best, widths in parts)
-    return Result(REFUTED if smallest else NOT_CONFIRMED, statistic, detail)
+    if verdict == NOT_DETECTABLE:
+        statistic += "; MDE of a contrast " + ", ".join(f"{max(r.mde, p.mde):.2g}" for _, _, r, p in parts)
+    detail = "; ".join(
+        f"{name}: {g.models} models in {len(g.loss)} cells, SE from {g.source}; rebound {r.verdict}: {r.text} (MDE "
+        f"{r.mde:.2g}); position {p.verdict}: {p.text} (MDE {p.mde:.2g})"
+        for name, g, r, p in parts
+    )
+    detail += "".join(f"; {why}" for why in skipped)
+    detail += f"; {len(training) - len(finite)} of {len(training)} models with a NaN test loss"
+    return Result(verdict, statistic, detail)
 
 
 D3 = Claim(
     "D3",
     "Test loss improves when depth and width grow together; depth alone at too small a width rebounds.",
-    f"per (dataset, family), test loss mean over seeds: confirmed if at the smallest width test loss falls then "
-    f"rises with depth (interior minimum, both changes > {D3_TOL:.0%}) and the best grid cell is at the largest "
-    f"width, in all; refuted if the best cell is at the smallest width in all; else not confirmed",
+    "per (dataset, family), each depth × width cell's mean test loss with its SE (from ≥ 2 seeds per cell, else "
+    "the evaluation SE; one seed and none: not measured); rebound: at the smallest width the best interior depth "
+    "below both the shallowest and the deepest (one-sided 97.5 % bounds, Bonferroni over interior depths), refuted "
+    "if every interior depth is above an end; position: the best cell at the largest width below every other cell "
+    "(Bonferroni over its choice), refuted if another cell is below all of them; confirmed if both parts are in "
+    "every (dataset, family), refuted if any part is (not confirmed if another is confirmed), else not detectable "
+    "with the contrasts' MDE",
     rule_d3,
 )

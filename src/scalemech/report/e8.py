@@ -1,50 +1,89 @@
 """E8: inserting a zero-initialized block lowers test loss beyond what the same extra training gives
-the old model (Paper D), per family (families of opposite sign are never pooled).
+the old model (Paper D), per family and over all families.
 
 Per row the paired gain ``g = L_test(control) − L_test(selected)`` with its evaluation SE (per-example
 differences on the test examples); per model the mean over its points, across the family's models a
 random-effects mean with a 95 % t interval (``units``): the aggregate evidence of all rows, no per-row
 gate. The control's own change ``L_test(control) − L_test(old)`` is judged the same way: a control that
-damaged f_old makes a win meaningless.
+damaged f_old makes a win meaningless. Over all families, the gain in each family's RMS units (so a
+family of small losses weighs as much as one of large losses), per model the mean, the mean over all
+models with a t interval. The pool confirms (its 95 % interval above 0); the refutation is tested
+``F + 1`` times, by each of the F families and by the pool, each at the Bonferroni level
+``1 − 0.05/(F + 1)`` (its interval below 0), so that noise refutes at most 2.5 % of the time. The
+headline names every family's verdict: a family whose gain is below 0 refutes the claim, whatever
+the pool says.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from .common import CONFIRMED, NOT_CONFIRMED, Claim, Result, Tables, agreed, table
+from .common import CONFIRMED, LEVEL, NOT_CONFIRMED, NOT_DETECTABLE, REFUTED, Claim, Result, Tables, combined, table
 from .units import Estimate, across_models, per_model
 
 E8_SE = "se_test_selected_minus_control"
 CONTROL_SE = "se_test_control_minus_old"
 LOSSES = ["test_loss_selected", "test_loss_control", "test_loss_old"]
+READS = {"expansion": ["point_index", *LOSSES, E8_SE, CONTROL_SE]}
 
 
-def _mean(rows: pd.DataFrame, value: pd.Series, se: str) -> Estimate:
-    finite = rows.assign(value=value)[value.notna() & rows[se].notna()]
-    return across_models(per_model(finite, "value", se))
+def _finite(rows: pd.DataFrame, value: pd.Series, se: str) -> pd.DataFrame:
+    return rows.assign(value=value)[value.notna() & rows[se].notna()]
+
+
+def _mean(rows: pd.DataFrame, value: pd.Series, se: str, level: float = LEVEL) -> Estimate:
+    return across_models(per_model(_finite(rows, value, se), "value", se), level=level)
 
 
 def rule_expansion(tables: Tables) -> Result:
-    """Per family: gain's mean over models, confirmed above 0 unless the control damaged f_old (its
-    change's interval above 0: not confirmed), refuted below 0; the families' verdicts must agree."""
-    expansion = table(tables, "expansion", LOSSES + [E8_SE, CONTROL_SE])
-    verdicts, parts = [], []
+    """Per family: the gain's mean over models, refuted below 0; confirmed above 0 unless the control
+    damaged f_old (its change's interval above 0: not confirmed). Over families: refuted if a family
+    refutes (not confirmed if another confirms), else the verdict of the mean over all models (in each
+    family's RMS units), not confirmed where a family's control is damaged."""
+    expansion = table(tables, "expansion", READS["expansion"])
+    gains, parts = [], []
+    level = 1 - (1 - LEVEL) / (expansion["family"].nunique() + 1)  # Bonferroni over families and the pool
     for family, rows in expansion.groupby("family"):
-        gain = _mean(rows, rows["test_loss_control"] - rows["test_loss_selected"], E8_SE)
+        gain_value = rows["test_loss_control"] - rows["test_loss_selected"]
+        gain = _mean(rows, gain_value, E8_SE, level)
         control = _mean(rows, rows["test_loss_control"] - rows["test_loss_old"], CONTROL_SE)
         damaged = control.verdict(sign=1) == CONFIRMED
         verdict = gain.verdict(sign=1)
-        verdicts.append(NOT_CONFIRMED if verdict == CONFIRMED and damaged else verdict)
-        parts.append((family, gain, control, damaged, len(rows)))
+        verdict = NOT_CONFIRMED if verdict == CONFIRMED and damaged else verdict
+        parts.append((family, verdict, gain, control, damaged, len(rows)))
+        gains.append(_finite(rows, gain_value, E8_SE))
+    units = per_model(pd.concat(gains), "value", E8_SE, scale_cells=["family"])
+    pooled, strict = across_models(units), across_models(units, level=level)
+    families = [verdict for _, verdict, *_ in parts]
+    if REFUTED in families:
+        verdict = combined(*families)
+    elif strict.verdict(sign=1) == REFUTED:
+        verdict = REFUTED
+    else:
+        verdict = CONFIRMED if pooled.verdict(sign=1) == CONFIRMED else NOT_DETECTABLE
+        if verdict == CONFIRMED and any(damaged for *_, damaged, _ in parts):
+            verdict = NOT_CONFIRMED
+    order = sorted(parts, key=lambda part: part[1] != REFUTED)  # a refuting family first
     statistic = "; ".join(
-        f"{family}: gain {gain.text(2)}, control − old {control.text(2)}{' (damaged)' if damaged else ''}"
-        for family, gain, control, damaged, _ in parts
+        f"{family} {part}: gain {gain.text(2)}" + (f" (control damaged: {control.text(2)})" if damaged else "")
+        for family, part, gain, control, damaged, _ in order
     )
-    detail = "; ".join(
-        f"{family}: {n} rows, {gain.units} models, t with {gain.df} df" for family, gain, _, _, n in parts
+    statistic += f"; all families {pooled.text(2)} (RMS units)"
+    if verdict == NOT_DETECTABLE:
+        statistic += "; " + pooled.null_text("gain")
+    detail = (
+        f"family intervals at {100 * level:.3g} % (Bonferroni over {len(parts)} families and the pool); "
+        + "; ".join(
+            f"{family}: {n} rows, {gain.units} models, t with {gain.df} df, control − old {control.text(2)}"
+            + ("" if part != NOT_DETECTABLE else f", {gain.null_text('gain')}")
+            for family, part, gain, control, _, n in parts
+        )
     )
-    return Result(agreed(*verdicts), statistic, f"gain = L_test(control) − L_test(selected); {detail}")
+    detail += (
+        f"; all families: {pooled.units} models, t with {pooled.df} df, each family's gains divided by their RMS, "
+        f"{100 * level:.3g} % interval {strict.text(2)} (refutes if below 0)"
+    )
+    return Result(verdict, statistic, f"gain = L_test(control) − L_test(selected); {detail}")
 
 
 E8 = Claim(
@@ -52,8 +91,12 @@ E8 = Claim(
     "Inserting a zero-initialized block (jumpboard, training, fallback) lowers test loss beyond what the "
     "same extra training gives the old model (Paper D).",
     "per family, gain = L_test(control) − L_test(selected) of every (model, point) with its paired evaluation "
-    "SE; per model the mean, across models a random-effects mean with a 95 % t interval: confirmed if above 0 "
-    "and the control's change from f_old (same test) is not above 0 (else not confirmed: damaged control), "
-    "refuted if below 0; the families must agree (confirmed and refuted: not confirmed)",
+    "SE; per model the mean, across models a random-effects mean with a t interval at 1 − 0.05/(families + 1): "
+    "refuted if below 0, "
+    "confirmed if above 0 and the control's change from f_old (same test) is not above 0 (else not confirmed: "
+    "damaged control); over families: refuted if any family is (not confirmed if another is confirmed); else the "
+    "mean over all models of the gain in each family's RMS units: confirmed if its 95 % t interval is above 0 "
+    "(not confirmed if a control is damaged), refuted if its interval at 1 − 0.05/(families + 1) is below 0, else "
+    "not detectable with its limit and MDE; every family's verdict in the headline",
     rule_expansion,
 )

@@ -1,10 +1,14 @@
-"""W2 and W3: misalignment judged in the population, on E = μ_trᵀμ_te and its two-sample SE.
+"""W2 and W3: misalignment judged in the population, on the certificate's own signal-to-noise ratio.
 
-For draws of M train and K test examples, ``μ_Mᵀg_K`` has mean E and a variance ``V(M, K)`` that falls
-in M and K; to first order ``V(M, K) ≈ SE²·(1/M + 1/K)/(1/n_tr + 1/n_te)`` where SE (``mu_cross_se``)
-is E's standard error from pools of n_tr, n_te examples. So the alignment signal-to-noise at (M, K) is
-``z_MK = (E/SE)·c``, ``c = √((1/n_tr + 1/n_te)/(1/M + 1/K))``, with SE ``c`` (E's own uncertainty);
-misalignment (≈ Φ(−z_MK), and its Cantelli bound) falls with width exactly when z_MK rises.
+For draws of M train and K test examples, ``X = μ_Mᵀg_K`` has mean ``E = μ_trᵀμ_te`` and the variance
+``V(M, K)`` of ``stats.two_sample_variance`` (every term estimated without bias from the cross-Gram);
+the table's ``b_exact = V/(V + E²)`` is Cantelli's bound on ``P(X ≤ 0)``. So the certificate's own
+signal-to-noise ratio at (M, K) is ``r = E/√V = √((1 − b_exact)/b_exact)``: ``b_exact = 1/(1 + r²)``,
+and misalignment (≈ Φ(−r)) falls with width exactly when r rises. Where the table has no certificate
+(``b_exact`` NaN: the estimate of E or of E² is ≤ 0, E is not detected) r is 0, counted in the detail.
+W2 judges the width slope of r; the ``b_exact`` UCB is reported beside it (at this run's pool sizes
+it is near 1 for every model, so as a gate it would decide nothing).
+W3 judges ``E/SE`` (``mu_cross_se``, E's two-sample jackknife SE).
 P̂ (share of misaligned draws from the two pools) and its Wilson interval cover only the draws, not
 the pools: they are description here, never evidence.
 """
@@ -16,38 +20,23 @@ import pandas as pd
 
 from ..core.tables import model_keys
 from ..figures.aggregate import default_mk
-from .common import CONFIRMED, NOT_CONFIRMED, Claim, NotMeasured, Result, Tables, only, table
+from .common import NOT_DETECTABLE, Claim, NotMeasured, Result, Tables, only, table
 from .trend import trend
 from .units import across_models, per_model
 
 W2_VIEW = "full"
 W2_STRATA = ["dataset", "family", "depth"]
-VACUOUS = 0.5  # a certificate B ≥ this says nothing a coin flip would not
-COLUMNS = ["point_index", "view", "M", "K", "p_misalign", "mu_cross", "mu_cross_se", "b_exact_ucb"]
-
-
-def pool_sizes(tables: Tables) -> pd.DataFrame | None:
-    """Per model × point: n_tr and n_te, the train and test pool sizes (signal table's ``n`` per split)."""
-    signal = tables.get("signal")
-    if signal is None or signal.empty or not {"split", "n", "point_index"} <= set(signal.columns):
-        return None
-    sizes = signal.pivot_table(index=model_keys() + ["point_index"], columns="split", values="n", aggfunc="first")
-    if not {"train", "test"} <= set(sizes.columns):
-        return None
-    return sizes[["train", "test"]].set_axis(["n_tr", "n_te"], axis=1).reset_index().dropna()
+COLUMNS = ["point_index", "view", "M", "K", "p_misalign", "b_exact", "b_exact_ucb", "mu_cross", "mu_cross_se"]
+READS = {"misalignment": COLUMNS}
 
 
 def alignment(tables: Tables) -> pd.DataFrame:
-    """The misalignment rows (view ``W2_VIEW``) with ``t = E/SE`` and ``z_MK``, ``z_MK_se`` (module doc;
-    c = 1 where the pool sizes are unknown, i.e. pools taken as M, K)."""
+    """The misalignment rows (view ``W2_VIEW``) with ``r = E/√V = √((1 − b_exact)/b_exact)`` (0 where
+    there is no certificate) and ``t = E/SE``."""
     frame = only(table(tables, "misalignment", COLUMNS), "view", W2_VIEW, "misalignment")
-    sizes = pool_sizes(tables)
-    if sizes is not None:
-        frame = frame.merge(sizes, on=model_keys() + ["point_index"], how="left")
-    n_tr, n_te = (frame[c] if c in frame else frame[m] for c, m in (("n_tr", "M"), ("n_te", "K")))
-    c = np.sqrt((1 / n_tr.fillna(frame["M"]) + 1 / n_te.fillna(frame["K"])) / (1 / frame["M"] + 1 / frame["K"]))
-    t = frame["mu_cross"] / frame["mu_cross_se"]
-    return frame.assign(t=t, z_mk=t * c, z_mk_se=c)
+    b = frame["b_exact"].astype(float)
+    r = np.sqrt(((1 - b) / b).where(b > 0, np.inf)).where(b.notna(), 0.0)
+    return frame.assign(r=r, t=frame["mu_cross"] / frame["mu_cross_se"])
 
 
 def _described(rows: pd.DataFrame) -> str:
@@ -56,20 +45,29 @@ def _described(rows: pd.DataFrame) -> str:
 
 
 def rule_w2(tables: Tables) -> Result:
-    """At the default (M, K): slope of z_MK on log₂ width across models (confirmed above 0: misalignment
-    falls); not confirmed if the B_exact UCBs there are vacuous (median ≥ VACUOUS)."""
+    """At the default (M, K): slope of r = E/√V on log₂ width across models: confirmed above 0
+    (misalignment falls with width), refuted below; the median B_exact UCB is stated beside it."""
     frame = alignment(tables)
     M, K = default_mk(frame)
     fixed = frame[(frame["M"] == M) & (frame["K"] == K)]
     if fixed.groupby(W2_STRATA)["width"].nunique().max() < 3:
         raise NotMeasured(f"misalignment has no (dataset, family, depth) with ≥ 3 widths at M={M}, K={K}")
-    fit = trend(fixed, "z_mk", "z_mk_se", "width", W2_STRATA)
+    fit = trend(fixed, "r", None, "width", W2_STRATA)
     verdict = fit.slope.verdict(sign=1)
     certificate = fixed.groupby("model")["b_exact_ucb"].median().median()
-    statistic = f"at M=K={M}: {fit.text('z_MK = E/√V(M,K)', 'width')}; median B_exact UCB {certificate:.2g}"
-    if verdict == CONFIRMED and not certificate < VACUOUS:
-        verdict = NOT_CONFIRMED
-    detail = f"{fit.detail(W2_STRATA)}; {_described(fixed)}" if M == K else fit.detail(W2_STRATA)
+    statistic = f"at M=K={M}: {fit.text('E/√V', 'width')}; median B_exact UCB {certificate:.2g}"
+    if verdict == NOT_DETECTABLE:
+        statistic += "; " + fit.slope.null_text("slope")
+    ends = per_model(fixed, "r", None).groupby("width")["y"].mean()
+    detail = (
+        f"E/√V = √((1 − b_exact)/b_exact), the two-sample certificate's own variance; "
+        f"{int(fixed['b_exact'].isna().sum())} of {len(fixed)} rows without a certificate (E or E² estimated "
+        f"≤ 0) taken as 0; {fit.detail(W2_STRATA)} (equal weights); mean E/√V by width: "
+        + ", ".join(f"{w:g}: {v:.3g}" for w, v in ends.items())
+        + f"; median E/√V {fixed['r'].median():.3g}"
+    )
+    if M == K:
+        detail += f"; {_described(fixed)}"
     return Result(verdict, statistic, detail)
 
 
@@ -90,20 +88,24 @@ def rule_w3(tables: Tables) -> Result:
         f"E/SE = {mean.text()} (mean over {mean.units} models); median B_exact UCB {ends.iloc[0]:.2g} at M=K="
         f"{ends.index[0]:g} → {ends.iloc[-1]:.2g} at {ends.index[-1]:g}"
     )
+    verdict = mean.verdict(sign=1)
+    if verdict == NOT_DETECTABLE:
+        statistic += "; " + mean.null_text("E/SE")
     detail = (
         f"{len(finite)} of {len(points)} model × point rows with a finite E/SE; per model the mean, across models "
         f"a t interval with {mean.df} df; {_described(square)}"
     )
-    return Result(mean.verdict(sign=1), statistic, detail)
+    return Result(verdict, statistic, detail)
 
 
 W2 = Claim(
     "W2",
     "Misalignment falls with width at fixed (M, K); B_exact and B_align bound it, B_align conservatively.",
-    "at the largest M = K with some misaligned draw, every row's z_MK = (E/SE)·√((1/n_tr+1/n_te)/(1/M+1/K)) "
-    "(E = μ_trᵀμ_te, SE its two-sample SE); per model the mean over points; across models a weighted regression "
-    "on log₂ width, one intercept per (dataset, family, depth): confirmed if the slope's 95 % t interval is above "
-    f"0 and the median B_exact UCB < {VACUOUS:g} (else not confirmed), refuted if below 0; P̂ is description",
+    "at the largest M = K with some misaligned draw, every row's E/√V(M, K) = √((1 − b_exact)/b_exact), the "
+    "signal-to-noise ratio of the two-sample certificate (its own variance V; 0 where there is no certificate); "
+    "per model the mean over points; across models a regression on log₂ width, one intercept per (dataset, "
+    "family, depth), with a 95 % t interval: confirmed if the slope's interval is above 0, refuted if below, "
+    "else not detectable with its limit and minimum detectable slope; the median B_exact UCB and P̂ are description",
     rule_w2,
 )
 W3 = Claim(
@@ -111,6 +113,7 @@ W3 = Claim(
     "Larger M, K lower misalignment further.",
     "V(M, K) falls in M, K, so misalignment falls towards 0 iff E = μ_trᵀμ_te > 0 (rises towards 1 iff E < 0): "
     "E/SE per model × point, per model the mean, across models a 95 % t interval: confirmed above 0, refuted "
-    "below; B_exact UCB at the smallest and largest M = K and P̂ are description",
+    "below, else not detectable with its limit and MDE; B_exact UCB at the smallest and largest M = K and P̂ "
+    "are description",
     rule_w3,
 )

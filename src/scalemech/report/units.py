@@ -8,6 +8,8 @@ weights ``1/(s_m² + τ²)`` where ``τ² = max(0, σ̂²_OLS − mean s_m²)`` 
 scale is re-estimated from the residuals (Knapp–Hartung), so the slope's interval is a t interval
 with G − (strata) − 1 degrees of freedom (G models): valid even where ``s_m`` misstates the noise.
 No row is dropped for its significance; a row without a finite value or SE is counted and left out.
+A null states the limit of its interval in the claim's direction and the minimum detectable effect of
+the t test at the run's number of models, ``(t_{1−α/2, df} + t_{power, df})·SE`` (``Estimate.null_text``).
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import statsmodels.api as sm
+from scipy import stats
 
 from ..core.tables import model_keys
-from .common import CONFIRMED, LEVEL, NOT_DETECTABLE, REFUTED
+from .common import CONFIRMED, LEVEL, NOT_DETECTABLE, POWER, REFUTED
 
 MIN_DF = 2  # residual degrees of freedom an interval needs (t with 1 df spans ±12.7 SE)
 
@@ -34,6 +37,36 @@ class Estimate:
     hi: float
     units: int  # models (× by) that entered
     df: int
+    se: float = np.nan  # NaN: taken from the interval's half width
+    level: float = LEVEL  # two-sided level of [lo, hi]
+
+    @property
+    def standard_error(self) -> float:
+        if np.isfinite(self.se):
+            return float(self.se)
+        if self.df < 1 or not np.isfinite(self.hi - self.lo):
+            return np.nan
+        return float((self.hi - self.lo) / (2 * stats.t.ppf(1 - (1 - self.level) / 2, self.df)))
+
+    def mde(self) -> float:
+        """Minimum detectable effect of the two-sided ``level`` t test at ``POWER``:
+        ``(t_{1−α/2, df} + t_{power, df})·SE``."""
+        if self.df < 1:
+            return np.nan
+        quantile = stats.t.ppf(1 - (1 - self.level) / 2, self.df)
+        return float((quantile + stats.t.ppf(POWER, self.df)) * self.standard_error)
+
+    def null_text(self, name: str, sign: int = 1, null: float = 0.0, digits: int = 2) -> str:
+        """What a null bounds: the interval's limit in the claim's direction (``sign``) and the MDE
+        (from ``null``) at this many models."""
+        if not np.isfinite(self.lo):
+            return f"{name}: no interval ({self.units} models, df {self.df})"
+        limit, op = (self.hi, "≤") if sign > 0 else (self.lo, "≥")
+        origin = f" from {null:g}" if null else ""
+        return (
+            f"{name} {op} {limit:.{digits}g} ({100 * self.level:.3g} % limit); MDE {self.mde():.{digits}g}{origin} at "
+            f"{self.units} models ({self.df} df, {100 * POWER:.0f} % power)"
+        )
 
     def verdict(self, sign: int = 1, null: float = 0.0) -> str:
         """CONFIRMED when the interval lies beyond ``null`` on the side of ``sign``, REFUTED when on the other."""
@@ -57,40 +90,47 @@ def per_model(
     (so strata or steps whose magnitudes differ by decades weigh alike)."""
     frame = rows.assign(y=rows[value].astype(float), s=rows[se].astype(float) if se else np.nan)
     if scale_cells:
-        rms = frame.groupby(list(scale_cells))["y"].transform(lambda v: np.sqrt(np.nanmean(v**2)))
+        rms = np.sqrt(frame.assign(y2=frame["y"] ** 2).groupby(list(scale_cells))["y2"].transform("mean"))
         rms = rms.where(rms > 0, 1.0)
         frame = frame.assign(y=frame["y"] / rms, s=frame["s"] / rms)
-    return frame.groupby(model_keys() + list(by), as_index=False)[["y", "s"]].mean()
+    return frame.groupby(model_keys() + list(by), as_index=False, sort=False)[["y", "s"]].mean()
 
 
 def _weights(y: np.ndarray, s: np.ndarray, design: np.ndarray) -> np.ndarray:
     """``1/(s² + τ²)``, τ² from the OLS residual variance minus the mean sampling variance; equal without SEs."""
     if not np.isfinite(s).all():
         return np.ones_like(y)
-    tau2 = max(0.0, sm.OLS(y, design).fit().scale - float(np.mean(s**2)))
+    residuals = y - design @ np.linalg.lstsq(design, y, rcond=None)[0]
+    ols_scale = float(residuals @ residuals) / (len(y) - np.linalg.matrix_rank(design))  # σ̂² of OLS
+    tau2 = max(0.0, ols_scale - float(np.mean(s**2)))
     floor = 1e-12 * max(float(np.var(y)), 1e-300)
     return 1.0 / (s**2 + tau2 + floor)
 
 
-def across_models(units: pd.DataFrame, x: str | None = None, strata: Sequence[str] = ()) -> Estimate:
+def across_models(
+    units: pd.DataFrame, x: str | None = None, strata: Sequence[str] = (), level: float = LEVEL
+) -> Estimate:
     """Stage 2: the common within-stratum slope of ``y`` on log₂ ``x``, one intercept per stratum (strata
-    with fewer than 2 distinct ``x`` left out); ``x`` None: the mean of ``y`` (``strata`` ignored)."""
+    with fewer than 2 distinct ``x`` left out); ``x`` None: the mean of ``y`` (``strata`` ignored); a
+    two-sided ``level`` t interval."""
     units = units[np.isfinite(units["y"])]
     if x is None:
         design = np.ones((len(units), 1))
     else:
         if strata:
             units = units[units.groupby(list(strata))[x].transform("nunique") >= 2]
-        labels = units[list(strata)].astype(str).agg("/".join, axis=1) if strata else pd.Series("", units.index)
-        intercepts = pd.get_dummies(labels, dtype=float).to_numpy()
+            codes = units.groupby(list(strata)).ngroup().to_numpy() if len(units) else np.zeros(0, int)
+        else:
+            codes = np.zeros(len(units), int)
+        intercepts = np.eye(codes.max() + 1 if len(codes) else 1)[codes]
         design = np.column_stack([intercepts, np.log2(units[x].to_numpy(float))])
     df = len(units) - design.shape[1]
     y, s = units["y"].to_numpy(float), units["s"].to_numpy(float)
     if len(units) == 0:
-        return Estimate(np.nan, np.nan, np.nan, 0, df)
+        return Estimate(np.nan, np.nan, np.nan, 0, df, level=level)
     if df < MIN_DF:
         value = float(np.mean(y)) if x is None else np.nan
-        return Estimate(value, np.nan, np.nan, len(units), df)
+        return Estimate(value, np.nan, np.nan, len(units), df, level=level)
     fit = sm.WLS(y, design, weights=_weights(y, s, design)).fit()
-    lo, hi = fit.conf_int(alpha=1 - LEVEL)[-1]
-    return Estimate(float(fit.params[-1]), float(lo), float(hi), len(units), df)
+    lo, hi = fit.conf_int(alpha=1 - level)[-1]
+    return Estimate(float(fit.params[-1]), float(lo), float(hi), len(units), df, float(fit.bse[-1]), level)

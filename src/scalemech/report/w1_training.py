@@ -1,8 +1,17 @@
-"""W1 along training (E10): d_align grows with width at equal step and at equal train loss.
+"""W1 along training (E10): d_align grows with width early in training, judged at equal step.
 
-Each part is a ``trend`` over every snapshot row, the values scaled within each (dataset, family, depth,
-step or loss level) cell, so the decades d_align falls along training weigh alike; steps of one model
-are not independent, so each model enters once, as the mean over its steps and points.
+Two comparisons, each a ``trend`` over every snapshot row, the values scaled within each (dataset,
+family, depth, step or loss level) cell, so the decades d_align falls along training weigh alike;
+steps of one model are not independent, so each model enters once, as the mean over its steps and points.
+
+- **Equal step** (decides): widths after the same number of optimizer updates. The mean gradient is
+  removed by the updates (docs/science.md §7.6: d_align falls below 1 within 5 AdamW steps), so the
+  step is the clock of what is measured; this comparison tests the width effect at a given amount of
+  training.
+- **Equal train loss** (reported, not decided on): widths at the same fit. It reacts to training
+  speed: a wider model reaches a loss in fewer steps, so at equal loss it sits earlier in training,
+  where d_align has decayed less, and the comparison shows a width effect even where there is none at
+  equal step. It is stated beside the verdict so that a reader sees when the two disagree.
 """
 
 from __future__ import annotations
@@ -11,12 +20,13 @@ import numpy as np
 import pandas as pd
 
 from ..core.tables import model_keys
-from .common import NOT_DETECTABLE, Claim, Result, Tables, agreed, levels_present, only, table
+from .common import NOT_DETECTABLE, Claim, Result, Tables, levels_present, only, table
 from .trend import Trend, null_bound, trend
 from .w1 import PAPER_W1, W1_SPLIT, W1_STRATA, W1_VIEW
 
 W1_LOSS_LEVELS = 8  # train-loss levels per (dataset, family, depth) at which widths are compared
 MATCHED = ["d_align", "d_align_lo", "d_align_hi", "d_align_se"]
+READS = {"trajectory": ["point_index", "step", "train_loss", "view", "split", "n", *MATCHED, "d_align_ucb"]}
 
 
 def first_crossing(loss: np.ndarray, values: np.ndarray, levels: np.ndarray) -> np.ndarray:
@@ -45,19 +55,29 @@ def at_matched_loss(trajectory: pd.DataFrame) -> pd.DataFrame:
     (none where it is empty); per model × point, ``MATCHED`` at each level's first crossing
     (``first_crossing``). Columns: model keys, point_index, level (0, 1, …), train_loss (ℓ), ``MATCHED``."""
     keys = model_keys() + ["point_index"]
-    parts = []
+    names, values, losses = [], [], []
     for _, stratum in trajectory.groupby(W1_STRATA):
         reach = stratum.groupby("model")["train_loss"].agg(["min", "max"])
         low, high = reach["min"].max(), reach["max"].min()
         if not low < high:
             continue
         levels = np.linspace(low, high, W1_LOSS_LEVELS)
-        for key, series in stratum.sort_values("step").groupby(keys):
-            at = first_crossing(series["train_loss"].to_numpy(float), series[MATCHED].to_numpy(float), levels)
-            part = pd.DataFrame(at, columns=MATCHED).assign(level=range(len(levels)), train_loss=levels)
-            parts.append(part.assign(**dict(zip(keys, key))))
-    empty = pd.DataFrame(columns=keys + ["level", "train_loss"] + MATCHED)
-    return pd.concat(parts, ignore_index=True) if parts else empty
+        ordered = stratum.assign(series=stratum.groupby(keys, sort=False).ngroup()).sort_values(["series", "step"])
+        series = ordered["series"].to_numpy()
+        loss, matched = ordered["train_loss"].to_numpy(float), ordered[MATCHED].to_numpy(float)
+        starts = np.flatnonzero(np.r_[True, series[1:] != series[:-1]])
+        for start, stop in zip(starts, np.r_[starts[1:], len(series)]):
+            values.append(first_crossing(loss[start:stop], matched[start:stop], levels))
+            losses.append(levels)
+        names += list(ordered.iloc[starts][keys].itertuples(index=False, name=None))
+    if not names:
+        return pd.DataFrame(columns=keys + ["level", "train_loss"] + MATCHED)
+    frame = pd.DataFrame(names, columns=keys).loc[np.repeat(np.arange(len(names)), W1_LOSS_LEVELS)]
+    return frame.reset_index(drop=True).assign(
+        level=np.tile(np.arange(W1_LOSS_LEVELS), len(names)),
+        train_loss=np.concatenate(losses),
+        **dict(zip(MATCHED, np.concatenate(values).T)),
+    )[keys + ["level", "train_loss"] + MATCHED]
 
 
 def _part(rows: pd.DataFrame, at: str) -> Trend:
@@ -65,24 +85,35 @@ def _part(rows: pd.DataFrame, at: str) -> Trend:
 
 
 def rule_w1_training(tables: Tables) -> Result:
-    """The W1 slope at equal step and at equal train loss; the verdict needs both parts to agree."""
-    columns = ["step", "train_loss", "view", "split", "n", *MATCHED, "d_align_ucb"]
+    """The W1 slope at equal step decides (confirmed above 0, refuted below); the slope at equal train
+    loss is stated beside it, not decided on (it reacts to training speed: module doc)."""
     trajectory = only(
-        only(table(tables, "trajectory", columns), "view", W1_VIEW, "trajectory"), "split", W1_SPLIT, "trajectory"
+        only(table(tables, "trajectory", READS["trajectory"]), "view", W1_VIEW, "trajectory"),
+        "split",
+        W1_SPLIT,
+        "trajectory",
     )
     levels_present(trajectory, W1_STRATA, "width", "trajectory")
     step, loss = _part(trajectory, "step"), _part(at_matched_loss(trajectory), "level")
-    verdict = agreed(step.slope.verdict(sign=1), loss.slope.verdict(sign=1))
-    statistic = f"slope per width doubling: equal step {step.slope.text()}, equal loss {loss.slope.text()}"
+    verdict = step.slope.verdict(sign=1)
+    statistic = (
+        f"slope per width doubling at equal step {step.slope.text()} ({step.slope.units} models); equal loss "
+        f"{loss.slope.text()} (not decided on)"
+    )
+    last = trajectory[trajectory["step"] == trajectory.groupby("model")["step"].transform("max")]
     if verdict == NOT_DETECTABLE:
-        last = trajectory[trajectory["step"] == trajectory.groupby("model")["step"].transform("max")]
-        statistic += f"; last snapshot: {null_bound(last, 'd_align', 'd_align_ucb', 'd_align_se')}"
+        statistic += "; " + step.slope.null_text("slope")
     detail = (
         f"{PAPER_W1[0].upper()}{PAPER_W1[1:]}. view={W1_VIEW}, split={W1_SPLIT}; d_align scaled within "
-        f"(dataset, family, depth, step or level). At equal step: {step.detail(W1_STRATA)}. At equal train "
-        f"loss ({W1_LOSS_LEVELS} levels per (dataset, family, depth) over the train-loss range all its models "
-        f"reach, d_align and its SE interpolated at the first crossing): {loss.detail(W1_STRATA)}"
+        f"(dataset, family, depth, step or level). At equal step (decides: widths after the same number of "
+        f"updates): {step.detail(W1_STRATA)}. At equal train loss (widths at the same fit; a faster-training "
+        f"width sits earlier in training there, so this part also shows training speed; {W1_LOSS_LEVELS} levels "
+        f"per (dataset, family, depth) over the train-loss range all its models reach, d_align and its SE "
+        f"interpolated at the first crossing): {loss.detail(W1_STRATA)}; equal-loss verdict alone: "
+        f"{loss.slope.verdict(sign=1)}"
     )
+    if verdict == NOT_DETECTABLE:
+        detail += f"; last snapshot rows: {null_bound(last, 'd_align', 'd_align_ucb', 'd_align_se')}"
     return Result(verdict, statistic, detail)
 
 
@@ -90,9 +121,9 @@ W1_TRAINING = Claim(
     "W1 along training",
     "d_align grows with width where the mechanism lives: early in training.",
     f"the W1 regression on every E10 snapshot row (view={W1_VIEW}, split={W1_SPLIT}), d_align scaled within each "
-    f"(dataset, family, depth, step) cell, each model once (mean over steps and points); again at {W1_LOSS_LEVELS} "
-    f"common train-loss levels per (dataset, family, depth), interpolated at the first crossing; confirmed "
-    f"(refuted) if both slopes' 95 % t intervals are above (below) 0, not confirmed if they disagree, else not "
-    f"detectable with the UCB of d_align at the last snapshot",
+    f"(dataset, family, depth, step) cell, each model once (mean over steps and points), at equal step: "
+    f"confirmed (refuted) if the slope's 95 % t interval is above (below) 0, else not detectable with its limit "
+    f"and minimum detectable slope; the same at {W1_LOSS_LEVELS} common train-loss levels per (dataset, family, "
+    f"depth), interpolated at the first crossing, is reported and not decided on (it reacts to training speed)",
     rule_w1_training,
 )
