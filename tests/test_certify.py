@@ -32,7 +32,7 @@ from scalemech.certify import (
     recommendation,
     verdict,
 )
-from scalemech.certify.inputs import _hf_spec
+from scalemech.certify.inputs import checkpoint_spec
 from scalemech.certify.text import loss_line
 from scalemech.cli import main
 from scalemech.data import prepare_dataset
@@ -414,7 +414,7 @@ import socket, time
 def no_dns(*args, **kwargs):
     raise socket.gaierror(-2, "Name or service not known")
 socket.getaddrinfo = no_dns
-from scalemech.certify.inputs import _hf_spec
+from scalemech.certify.inputs import checkpoint_spec
 from scalemech.certify.text import loss_line
 from scalemech.cli import main
 assert main(["certify", "--checkpoint", "tiny/neox", *{common!r}]) == 0
@@ -528,7 +528,7 @@ def test_default_block_size_of_documents(tmp_path: Path, neox_checkpoint: Path) 
     short, long = _documents(tmp_path / "short.npy", n=4, T=9), _documents(tmp_path / "long.npy", n=4, T=200)
     np.save(tmp_path / "stream.npy", _token_ids(100))
     sizes = {
-        name: _hf_spec(str(neox_checkpoint), None, given, None, str(data))["block_size"]
+        name: checkpoint_spec(str(neox_checkpoint), None, given, None, str(data))["block_size"]
         for name, data, given in [
             ("short", short, None),
             ("long", long, None),

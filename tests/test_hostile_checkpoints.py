@@ -410,7 +410,8 @@ def test_an_unwritable_out_is_refused_before_any_work(capsys, tmp_path, monkeypa
             raise PermissionError(errno.EACCES, "Permission denied")
 
         monkeypatch.setattr(output.tempfile, "mkstemp", refused)
-    monkeypatch.setattr(measurement, "_hf_spec", lambda *args: pytest.fail("work started before --out was checked"))
+    started = lambda *args: pytest.fail("work started before --out was checked")  # noqa: E731
+    monkeypatch.setattr(measurement, "checkpoint_spec", started)
     message = one_line_error(capsys, ["certify", "--checkpoint", str(llama), "--data", ids, *TINY, "--out", str(out)])
     assert message.startswith(f"--out {str(out)!r}"), message
     expected = {

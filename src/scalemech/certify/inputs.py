@@ -25,7 +25,7 @@ HF_BLOCK_SIZE = 1024
 (``max_position_embeddings`` can be 32k or more, far beyond what a pool of examples needs)."""
 
 
-def _hf_spec(
+def checkpoint_spec(
     checkpoint: str, family: str | None, block_size: int | None, tokenizer: str | None, data: str | None = None
 ) -> dict[str, Any] | None:
     """The ``hf`` model spec of ``checkpoint``, None for a scalemech ``model.pt``. Reads only its
@@ -79,7 +79,7 @@ def _local(hf_spec: dict[str, Any]) -> bool:
     return Path(hf_spec["tokenizer"]).is_dir() or hub_unreachable() is not None
 
 
-def _certify_data(data: str, scratch: Path, hf_spec: dict[str, Any] | None, pool: int):
+def read_data(data: str, scratch: Path, hf_spec: dict[str, Any] | None, pool: int):
     """A prepared dataset directory (for a Hugging Face model, a text one becomes the head of each
     split that ``pool`` windows need, in the tokenizer's ids: ``data.tokenized.prepared_text_tokens``);
     token ids (``data.tokenized.load_token_ids``: a ``.npy`` stream or documents, or nanoGPT's

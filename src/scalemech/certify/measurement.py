@@ -26,7 +26,7 @@ from ..gradients.pools import GradientPool
 from ..gradients.views import VIEWS, view_of
 from ..models import build_model, load_model
 from ..models.base import LanguageModel, ResidualModel
-from .inputs import DATA_FORMS, _certify_data, _hf_spec
+from .inputs import DATA_FORMS, checkpoint_spec, read_data
 from .output import check_out, write_out
 from .verdict import verdict
 
@@ -273,12 +273,12 @@ def certify(
     if not Path(data).exists():
         raise FileNotFoundError(f"--data {data!r} does not exist; give {DATA_FORMS}")
     torch_device = resolve_device(device)
-    hf_spec = _hf_spec(checkpoint, family, block_size, tokenizer, data)
+    hf_spec = checkpoint_spec(checkpoint, family, block_size, tokenizer, data)
     rule: str | int | list[str] = points
     if points != "all":
         rule = int(points) if points.isdigit() else points.split(",")
     with tempfile.TemporaryDirectory() as scratch:
-        prepared = _certify_data(data, Path(scratch), hf_spec, pool)
+        prepared = read_data(data, Path(scratch), hf_spec, pool)
         if prepared.kind == "image" and pool > min(len(prepared.train_x), len(prepared.test_x)):
             raise ValueError(
                 f"certify: pool = {pool} is larger than the splits of {data!r} "

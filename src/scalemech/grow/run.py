@@ -19,7 +19,7 @@ import transformers
 from transformers import PreTrainedModel
 
 from ..certify import certify_model, format_certificate
-from ..certify.inputs import _certify_data, _hf_spec
+from ..certify.inputs import checkpoint_spec, read_data
 from ..certify.measurement import size_problems
 from ..certify.text import loss_line
 from ..core.device import resolve_device
@@ -137,7 +137,7 @@ class Grower:
         self.placement = settings.check()
         if not Path(data).exists():
             raise FileNotFoundError(f"--data {data!r} does not exist")
-        spec = _hf_spec(checkpoint, None, settings.block_size, settings.tokenizer, data)
+        spec = checkpoint_spec(checkpoint, None, settings.block_size, settings.tokenizer, data)
         if spec is None:
             raise ValueError(
                 f"grow takes a Hugging Face decoder-only causal LM (hub name or directory); {checkpoint!r} is a "
@@ -162,8 +162,8 @@ class Grower:
     def load(self) -> None:
         s = self.settings
         training_windows = s.steps * (self.placement.blocks or 1) * s.batch_size
-        windows = max(s.pool + s.eval_windows, math.ceil(training_windows / TEXT_SLACK))  # per split, see _certify_data
-        self.prepared = _certify_data(self.data, self.scratch, self.spec, windows)
+        windows = max(s.pool + s.eval_windows, math.ceil(training_windows / TEXT_SLACK))  # per split, see read_data
+        self.prepared = read_data(self.data, self.scratch, self.spec, windows)
         self.model = build_model(self.spec).to(self.device)  # HFCausalLM, frozen, eval
         self.old = self.model.hf_model
         self.task: Task = self.model.task(self.prepared)
