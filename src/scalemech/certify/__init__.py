@@ -27,7 +27,7 @@ model already loaded, ``point_row``),
 
 from .measurement import CERTIFICATE_COLUMNS, certify, certify_model, point_row
 from .text import format_certificate, recommendation
-from .verdict import B_GROW, GROW, NO_SIGNAL, VERDICTS, WEAK, verdict
+from .verdict import B_GROW, GROW, NO_SIGNAL, VERDICTS, WEAK, grow_ranking, verdict
 
 __all__ = [
     "B_GROW",
@@ -39,6 +39,7 @@ __all__ = [
     "certify",
     "certify_model",
     "format_certificate",
+    "grow_ranking",
     "point_row",
     "recommendation",
     "verdict",

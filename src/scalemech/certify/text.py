@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from .measurement import INTERVAL_LEVEL
-from .verdict import B_GROW, GROW, NO_SIGNAL, WEAK
+from .verdict import B_GROW, GROW, NO_SIGNAL, WEAK, grow_ranking
 
 WIDE_COLUMNS = 120
 """Line width of ``--wide``."""
@@ -85,7 +85,7 @@ def recommendation(frame: pd.DataFrame) -> str:
     if frame.empty:
         return "recommendation: no insertion point was measured"
     M, K = int(frame["M"].iloc[0]), int(frame["K"].iloc[0])
-    grow = frame[frame["verdict"] == GROW].sort_values("block_grad_norm", ascending=False)
+    grow = grow_ranking(frame)
     if len(grow):
         best = grow.iloc[0]
         then = f" (then {', '.join(grow['point'].iloc[1:])})" if len(grow) > 1 else ""

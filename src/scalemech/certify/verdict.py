@@ -1,4 +1,12 @@
-"""The verdict of one insertion point from the numbers in its row (the rule in the package doc)."""
+"""The verdict of one insertion point from the numbers in its row (the rule in the package doc), and
+the "grow here" points ranked as the recommendation names them (``grow_ranking``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 B_GROW = 0.5
 """"grow here" needs ``b_exact < B_GROW``: misalignment at ``(M, K)`` certified less likely than not."""
@@ -13,3 +21,8 @@ def verdict(mu_sq_lo: float, b_exact: float, block_grad_norm: float) -> str:
     if detected and certified and block_grad_norm > 0:
         return GROW
     return WEAK if detected or certified else NO_SIGNAL
+
+
+def grow_ranking(frame: pd.DataFrame) -> pd.DataFrame:
+    """The "grow here" rows of a certificate, the largest ``block_grad_norm`` (first-order gain) first."""
+    return frame[frame["verdict"] == GROW].sort_values("block_grad_norm", ascending=False, kind="stable")

@@ -22,25 +22,16 @@ def decide(losses: dict[str, np.ndarray], trained: bool, inserted: bool) -> dict
     """``{"recommended", "why", "rule", "gains"}`` from per-window held-out losses by model (``old``,
     ``grown`` and the controls that were trained); a gain is ``loss(other) − loss(grown)`` (> 0: the
     grown model is better), with its paired SE."""
-    gains = {
-        f"gain_over_{name}": vars(stats.paired_difference(losses[name], losses["grown"]))
-        for name in ("old", *CONTROLS)
-        if name in losses
+    differences = {
+        name: stats.paired_difference(losses[name], losses["grown"]) for name in ("old", *CONTROLS) if name in losses
     }
-    rule = (
-        f"recommended only when the grown model's held-out loss beats both controls by more than {GAIN_SE:g} paired SE"
-    )
+    gains = {f"gain_over_{name}": vars(difference) for name, difference in differences.items()}
+    rule = f"recommended only when the grown model's held-out loss beats both controls by > {GAIN_SE:g} paired SE"
     if not inserted:
         return {"recommended": False, "why": "no layer was inserted", "rule": rule, "gains": gains}
     if not trained:
-        return {
-            "recommended": False,
-            "why": "not trained (--train none): no gain to test",
-            "rule": rule,
-            "gains": gains,
-        }
-    beaten = [name for name in CONTROLS if stats.paired_difference(losses[name], losses["grown"]).exceeds(GAIN_SE)]
-    recommended = len(beaten) == len(CONTROLS)
-    missed = [name for name in CONTROLS if name not in beaten]
-    why = "beats both controls" if recommended else f"does not beat {' and '.join(missed)} by more than {GAIN_SE:g} SE"
-    return {"recommended": recommended, "why": why, "rule": rule, "gains": gains}
+        why = "not trained (--train none): no gain to test"
+        return {"recommended": False, "why": why, "rule": rule, "gains": gains}
+    missed = [name for name in CONTROLS if not differences[name].exceeds(GAIN_SE)]
+    why = "beats both controls" if not missed else f"does not beat {' and '.join(missed)} by more than {GAIN_SE:g} SE"
+    return {"recommended": not missed, "why": why, "rule": rule, "gains": gains}

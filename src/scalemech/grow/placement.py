@@ -2,18 +2,14 @@
 
 A point ``layer.i`` is the stream after decoder layer ``i``; a new layer there follows layer ``i``.
 ``every:K`` is LLaMA-Pro's stride: a new layer after every ``K``-th layer (after layers ``K − 1``,
-``2K − 1``, …). ``auto`` is greedy on the certificate (``best_point``): the point ``certify`` ranks
-first among "grow here" (largest ``block_grad_norm``).
+``2K − 1``, …). ``auto`` is greedy on the certificate: the point ``certify`` ranks first among
+"grow here" (largest ``block_grad_norm``, ``certify.grow_ranking``).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-
-import pandas as pd
-
-from ..certify import GROW
 
 EVERY = re.compile(r"every:([1-9][0-9]*)")
 POINT = re.compile(r"layer\.(0|[1-9][0-9]*)")
@@ -67,10 +63,3 @@ def resolve(placement: Placement, depth: int) -> tuple[int, ...]:
             f"--at: the model has points layer.0..layer.{depth - 1}; no {', '.join(f'layer.{i}' for i in missing)}"
         )
     return placement.after
-
-
-def best_point(frame: pd.DataFrame) -> str | None:
-    """The point ``certify`` recommends first: among "grow here" rows, the largest ``block_grad_norm``;
-    None when no point is "grow here"."""
-    grow = frame[frame["verdict"] == GROW].sort_values("block_grad_norm", ascending=False, kind="stable")
-    return None if grow.empty else str(grow["point"].iloc[0])

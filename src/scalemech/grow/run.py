@@ -18,7 +18,7 @@ import torch
 import transformers
 from transformers import PreTrainedModel
 
-from ..certify import certify_model, format_certificate
+from ..certify import certify_model, format_certificate, grow_ranking
 from ..certify.inputs import checkpoint_spec, read_data
 from ..certify.measurement import size_problems
 from ..certify.text import loss_line
@@ -35,7 +35,7 @@ from ..training.checkpoints import checkpoint_lock
 from ..training.continued import Arm, WindowBatches, sequence_losses, step_flops, train_arm
 from .decision import decide
 from .output import STATE_DIR, check_out, source_digest, write_checkpoint, write_growth
-from .placement import Placement, best_point, parse_at, resolve
+from .placement import Placement, parse_at, resolve
 
 TRAIN_MODES = ("new", "all", "none")
 WARMUP_FRACTION = 0.1
@@ -256,19 +256,14 @@ class Grower:
         decisions, stages, generator = [], [], None
         rounds = self.placement.blocks if self.placement.auto and s.train != "none" else 1
         for round_ in range(1, rounds + 1):
-            if self.placement.auto and s.train != "none":
+            if self.placement.auto:  # untrained insertions leave the certificate as it was: --train none takes one
                 frame = self.certificate(current, "all")
-                chosen = best_point(frame)
-                after = [] if chosen is None else [int(chosen.removeprefix("layer."))]
-            elif self.placement.auto:  # untrained insertions leave the certificate as it was: one table
-                frame = self.certificate(current, "all")
-                ranked = frame[frame["verdict"] == "grow here"].sort_values("block_grad_norm", ascending=False)
-                after = sorted(int(p.removeprefix("layer.")) for p in ranked["point"].iloc[: self.placement.blocks])
-                chosen = ",".join(f"layer.{i}" for i in after) or None
+                ranked = grow_ranking(frame)["point"].iloc[: 1 if s.train != "none" else self.placement.blocks]
+                after = sorted(int(point.removeprefix("layer.")) for point in ranked)
             else:
                 after = list(resolve(self.placement, current.depth))
                 frame = self.certificate(current, sorted({f"layer.{i}" for i in after}))
-                chosen = ",".join(f"layer.{i}" for i in after)
+            chosen = ",".join(f"layer.{i}" for i in after) or None
             if round_ == 1:
                 self.held_out(frame.attrs["pools"])
             decisions.append({"round": round_, "chosen": chosen, "certificate": _rows(frame)})

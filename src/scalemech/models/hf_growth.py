@@ -61,12 +61,14 @@ def grown_config(config: PretrainedConfig, after: Sequence[int]) -> PretrainedCo
     return grown
 
 
-def grown_state(model: PreTrainedModel, after: Sequence[int]) -> dict[str, Tensor]:
-    """The state dict of the grown model: old layer ``i``'s tensors under its new index, each new
-    layer's from ``zero_output_copy`` of the layer it follows; everything outside the stack as is."""
+def grown_state(
+    model: PreTrainedModel, old_to_new: Sequence[int], new_layers: Sequence[tuple[int, int]]
+) -> dict[str, Tensor]:
+    """The state dict of the grown model (``new_positions``' layout): old layer ``i``'s tensors under
+    ``old_to_new[i]``, each new layer's from ``zero_output_copy`` of the layer it follows; everything
+    outside the stack as is."""
     path = decoder_layers_path(model)
     layers = model.get_submodule(path)
-    old_to_new, new_layers = new_positions(len(layers), after)
     state = {}
     prefix = f"{path}."
     for name, tensor in model.state_dict().items():
@@ -88,19 +90,19 @@ def grow_layers(model: PreTrainedModel, after: Sequence[int]) -> tuple[PreTraine
     ``ValueError`` naming the family when the grown model's weights do not match its config (a
     per-layer setting this module cannot renumber)."""
     config = grown_config(model.config, after)
+    old_to_new, new_layers = new_positions(len(model.get_submodule(decoder_layers_path(model))), after)
     parameter = next(model.parameters())
     with no_init_weights():
         grown = AutoModelForCausalLM.from_config(config, dtype=parameter.dtype)
     try:
-        grown.load_state_dict(grown_state(model, after), strict=True)
+        grown.load_state_dict(grown_state(model, old_to_new, new_layers), strict=True)
     except RuntimeError as err:
         summary = " ".join(str(err).split())[:200]
         raise ValueError(
             f"model_type {model.config.model_type!r}: the grown model's weights do not fit its config "
             f"({summary}); this family's layers cannot be inserted generically"
         ) from None
-    new_indices = [index for index, _ in new_positions(len(model.get_submodule(decoder_layers_path(model))), after)[1]]
-    return grown.to(parameter.device).eval(), new_indices
+    return grown.to(parameter.device).eval(), [index for index, _ in new_layers]
 
 
 @torch.no_grad()
