@@ -5,6 +5,7 @@ once the holder dies (SIGKILL included) the next trainer gets the lock and resum
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import errno
 import hashlib
@@ -22,6 +23,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from test_workflow_training import ONE_MODEL
 from transformers import AutoModelForCausalLM, LlamaConfig
 
 import scalemech
@@ -187,23 +189,11 @@ def test_the_lock_stays_on_the_directory_when_its_contents_are_set_aside(tmp_pat
 
 
 def test_scalemech_train_by_hand_is_refused_in_one_line(mnist_dir: Path, tmp_path: Path, monkeypatch, capsys) -> None:
-    config = {
-        "run": "lock",
-        "device": "cpu",
-        "offline": True,
-        "threads": 1,
-        "datasets": {"mnist5k": {"test_fraction": 0.2, "split_seed": 0}},
-        "grids": {
-            "resnet": {
-                "dataset": "mnist5k",
-                "family": "resnet",
-                "depths": [8],
-                "widths": [0.25],
-                "recipe": {"optimizer": "sgd", "lr": 0.05, "batch_size": 32, "steps": 2, "eval_examples": 64},
-            }
-        },
-        "train": {"checkpoint_every": 1},
-    }
+    config = copy.deepcopy(ONE_MODEL)  # the training test's one model, smaller and checkpointed every step
+    config["run"] = "lock"
+    config["grids"]["resnet"]["widths"] = [0.25]
+    config["grids"]["resnet"]["recipe"]["steps"] = 2
+    config["train"]["checkpoint_every"] = 1
     monkeypatch.chdir(tmp_path)
     Path("config.yaml").write_text(yaml.safe_dump(config))
     assert main(["prepare", "--config", "config.yaml", "--dataset", "mnist5k"]) == 0
