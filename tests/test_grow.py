@@ -345,3 +345,13 @@ def test_a_second_grow_into_a_locked_out_is_refused(tmp_path: Path, capsys) -> N
     error = capsys.readouterr().err.strip()
     assert error.startswith("scalemech: error: checkpoint directory") and "in use" in error, error
     assert not (tmp_path / "out" / "model.safetensors").exists()
+
+
+def test_a_bfloat16_checkpoint_is_written_in_bfloat16_with_its_old_weights(tmp_path: Path) -> None:
+    """Trained and checked in float32, written in the source's dtype: the old tensors round-trip exactly."""
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(tiny_config("llama")).to(torch.bfloat16).save_pretrained(tmp_path / "bf16")
+    grow(str(tmp_path / "bf16"), str(token_file(tmp_path / "ids.npy")), tmp_path / "out", TINY)
+    old, new = load_file(tmp_path / "bf16" / "model.safetensors"), load_file(tmp_path / "out" / "model.safetensors")
+    assert {t.dtype for t in new.values()} == {torch.bfloat16}
+    assert torch.equal(new["model.layers.2.mlp.down_proj.weight"], old["model.layers.1.mlp.down_proj.weight"])

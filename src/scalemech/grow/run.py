@@ -28,8 +28,9 @@ from ..core.recipe import Recipe
 from ..core.seeding import derive_seed
 from ..data.tokenized import TEXT_SLACK
 from ..models import build_model
-from ..models.hf import HFCausalLM, decoder_layers_path
+from ..models.hf import DTYPES, HFCausalLM, decoder_layers_path
 from ..models.hf_growth import PRESERVED_ATOL, check_preserved, grow_layers
+from ..models.hub import decoder_config
 from ..tasks import Task, draw_disjoint
 from ..training.checkpoints import checkpoint_lock
 from ..training.continued import Arm, WindowBatches, sequence_losses, step_flops, train_arm
@@ -152,6 +153,9 @@ class Grower:
             resolve(self.placement, depth)
         check_out(out)
         self.spec = {**spec, "dtype": "float32"}  # trained and checked in float32, written in the source's dtype
+        source = decoder_config(checkpoint, spec.get("revision"), bool(spec.get("local_files_only")))
+        dtype = DTYPES.get(str(source.get("dtype") or source.get("torch_dtype") or "float32"), torch.float32)
+        self.source_dtype = dtype if isinstance(dtype, torch.dtype) else torch.float32
         self.device = resolve_device(settings.device)
         self.data = data
         self.scratch = Path(tempfile.mkdtemp(prefix="scalemech-grow-"))
@@ -167,8 +171,6 @@ class Grower:
         self.model = build_model(self.spec).to(self.device)  # HFCausalLM, frozen, eval
         self.old = self.model.hf_model
         self.task: Task = self.model.task(self.prepared)
-        config_dtype = getattr(self.old.config, "dtype", None)
-        self.source_dtype = config_dtype if isinstance(config_dtype, torch.dtype) else torch.float32
         self.source = source_digest(self.checkpoint, self.spec.get("revision"), bool(self.spec.get("local_files_only")))
 
     def certificate(self, model: HFCausalLM, rule: str | list[str]) -> pd.DataFrame:
