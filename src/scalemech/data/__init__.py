@@ -12,12 +12,17 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
+from typing import Any
 
 from . import cifar, imagenet, mnist, text
-from .prepared import Prepared, load_prepared, normalize_images, text_windows
 from .store import DataError, staging, write_manifest
+
+# The loaders load torch, on first use (PEP 562): the workflow's parse and the config checks,
+# which read only the dataset names and keys, never do.
+LOADERS = ("Prepared", "load_prepared", "normalize_images", "text_windows")
 
 DATASETS: tuple[str, ...] = ("cifar10", "cifar100", "imagenet", "mnist5k", "tinyshakespeare", "pystdlib", "corpus")
 _MODULES = {
@@ -50,6 +55,12 @@ def prepare_dataset(name: str, cfg: dict, out_dir: str | Path, offline: bool = T
         fields = _MODULES[name].prepare(name, cfg, directory, offline)
         config = json.loads(json.dumps(cfg, default=str))  # paths as strings: the manifest is JSON
         return write_manifest(directory, {"name": name, **fields, "config": config})
+
+
+def __getattr__(name: str) -> Any:
+    if name not in LOADERS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.prepared"), name)
 
 
 __all__ = [
