@@ -5,6 +5,8 @@ F6 shows one ratio per model at the smallest step."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +15,7 @@ import pytest
 from matplotlib.image import imread
 from test_report import make_tables, write_contract_table
 
+import scalemech.figures
 from scalemech.figures import (
     FIGURES,
     common,
@@ -423,3 +426,15 @@ def test_signed_axis_is_linear_to_a_power_of_ten():
     common._signed(ax, [-3e-5, 2e-5, 0.4, 7.0])
     linthresh = ax.yaxis.get_transform().linthresh
     assert linthresh == pytest.approx(1e-5) and ax.get_yscale() == "symlog"
+
+
+def test_figure_tables_are_read_from_the_modules_without_the_plotting_stack() -> None:
+    """``FIGURE_TABLES`` (the workflow's parse) states what each module's ``TABLES`` says, and
+    reading it loads neither matplotlib nor seaborn."""
+    assert scalemech.figures.FIGURE_TABLES == {stem: tables for stem, (_, tables) in FIGURES.items()}
+    probe = (
+        "import sys, scalemech.figures as f; f.FIGURE_TABLES; "
+        "print(sorted(m for m in ('matplotlib', 'seaborn', 'torch') if m in sys.modules))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    assert loaded.stdout.strip() == "[]", loaded.stdout

@@ -10,7 +10,7 @@ from pathlib import Path
 import scalemech.figures
 
 # The figures whose tables this run writes (config experiments), and the tables they read.
-FIGURE_TABLES = {stem: names for stem, (_, names) in scalemech.figures.FIGURES.items() if set(names) <= RUN_TABLES}
+FIGURE_TABLES = {stem: names for stem, names in scalemech.figures.FIGURE_TABLES.items() if set(names) <= RUN_TABLES}
 PLOTTING_CODE = [
     os.path.relpath(path)
     for path in [

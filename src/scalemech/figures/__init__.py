@@ -15,7 +15,10 @@ at its relative depth l/L (``relative_depth``), so models of different depths li
 with a single depth shows no trend in depth: F2 and F3 leave it out and say so under the figure.
 ``FIGURES`` maps each figure's file stem to its function and the tables it reads, from the
 ``STEM``, ``draw`` and ``TABLES`` of each figure module (``figure_modules``: every ``f<k>_<name>``
-of the package, by ``k``); ``make_figure`` draws one from a tables folder.
+of the package, by ``k``); it loads matplotlib and seaborn on first use (PEP 562).
+``FIGURE_TABLES`` maps each stem to its tables as the modules' sources state them, without importing
+them: the workflow's parse reads it, and so plans every figure without loading the plotting stack.
+``make_figure`` draws one from a tables folder.
 
 F3 and F7 show per-model values: seeds aggregated by the mean (``over_seeds``); F6 one value per
 model, the median over its insertion points with their range (``f6_intervention._per_model``).
@@ -24,36 +27,67 @@ References: matplotlib (Hunter 2007), seaborn (Waskom 2021).
 
 from __future__ import annotations
 
+import ast
 import importlib
 import pkgutil
 import re
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from ..core.layout import table_path
 from ..core.tables import read_table
-from .common import DPI
+
+
+def _module_names() -> list[str]:
+    """The figure modules' names, ``f<k>_<name>``, by ``k``."""
+    names = [m.name for m in pkgutil.iter_modules(__path__) if re.fullmatch(r"f\d+_\w+", m.name)]
+    return sorted(names, key=lambda name: int(name[1:].split("_")[0]))
 
 
 def figure_modules() -> list[ModuleType]:
     """The figure modules of this package, ``f<k>_<name>``, by ``k``: each names its file ``STEM``, its
     ``TABLES`` and ``draw``."""
-    names = [m.name for m in pkgutil.iter_modules(__path__) if re.fullmatch(r"f\d+_\w+", m.name)]
-    ordered = sorted(names, key=lambda name: int(name[1:].split("_")[0]))
-    return [importlib.import_module(f"{__name__}.{name}") for name in ordered]
+    return [importlib.import_module(f"{__name__}.{name}") for name in _module_names()]
 
 
-FIGURES: dict[str, tuple[Callable[..., None], list[str]]] = {m.STEM: (m.draw, m.TABLES) for m in figure_modules()}
+def _declared(name: str) -> tuple[str, list[str]]:
+    """``(STEM, TABLES)`` of figure module ``name``, the literals its source assigns."""
+    tree = ast.parse(Path(__path__[0], f"{name}.py").read_text())
+    values = {
+        node.targets[0].id: ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+        and node.targets[0].id in ("STEM", "TABLES")
+    }  # fmt: skip
+    return values["STEM"], list(values["TABLES"])
 
 
-def make_figure(stem: str, tables_dir: str | Path, out_dir: str | Path, *, dpi: int = DPI) -> Path:
+FIGURE_TABLES: dict[str, list[str]] = dict(_declared(name) for name in _module_names())
+
+
+@cache
+def _figures() -> dict[str, tuple[Callable[..., None], list[str]]]:
+    return {m.STEM: (m.draw, m.TABLES) for m in figure_modules()}
+
+
+def __getattr__(name: str) -> Any:
+    if name != "FIGURES":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return _figures()
+
+
+def make_figure(stem: str, tables_dir: str | Path, out_dir: str | Path, *, dpi: int | None = None) -> Path:
     """Draw figure ``stem`` from ``tables_dir/<table>.csv`` (covmats: ``.parquet``) into
-    ``out_dir/<stem>.{pdf,png}``; returns the PDF path."""
-    if stem not in FIGURES:
-        raise KeyError(f"unknown figure {stem!r}; known figures: {sorted(FIGURES)}")
-    draw, tables = FIGURES[stem]
+    ``out_dir/<stem>.{pdf,png}`` at ``dpi`` (default ``common.DPI``); returns the PDF path."""
+    from .common import DPI
+
+    if stem not in FIGURE_TABLES:
+        raise KeyError(f"unknown figure {stem!r}; known figures: {sorted(FIGURE_TABLES)}")
+    draw, tables = _figures()[stem]
     frames = [read_table(table_path(tables_dir, table), table) for table in tables]
     out = Path(out_dir) / f"{stem}.pdf"
-    draw(*frames, out, dpi=dpi)
+    draw(*frames, out, dpi=DPI if dpi is None else dpi)
     return out
