@@ -343,11 +343,15 @@ def test_the_deepest_allowed_models_plan_at_once() -> None:
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("case", ["yte as the default config", "yte given with --configfile", "train_pool 24.0"])
+@pytest.mark.parametrize(
+    "case",
+    ["yte as the default config", "a list as the default config", "yte given with --configfile", "train_pool 24.0"],
+)
 def test_snakemake_plans_nothing_of_a_hostile_config(tmp_path, case) -> None:
-    """The Snakefile refuses each with the line ``scalemech check`` gives. A YTE template given with
-    --configfile is evaluated by Snakemake's command line before the Snakefile runs: refused, but
-    after its expression ran (README: a config from someone else goes through scalemech check first)."""
+    """The Snakefile refuses each with the line ``scalemech check`` gives (the default config before
+    Snakemake loads it). A YTE template given with --configfile is evaluated by Snakemake's command
+    line before the Snakefile runs: refused, but after its expression ran (README: a config from
+    someone else goes through scalemech check first)."""
     marker, configfile = tmp_path / "PWNED", []
     if case == "train_pool 24.0":
         configfile = ["--configfile", str(write(tmp_path / "pool.yaml", {**quick(), "measure": {"train_pool": 24.0}}))]
@@ -357,11 +361,18 @@ def test_snakemake_plans_nothing_of_a_hostile_config(tmp_path, case) -> None:
         configfile, expected = ["--configfile", str(tmp_path / "yte.yaml")], "yte.yaml:1: __use_yte__"
     else:
         (tmp_path / "config").mkdir()
-        (tmp_path / "config" / "config.yaml").write_text(yte_config(marker))
-        expected = "config/config.yaml:1: __use_yte__"
+        default = tmp_path / "config" / "config.yaml"
+        if case == "a list as the default config":
+            default.write_text("- run: quick\n")
+            expected = "config/config.yaml: the file holds a list"
+        else:
+            default.write_text(yte_config(marker))
+            expected = "config/config.yaml:1: __use_yte__"
     result = snakemake("-n", "--cores", "1", "--directory", str(tmp_path), *configfile, timeout=280)
     output = result.stdout + result.stderr
     assert result.returncode != 0 and expected in output, output[-3000:]
+    refusal = next(line for line in output.splitlines() if expected in line)
+    assert "allowed" in refusal, output[-3000:]  # the one line names the file or key, the value and what is allowed
     assert "Building DAG" not in output and "train_model" not in output, output[-3000:]
     if case == "yte given with --configfile":
         assert marker.exists(), "Snakemake no longer evaluates YTE before the workflow: update README and Snakefile"
