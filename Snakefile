@@ -10,21 +10,22 @@ from pathlib import Path
 
 from snakemake.utils import min_version
 
-from scalemech.config import ConfigError, read_yaml
+from scalemech.config import ConfigError, read_config
 
 min_version("9.0")
 
 
 # The default run unless a --configfile is given (which replaces it rather than merging grids
 # into it); --config key=value overrides apply on top of either. It is read strictly first, as
-# Snakemake reports a YAML syntax error without file or line, and so that a __use_yte__ in it (a
-# YTE template, whose expressions Snakemake's loader would evaluate) or an alias bomb is refused
-# before Snakemake loads it. A --configfile is loaded by Snakemake's command line before this
-# file runs: workflow/rules/common.smk refuses the same there, but only after the fact (README,
-# "A config from someone else").
+# Snakemake reports a YAML syntax error without file or line and a file holding no mapping
+# without the file, and so that a __use_yte__ in it (a YTE template, whose expressions
+# Snakemake's loader would evaluate) or an alias bomb is refused before Snakemake loads it. A
+# --configfile is loaded by Snakemake's command line before this file runs: workflow/rules/
+# common.smk refuses the same there, but only after the fact, and what Snakemake's loader fails
+# on first it reports itself (README, "A config from someone else").
 if not workflow.configfiles:
     try:
-        read_yaml("config/config.yaml")
+        read_config("config/config.yaml")
     except ConfigError as error:
         raise WorkflowError(str(error)) from None
     except OSError:

@@ -3,7 +3,8 @@
 Each bad config fails ``scalemech check`` in one line (exit 2) that names the key, the value and
 what is allowed, with no side effect; a representative few fail ``snakemake -n`` the same way.
 A YTE template (``__use_yte__``) is refused; given with ``--configfile`` Snakemake evaluates it
-before any workflow code runs (the caveat the README states), which the last test pins down.
+before any workflow code runs (the caveat the README states), and it expands an alias bomb of
+mappings and fails itself on a file holding no mapping or not UTF-8: the last tests pin these down.
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from typing import Any
 
 import pytest
 import yaml
+from snakemake.common.configfile import load_configfile
+from snakemake.settings.types import ConfigSettings
+from snakemake_interface_common.exceptions import WorkflowError
 from snakemake_run import snakemake
 
 from scalemech.cli import ERROR_STATUS, main
@@ -54,10 +58,15 @@ def yte_config(marker: Path) -> str:
     return "__use_yte__: true\n" + QUICK.read_text().replace("run: quick", f"run: {expression}", 1)
 
 
-def alias_bomb(levels: int = 9, width: int = 9) -> str:
-    """``levels`` lists of ``width`` aliases of the list before: ``width ** levels`` leaves."""
-    lines = ["l0: &l0 [" + ", ".join(['"lol"'] * width) + "]"]
-    lines += [f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * width) + "]" for i in range(1, levels)]
+def alias_bomb(levels: int = 9, width: int = 9, kind: str = "list") -> str:
+    """``levels`` lists (or mappings) of ``width`` aliases of the one before: ``width ** levels`` leaves."""
+
+    def node(value: str) -> str:
+        if kind == "list":
+            return "[" + ", ".join([value] * width) + "]"
+        return "{" + ", ".join(f"k{j}: {value}" for j in range(width)) + "}"
+
+    lines = ["l0: &l0 " + node('"lol"')] + [f"l{i}: &l{i} " + node(f"*l{i - 1}") for i in range(1, levels)]
     return QUICK.read_text() + "\n".join(lines) + "\n"
 
 
@@ -78,9 +87,10 @@ def test_a_yte_config_is_refused_in_one_line_and_runs_nothing(capsys, tmp_path) 
     assert not marker.exists()
 
 
-def test_an_alias_bomb_is_refused_at_once(capsys, tmp_path) -> None:
+@pytest.mark.parametrize("kind", ["list", "mapping"])
+def test_an_alias_bomb_is_refused_at_once(capsys, tmp_path, kind) -> None:
     path = tmp_path / "bomb.yaml"
-    path.write_text(alias_bomb())
+    path.write_text(alias_bomb(kind=kind))
     start = time.process_time()
     message = check(capsys, path)
     assert time.process_time() - start < 5, "the bomb was expanded"
@@ -343,11 +353,15 @@ def test_the_deepest_allowed_models_plan_at_once() -> None:
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("case", ["yte as the default config", "yte given with --configfile", "train_pool 24.0"])
+@pytest.mark.parametrize(
+    "case",
+    ["yte as the default config", "a list as the default config", "yte given with --configfile", "train_pool 24.0"],
+)
 def test_snakemake_plans_nothing_of_a_hostile_config(tmp_path, case) -> None:
-    """The Snakefile refuses each with the line ``scalemech check`` gives. A YTE template given with
-    --configfile is evaluated by Snakemake's command line before the Snakefile runs: refused, but
-    after its expression ran (README: a config from someone else goes through scalemech check first)."""
+    """The Snakefile refuses each with the line ``scalemech check`` gives (the default config before
+    Snakemake loads it). A YTE template given with --configfile is evaluated by Snakemake's command
+    line before the Snakefile runs: refused, but after its expression ran (README: a config from
+    someone else goes through scalemech check first)."""
     marker, configfile = tmp_path / "PWNED", []
     if case == "train_pool 24.0":
         configfile = ["--configfile", str(write(tmp_path / "pool.yaml", {**quick(), "measure": {"train_pool": 24.0}}))]
@@ -357,13 +371,61 @@ def test_snakemake_plans_nothing_of_a_hostile_config(tmp_path, case) -> None:
         configfile, expected = ["--configfile", str(tmp_path / "yte.yaml")], "yte.yaml:1: __use_yte__"
     else:
         (tmp_path / "config").mkdir()
-        (tmp_path / "config" / "config.yaml").write_text(yte_config(marker))
-        expected = "config/config.yaml:1: __use_yte__"
+        default = tmp_path / "config" / "config.yaml"
+        if case == "a list as the default config":
+            default.write_text("- run: quick\n")
+            expected = "config/config.yaml: the file holds a list"
+        else:
+            default.write_text(yte_config(marker))
+            expected = "config/config.yaml:1: __use_yte__"
     result = snakemake("-n", "--cores", "1", "--directory", str(tmp_path), *configfile, timeout=280)
     output = result.stdout + result.stderr
     assert result.returncode != 0 and expected in output, output[-3000:]
+    refusal = next(line for line in output.splitlines() if expected in line)
+    assert "allowed" in refusal, output[-3000:]  # the one line names the file or key, the value and what is allowed
     assert "Building DAG" not in output and "train_model" not in output, output[-3000:]
     if case == "yte given with --configfile":
         assert marker.exists(), "Snakemake no longer evaluates YTE before the workflow: update README and Snakefile"
     else:
         assert not marker.exists()
+
+
+# -- what Snakemake's command line does with a --configfile, before any workflow code ---------
+# In-process: snakemake.cli builds ConfigSettings(configfiles=...), which loads and merges them.
+
+
+@pytest.mark.timeout(60)
+def test_snakemake_expands_an_alias_bomb_of_mappings_itself(tmp_path) -> None:
+    """README: Snakemake's loader reads aliases by reference, but merging the file into its config
+    (``snakemake.utils.update_config``) copies every mapping, so a bomb of mappings is expanded
+    before the Snakefile can refuse it; aliased lists stay shared, and common.smk refuses them."""
+    path = tmp_path / "bomb.yaml"
+    path.write_text(alias_bomb(levels=4, width=3, kind="mapping"))
+    loaded = load_configfile(path)
+    assert loaded["l3"]["k0"] is loaded["l3"]["k1"]
+    merged = ConfigSettings(configfiles=[path]).overwrite_config
+    assert merged["l3"]["k0"] is not merged["l3"]["k1"], "no longer expanded: update README"
+    path.write_text(alias_bomb(levels=4, width=3))
+    merged = ConfigSettings(configfiles=[path]).overwrite_config
+    assert merged["l3"][0] is merged["l3"][1]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "content, error, expected",
+    [
+        ("- run: quick\n", WorkflowError, "Config file must be given as JSON or YAML with keys at top level."),
+        ("", WorkflowError, "Config file must be given as JSON or YAML with keys at top level."),
+        ("# Caf\xe9\n".encode("latin-1") + QUICK.read_bytes(), UnicodeDecodeError, "can't decode byte 0xe9"),
+    ],
+    ids=["list", "empty", "latin-1"],
+)
+def test_snakemake_fails_itself_on_a_configfile_of_no_mapping_or_not_utf8(tmp_path, content, error, expected) -> None:
+    """README: Snakemake's loader fails on these before any workflow code, without naming the file
+    (and a UnicodeDecodeError is no WorkflowError: snakemake prints its traceback); ``scalemech
+    check`` names it (test_a_file_that_is_no_config_is_named)."""
+    path = tmp_path / "config.yaml"
+    (path.write_bytes if isinstance(content, bytes) else path.write_text)(content)
+    with pytest.raises(error) as raised:
+        ConfigSettings(configfiles=[path])
+    assert expected in str(raised.value) and str(path) not in str(raised.value), "now named: update README"

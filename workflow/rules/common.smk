@@ -4,7 +4,7 @@
 import re
 import sys
 
-from scalemech.config import ConfigError, model_jobs, read_yaml, validate_config
+from scalemech.config import ConfigError, model_jobs, read_config, validate_config
 from scalemech.core import steps
 from scalemech.core.layout import Layout, suffix
 from scalemech.core.steps import PER_MODEL_TABLES, STEPS, run_tables
@@ -12,13 +12,15 @@ from scalemech.core.steps import PER_MODEL_TABLES, STEPS, run_tables
 # Snakemake reads --configfile (and the Snakefile's configfile:) itself, keeping the last of
 # two equal keys without a word; each file is read again strictly (workflow.configfiles lists
 # them, CLI ones first) so that a duplicated key fails here with its file and line, and so does
-# a __use_yte__ or an alias bomb. For a --configfile that is after Snakemake's own loader has
-# evaluated its YTE expressions and expanded its aliases (it runs before any workflow code; it
-# also drops __use_yte__ from the config, so only the file shows it): `scalemech check` first is
-# the guard (README). The config validated is still Snakemake's own (with any --config overrides).
+# a __use_yte__ or an alias bomb of lists. For a --configfile that is after Snakemake's command
+# line has loaded it, before any workflow code: it has evaluated its YTE expressions (and drops
+# __use_yte__ from the config, so only the file shows it), expanded an alias bomb of mappings
+# (snakemake.utils.update_config copies every mapping), and refused itself a file that is not
+# UTF-8 or holds no mapping. `scalemech check` first is the guard (README). The config validated
+# is still Snakemake's own (with any --config overrides).
 try:
     for path in workflow.configfiles:
-        read_yaml(path)
+        read_config(path)
     validate_config(config)
 except ConfigError as error:
     raise WorkflowError(str(error)) from None

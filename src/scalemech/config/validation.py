@@ -1,5 +1,5 @@
 """``validate_config``: the schema, then the cross-checks (``checks``, ``cluster``), every problem on one
-line with its key's path; ``load_config`` reads and validates a file."""
+line with its key's path; ``read_config`` reads a file, ``load_config`` reads and validates it."""
 
 from __future__ import annotations
 
@@ -71,14 +71,21 @@ def validate_config(config: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
-def load_config(path: str | Path) -> dict[str, Any]:
-    """Read a YAML config file strictly (``read_yaml``) and validate it; a file that holds no
+def read_config(path: str | Path) -> dict[str, Any]:
+    """The mapping in config file ``path``, read strictly (``read_yaml``); a file that holds no
     mapping (a list, a scalar, nothing) is refused naming the file."""
     config = read_yaml(path)
     if not isinstance(config, dict):
         held = "nothing" if config is None else f"a {_KINDS.get(type(config), type(config).__name__)}"
-        raise ConfigError(f"{path}: the file holds {held}; allowed: a YAML mapping of keys (run, datasets, grids, ...)")
-    return validate_config(config)
+        raise ConfigError(
+            f"{path}: the file holds {held}; allowed: a YAML mapping of config keys (run, datasets, grids, ...)"
+        )
+    return config
+
+
+def load_config(path: str | Path) -> dict[str, Any]:
+    """Read config file ``path`` (``read_config``) and validate it."""
+    return validate_config(read_config(path))
 
 
 _KINDS = {list: "list", str: "string", int: "number", float: "number", bool: "boolean"}
