@@ -1,5 +1,5 @@
 """The Snakemake workflow as users run it: a tiny end-to-end run that makes every figure and the
-report, the same tables from a second run elsewhere, and an edit of plotting that reruns only plotting.
+report, the same per-model results from a second run elsewhere, and an edit of plotting that reruns only plotting.
 
 The tests that read the tiny run share one module fixture, so they run in this file's order on
 one pytest-xdist worker (``make test``: ``--dist loadfile``); the last one edits the package copy."""
@@ -20,6 +20,7 @@ from snakemake_run import ROOT, snakemake
 
 import scalemech.figures
 from scalemech import cli
+from scalemech.core.steps import PER_MODEL_TABLES
 from scalemech.core.tables import timing_columns
 
 pytestmark = pytest.mark.workflow
@@ -37,7 +38,7 @@ TINY = {
             "family": "resnet",
             "depths": [8],
             "widths": [0.5, 1],
-            "recipe": {"optimizer": "sgd", "lr": 0.05, "batch_size": 32, "steps": 6},
+            "recipe": {"optimizer": "sgd", "lr": 0.05, "batch_size": 32, "steps": 6, "eval_examples": 64},
         },
         "llama": {
             "dataset": "pystdlib",
@@ -45,7 +46,7 @@ TINY = {
             "depths": [1],
             "widths": [64],
             "model": {"block_size": 16},
-            "recipe": {"optimizer": "adamw", "lr": 1e-3, "batch_size": 8, "steps": 6},
+            "recipe": {"optimizer": "adamw", "lr": 1e-3, "batch_size": 8, "steps": 6, "eval_windows": 16},
         },
     },
     "train": {"checkpoint_every": 3, "snapshots": 3},
@@ -53,20 +54,17 @@ TINY = {
     "measure": {"points": 2, "train_pool": 24, "test_pool": 24, "batch_size": 12, "covmat_points": 2, "null_draws": 3},
     "misalign": {"sizes": [1, 2, 4], "draws": 200},
     "intervene": {"step_fractions": [0.01, 0.001]},
-    "expand": {"steps": 3, "pool": 32, "batch_size": 16, "lr_factors": [0.0, 1.0]},
+    "expand": {"steps": 3, "pool": 32, "test_examples": 64, "batch_size": 16, "lr_factors": [0.0, 1.0]},
 }
 
 
-def assert_same_tables(tables: Path, other: Path) -> None:
-    """Every table under ``tables`` equals its namesake under ``other`` exactly, but for the
-    columns that time the machine (``scalemech.tables.timing_columns``)."""
-    names = sorted(p.name for p in tables.iterdir() if p.suffix in (".csv", ".parquet"))
-    assert names == sorted(p.name for p in other.iterdir() if p.suffix in (".csv", ".parquet")) and names
-    for name in names:
-        read = pd.read_parquet if name.endswith(".parquet") else pd.read_csv
-        frames = [read(d / name) for d in (tables, other)]
-        untimed = [f.drop(columns=[c for c in timing_columns() if c in f.columns]) for f in frames]
-        pd.testing.assert_frame_equal(*untimed, check_exact=True, obj=name)
+def assert_same_frames(path: Path, other: Path) -> None:
+    """The table at ``path`` equals the one at ``other`` exactly, but for the columns that time the
+    machine (``scalemech.tables.timing_columns``)."""
+    read = pd.read_parquet if path.suffix == ".parquet" else pd.read_csv
+    frames = [read(p) for p in (path, other)]
+    untimed = [f.drop(columns=[c for c in timing_columns() if c in f.columns]) for f in frames]
+    pd.testing.assert_frame_equal(*untimed, check_exact=True, obj=str(path))
 
 
 @dataclass(frozen=True)
@@ -128,32 +126,40 @@ def test_tiny_run_html_report(tiny_run: TinyRun) -> None:
     assert report.stat().st_size > 0
 
 
+RERUN_MODELS = ("pystdlib/llama-d1-w64-s0", "mnist5k/resnet-d8-w0.5-s0")  # one of each family: every per-model step
+
+
 @pytest.mark.timeout(900)
-def test_same_config_elsewhere_gives_the_same_tables_and_one_job_twice_the_same_rows(tiny_run: TinyRun) -> None:
-    """The same config in another directory: every table identical but for the timing columns.
-    Then one job twice in one process, after different global random draws: the workflow's rows."""
+def test_same_config_elsewhere_gives_the_same_model_results_and_one_job_twice_the_same_rows(tiny_run: TinyRun) -> None:
+    """The same config in another directory, asked for every per-model result of one model of each family:
+    the same weights, and every per-model table identical but for the timing columns. Then one job twice in
+    one process, after different global random draws: the workflow's rows."""
     again = tiny_run.folder / "again"
+    results = [
+        path.relative_to(tiny_run.folder)
+        for model in RERUN_MODELS
+        for path in sorted((tiny_run.folder / "results" / "tiny").glob(f"*/{model}.*"))
+        if path.suffix in (".csv", ".parquet")
+    ]
+    assert len(results) == len(RERUN_MODELS) * len(PER_MODEL_TABLES), results
+    weights = [Path("results", "tiny", "models", model, "model.pt") for model in RERUN_MODELS]
     rerun = snakemake(
-        "--cores", "2", "--configfile", str(tiny_run.config), "--directory", str(again), "tables", timeout=900,
-        env=tiny_run.env,
+        "--cores", "2", "--configfile", str(tiny_run.config), "--directory", str(again), *map(str, results + weights),
+        timeout=900, env=tiny_run.env,
     )  # fmt: skip
     assert rerun.returncode == 0, rerun.stderr[-4000:]
-    assert_same_tables(tiny_run.folder / "results" / "tiny" / "tables", again / "results" / "tiny" / "tables")
-    job = Path("results", "tiny", "expansion", "mnist5k", "resnet-d8-w1-s0.csv")
+    for path in weights:
+        first, second = (torch.load(d / path, weights_only=True)["state_dict"] for d in (tiny_run.folder, again))
+        assert first.keys() == second.keys() and all(torch.equal(first[k], second[k]) for k in first), path
+    for path in results:
+        assert_same_frames(tiny_run.folder / path, again / path)
+    job = Path("results", "tiny", "expansion", RERUN_MODELS[0] + ".csv")
     os.chdir(again)
     try:
         for global_seed in (1, 2):
             torch.manual_seed(global_seed)
             torch.rand(global_seed)
-            expand = [
-                "expand",
-                "--config",
-                str(tiny_run.config),
-                "--model",
-                "mnist5k/resnet-d8-w1-s0",
-                "--device",
-                "cpu",
-            ]
+            expand = ["expand", "--config", str(tiny_run.config), "--model", RERUN_MODELS[0], "--device", "cpu"]
             assert cli.main(expand) == 0
             pd.testing.assert_frame_equal(
                 pd.read_csv(again / job), pd.read_csv(tiny_run.folder / job), check_exact=True
