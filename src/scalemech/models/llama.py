@@ -7,7 +7,8 @@ Init as nanoGPT: weights N(0, 0.02), residual output projections N(0, 0.02 / sqr
 
 Insertion points ``layer.{i}`` (0-based) are the (B, T, d) residual stream after block i;
 ``new_block`` returns a block whose attention output and MLP down projections are zero, so
-its output equals its input.
+its output equals its input. ``LlamaConfig`` and the point names are in the torch-free
+``configs.llama``.
 """
 
 from __future__ import annotations

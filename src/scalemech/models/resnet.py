@@ -15,6 +15,8 @@ The first block of stages 2 and 3 has stride 2 and a 1x1 conv + norm projection 
   the last norm's scale zeroed, so ``h_0 = 0`` and ``f_new == f_old`` at initialization.
 - Fractional width: a stage of base width ``c`` has ``max(1, floor(c * k + 1/2))``
   channels (round half up).
+
+``ResNetConfig`` (these rules) and the point names are in the torch-free ``configs.resnet``.
 """
 
 from __future__ import annotations

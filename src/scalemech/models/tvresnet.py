@@ -17,6 +17,9 @@ layers equal ``torchvision.models.resnet{depth}()``'s and its state dict loads t
   ``InsertedBlock``, which drops that final relu: ``z + branch(z)`` with the branch's last
   BatchNorm scale zeroed, the pure residual form of docs/science.md §1 for any ``z``.
 - Weights are random (no download); pretrained weights are not supported offline.
+
+``TVResNetConfig``, the stage layouts (``STAGE_BLOCKS``) and the point names are in the
+torch-free ``configs.tvresnet``.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from .base import ResidualModel
 from .configs.tvresnet import STAGE_BLOCKS, STAGE_PLANES, TVResNetConfig
 
 BLOCK_TYPES: dict[str, type[BasicBlock | Bottleneck]] = {"basic": BasicBlock, "bottleneck": Bottleneck}
+# Depth -> (torchvision block class, blocks per stage), from the torch-free layouts.
 ARCHITECTURES = {depth: (BLOCK_TYPES[kind], counts) for depth, (kind, counts) in STAGE_BLOCKS.items()}
 
 
