@@ -26,6 +26,30 @@ def test_shipped_configs_are_valid(path: Path) -> None:
     assert model_jobs(config), "a shipped config plans no model"
 
 
+def test_planning_imports_no_torch() -> None:
+    """The workflow's parse (the Snakefile's and common.smk's imports, ``validate_config`` and
+    ``model_jobs``) loads no torch: each ``snakemake`` call pays it otherwise (about 1.3 CPU s). On
+    the tiny run's config and every shipped one (all families: resnet, tvresnet, llama, hf)."""
+    import json
+    import subprocess
+    import sys
+
+    from test_workflow import TINY
+
+    code = (
+        "import json, sys\n"
+        "from scalemech.config import load_config, model_jobs, validate_config\n"
+        "from scalemech.core import layout, steps\n"
+        "model_jobs(validate_config(json.loads(sys.argv[1])))\n"
+        "for path in sys.argv[2:]:\n    model_jobs(load_config(path))\n"
+        "print(sorted(m for m in ('torch', 'torchvision', 'transformers') if m in sys.modules))"
+    )
+    argv = [sys.executable, "-c", code, json.dumps(TINY), *map(str, CONFIGS)]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
 def test_defaults_are_filled_in() -> None:
     config = validate_config(quick())
     assert config["train"]["checkpoint_every"] == 200

@@ -5,7 +5,7 @@ cross-checks, and the job grids.
 negative width or an unknown dataset fails before any job is planned, with the key's
 path (``grids.resnet_mnist.widths[0]``) and what is allowed. Past the schema it checks what
 the schema cannot express but the config alone decides (``cross_checks``): each family's
-own architecture rules (read from the model modules' config dataclasses), family against
+own architecture rules (read from the families' torch-free config dataclasses), family against
 the kind of data, insertion-point names, pool and batch sizes against the splits whose size
 is known before the data are prepared. ``read_yaml`` refuses a key given twice, a YTE template
 (``__use_yte__``), an alias bomb and text that is not UTF-8, and names the file and line of a YAML

@@ -1,5 +1,5 @@
 """The cross-checks: what the schema cannot say but the config alone decides. Each family's own
-architecture rules (read from the model modules' config dataclasses), family against the kind of
+architecture rules (read from its torch-free config dataclass, ``models.family_config``), family against the kind of
 data, insertion-point names (counted from the depth, no model is built), pool and batch sizes
 against the splits whose size is known before the data are prepared, the rules a job would
 otherwise refuse (a llama's block_size, augment on text, a corpus file, a download address); each
@@ -8,7 +8,6 @@ check yields one line per problem, naming the key's path, the value and what is 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import math
 import os
 from collections.abc import Iterable, Iterator
@@ -19,16 +18,13 @@ from urllib.parse import urlparse
 from ..core.steps import POOL_READERS
 from ..data import DATASETS
 from ..data import text as text_data
-from ..models import FAMILIES, point_count
+from ..models import FAMILIES, family_config, insertion_points
+from ..models.configs import resnet, tvresnet
 from .schema import schema
 
 # Family a grid trains -> the kind of data it trains on, and data set -> the kind it holds.
 FAMILY_DATA = {name: family.data for name, family in FAMILIES.items() if family.trained}
 DATASET_KIND = {name: "text" if name in text_data.CONFIG_KEYS else "image" for name in DATASETS}
-# Family -> (module under scalemech.models, its config dataclass). The dataclass's
-# __post_init__ holds the family's rules (resnet depth 6n+2, llama width a multiple of
-# head_dim, ...); validation builds it (never the model) to apply them.
-FAMILY_CONFIGS = {name: (name, family.config) for name, family in FAMILIES.items() if family.trained}
 # Fewest channels allowed in the narrowest stage of a convolutional family: with one channel
 # the pooled view's covariance is 1 x 1 and has no off-diagonal to measure (D1). Width 0.25
 # gives a CIFAR ResNet 4 channels, width 0.125 gives it 2; 0.05 (1 channel) is refused.
@@ -56,7 +52,7 @@ def check_some_model(config: dict[str, Any]) -> Iterator[str]:
     """At least one grid or pretrained group: an empty run plans nothing but the figures' inputs."""
     if not config["grids"] and not config["pretrained"]:
         yield (
-            f"grids: no model to train or measure; add a grid under grids (families {sorted(FAMILY_CONFIGS)}) "
+            f"grids: no model to train or measure; add a grid under grids (families {sorted(FAMILY_DATA)}) "
             "or a group under pretrained"
         )
 
@@ -101,13 +97,6 @@ def _plural(kind: str) -> str:
 
 
 @cache
-def family_config(family: str) -> type:
-    """The config dataclass of ``family`` (imported on first use: tvresnet brings torchvision)."""
-    module, name = FAMILY_CONFIGS[family]
-    return getattr(importlib.import_module(f"scalemech.models.{module}"), name)
-
-
-@cache
 def family_model_keys(family: str) -> tuple[str, ...]:
     """The ``model:`` keys of the schema that ``family`` takes (fields of its config dataclass)."""
     fields = {f.name for f in dataclasses.fields(family_config(family))}
@@ -131,7 +120,9 @@ def _own_model_keys(grid: dict[str, Any]) -> dict[str, Any]:
 
 
 def _refusal(family: str, **fields: Any) -> str | None:
-    """The family's own error message for a config of ``fields``, or None if it is valid."""
+    """The family's own error message for a config of ``fields``, or None if it is valid: its
+    config dataclass's ``__post_init__`` holds its rules (resnet depth 6n+2, llama width a multiple
+    of head_dim, ...), so the dataclass is built (never the model) to apply them."""
     try:
         family_config(family)(**fields)
     except (ValueError, TypeError) as error:
@@ -151,11 +142,10 @@ def _agreeing(family: str, model: dict[str, Any]) -> dict[str, Any]:
 def _first_stage(family: str, width: float) -> tuple[int, int] | None:
     """``(base, channels)`` of the narrowest stage of a convolutional family at ``width``
     (None for llama, whose width is d_model and checked by its own rules)."""
-    module = importlib.import_module(f"scalemech.models.{FAMILY_CONFIGS[family][0]}")
     if family == "resnet":
-        return module.STAGE_CHANNELS[0], min(family_config(family)(width=width).channels)
+        return resnet.STAGE_CHANNELS[0], min(resnet.ResNetConfig(width=width).channels)
     if family == "tvresnet":
-        return module.STAGE_PLANES[0], family_config(family)(width=width).scaled(module.STAGE_PLANES[0])
+        return tvresnet.STAGE_PLANES[0], tvresnet.TVResNetConfig(width=width).scaled(tvresnet.STAGE_PLANES[0])
     return None
 
 
@@ -214,28 +204,6 @@ def check_expand_grids(config: dict[str, Any]) -> Iterator[str]:
 def _expanded(config: dict[str, Any]) -> list[str]:
     """The grids expansion runs on (default: every trained grid)."""
     return [g for g in config["expand"].get("grids", list(config["grids"])) if g in config["grids"]]
-
-
-@cache
-def insertion_points(family: str, depth: int) -> tuple[str, ...]:
-    """The insertion-point names of a ``family`` model of ``depth`` (a depth the family accepts),
-    from the depth alone: the names its model class gives its blocks (``stage{s}.block{b}``, 1-based,
-    in a resnet; ``layer{i}.block{j}``, block 0-based, in a tvresnet; ``layer.{i}`` in a llama), as
-    many as ``models.point_count``. No model is built, so a deep model costs nothing here
-    (tests/test_hostile_configs.py compares these with the names of models built on the meta device)."""
-    count = point_count(family, depth)
-    module = importlib.import_module(f"scalemech.models.{FAMILY_CONFIGS[family][0]}")
-    if family == "resnet":
-        stages, per_stage = len(module.STAGE_CHANNELS), count // len(module.STAGE_CHANNELS)
-        names = [f"stage{s}.block{b}" for s in range(1, stages + 1) for b in range(1, per_stage + 1)]
-    elif family == "tvresnet":
-        counts = module.ARCHITECTURES[depth][1]
-        names = [f"layer{i}.block{j}" for i, blocks in enumerate(counts, start=1) for j in range(blocks)]
-    elif family == "llama":
-        names = [f"layer.{i}" for i in range(count)]
-    else:
-        raise ValueError(f"no insertion-point names from the depth alone for family {family!r}")
-    return tuple(names)
 
 
 def _grid_points(grid: dict[str, Any]) -> Iterator[tuple[int, tuple[str, ...]]]:

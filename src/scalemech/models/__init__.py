@@ -13,7 +13,10 @@ config), whose ``family`` picks the builder:
 
 ``FAMILIES`` is the one list of families: the config's checks, the CLI's ``--family`` and
 ``certify`` read it. Importing this package loads no torch (the CLI's ``--help`` reads
-``FAMILIES``); a family's module is imported when a model of it is built.
+``FAMILIES``); a family's module is imported when a model of it is built. A trained family's
+config dataclass and insertion-point names live in its torch-free ``configs.<family>``, which
+``family_config``, ``insertion_points`` and ``point_count`` read: the config checks (and so the
+workflow's planning) import no torch.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import importlib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ..core.integrity import load_torch, save_torch
@@ -34,11 +38,14 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Family:
-    """A model family: the module ``scalemech.models.<name>`` (its ``build`` and ``point_count``)."""
+    """A model family: the module ``scalemech.models.<name>`` (its ``build``) and, if trained here,
+    the torch-free ``scalemech.models.configs.<name>`` (its config dataclass and ``point_names``)."""
 
     name: str
     data: str | None  # the kind of data a grid of it trains on; None: not trained here (Hugging Face checkpoints)
-    config: str | None  # its module's config dataclass (defaults and architecture rules); None: the checkpoint's
+    config: (
+        str | None
+    )  # its config dataclass in configs.<name> (defaults and architecture rules); None: the checkpoint's
 
     @property
     def trained(self) -> bool:
@@ -57,11 +64,40 @@ FAMILIES = {
 }
 
 
-def _family(family: Any):
-    """The module of ``family`` (its ``build`` and ``point_count``)."""
+def _known(family: Any) -> Family:
+    """The ``Family`` named ``family``; ``ValueError`` naming the allowed ones if there is none."""
     if family not in FAMILIES:
         raise ValueError(f"unknown model family {family!r}; allowed: {sorted(FAMILIES)}")
-    return importlib.import_module(f"scalemech.models.{family}")
+    return FAMILIES[family]
+
+
+def _family(family: Any) -> ModuleType:
+    """The module of ``family`` (its ``build``)."""
+    return importlib.import_module(f"scalemech.models.{_known(family).name}")
+
+
+def _config_module(family: str) -> ModuleType:
+    """The torch-free ``configs.<family>`` of a trained ``family``."""
+    if not _known(family).trained:
+        trained = sorted(name for name, known in FAMILIES.items() if known.trained)
+        raise ValueError(
+            f"family {family!r} is not trained here (a checkpoint fixes its architecture); allowed: {trained}"
+        )
+    return importlib.import_module(f"scalemech.models.configs.{family}")
+
+
+def family_config(family: str) -> type:
+    """The config dataclass of a trained ``family``: its defaults and its architecture rules
+    (raised as ``ValueError`` by its ``__post_init__``), without torch."""
+    return getattr(_config_module(family), FAMILIES[family].config)
+
+
+@cache
+def insertion_points(family: str, depth: int) -> tuple[str, ...]:
+    """The insertion-point names of a trained ``family`` model of ``depth`` from the depth alone,
+    as its model class names its blocks; no model is built, so a deep model costs nothing
+    (tests/test_hostile_configs.py compares them with those of models built on the meta device)."""
+    return _config_module(family).point_names(depth)
 
 
 def build_model(spec: dict[str, Any]) -> ResidualModel:
@@ -73,7 +109,7 @@ def build_model(spec: dict[str, Any]) -> ResidualModel:
 def point_count(family: str, depth: int) -> int | None:
     """Insertion points of a ``family`` model of ``depth`` without building it (they depend on depth
     alone); None where depth does not fix them (``hf``: the checkpoint does)."""
-    return _family(family).point_count(depth)
+    return len(insertion_points(family, depth)) if _known(family).trained else None
 
 
 def save_model(path: str | Path, model: ResidualModel, spec: dict[str, Any], **extra: Any) -> None:
@@ -106,4 +142,13 @@ def load_model(
     return model.to(map_location).eval(), payload
 
 
-__all__ = ["FAMILIES", "Family", "build_model", "load_model", "point_count", "save_model"]
+__all__ = [
+    "FAMILIES",
+    "Family",
+    "build_model",
+    "family_config",
+    "insertion_points",
+    "load_model",
+    "point_count",
+    "save_model",
+]

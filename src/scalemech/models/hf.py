@@ -404,8 +404,3 @@ def build(spec: dict[str, Any]) -> HFCausalLM:
     if spec.get("frozen", True):
         hf_model.requires_grad_(False)
     return HFCausalLM(hf_model, spec).eval()
-
-
-def point_count(depth: int) -> None:
-    """None: a checkpoint's layer count, not the tables' depth, fixes its insertion points."""
-    return None

@@ -7,13 +7,14 @@ Init as nanoGPT: weights N(0, 0.02), residual output projections N(0, 0.02 / sqr
 
 Insertion points ``layer.{i}`` (0-based) are the (B, T, d) residual stream after block i;
 ``new_block`` returns a block whose attention output and MLP down projections are zero, so
-its output equals its input.
+its output equals its input. ``LlamaConfig`` and the point names are in the torch-free
+``configs.llama``.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 import torch
@@ -21,38 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .base import LanguageModel
-
-
-@dataclass
-class LlamaConfig:
-    width: int = 256  # d_model
-    depth: int = 4  # n_layer
-    head_dim: int = 64  # n_head = width // head_dim
-    vocab_size: int = 256  # bytes
-    block_size: int = 256  # longest sequence T (rotary tables are built for it)
-    mlp_hidden: int | None = None  # SwiGLU hidden size; None = 8/3 · width rounded up to a multiple of 32
-    tie_embeddings: bool = False  # lm_head shares the token embedding matrix
-    rope_base: float = 10000.0  # rotary frequency base θ
-
-    def __post_init__(self) -> None:
-        for key in ("width", "depth", "head_dim", "vocab_size", "block_size"):
-            if not isinstance(getattr(self, key), int) or getattr(self, key) < 1:
-                raise ValueError(f"llama {key} must be an integer >= 1, got {getattr(self, key)!r}")
-        if self.head_dim % 2:
-            raise ValueError(f"llama head_dim must be even for rotary embeddings, got {self.head_dim}")
-        if self.width % self.head_dim:
-            raise ValueError(
-                f"llama width {self.width} is not a multiple of head_dim {self.head_dim}; "
-                f"allowed widths: multiples of {self.head_dim}"
-            )
-        if self.mlp_hidden is None:
-            self.mlp_hidden = 32 * math.ceil(8 * self.width / 3 / 32)
-        if not isinstance(self.mlp_hidden, int) or self.mlp_hidden < 1:
-            raise ValueError(f"llama mlp_hidden must be an integer >= 1 or None, got {self.mlp_hidden!r}")
-
-    @property
-    def n_head(self) -> int:
-        return self.width // self.head_dim
+from .configs.llama import LlamaConfig
 
 
 class RMSNorm(nn.Module):
@@ -179,11 +149,6 @@ class Llama(LanguageModel):
         nn.init.zeros_(block.attn.proj.weight)
         nn.init.zeros_(block.mlp.down.weight)
         return block.to(next(self.parameters()))  # this model's device and dtype
-
-
-def point_count(depth: int) -> int:
-    """Insertion points of a ``depth``-layer llama: one after each layer."""
-    return depth
 
 
 def build(spec: dict[str, Any]) -> Llama:

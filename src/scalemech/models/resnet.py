@@ -15,12 +15,13 @@ The first block of stages 2 and 3 has stride 2 and a 1x1 conv + norm projection 
   the last norm's scale zeroed, so ``h_0 = 0`` and ``f_new == f_old`` at initialization.
 - Fractional width: a stage of base width ``c`` has ``max(1, floor(c * k + 1/2))``
   channels (round half up).
+
+``ResNetConfig`` (these rules) and the point names are in the torch-free ``configs.resnet``.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 import torch
@@ -28,44 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .base import ResidualModel
-
-NORMS = ("batch", "layer", "rms")
-PLACEMENTS = ("branch", "post")
-STAGE_CHANNELS = (16, 32, 64)
-
-
-@dataclass
-class ResNetConfig:
-    depth: int = 20  # 6n + 2: n BasicBlocks per stage
-    width: float = 1.0  # channel multiplier k (16k, 32k, 64k)
-    norm: str = "batch"  # batch | layer | rms
-    placement: str = "branch"  # branch: relu(x + Norm(F(x))); post: Norm(x + F(x))
-    in_channels: int = 3  # 1 for MNIST, 3 for CIFAR
-    num_classes: int = 10
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.depth, int) or self.depth < 8 or (self.depth - 2) % 6:
-            raise ValueError(
-                f"resnet depth must be 6n+2 with n >= 1 (8, 14, 20, 32, 44, 56, 110, ...), got {self.depth!r}"
-            )
-        if not isinstance(self.width, (int, float)) or not self.width > 0:
-            raise ValueError(f"resnet width multiplier must be a number > 0, got {self.width!r}")
-        if self.norm not in NORMS:
-            raise ValueError(f"resnet norm {self.norm!r} is not one of {NORMS}")
-        if self.placement not in PLACEMENTS:
-            raise ValueError(f"resnet placement {self.placement!r} is not one of {PLACEMENTS}")
-        for key in ("in_channels", "num_classes"):
-            if not isinstance(getattr(self, key), int) or getattr(self, key) < 1:
-                raise ValueError(f"resnet {key} must be an integer >= 1, got {getattr(self, key)!r}")
-
-    @property
-    def blocks_per_stage(self) -> int:
-        return (self.depth - 2) // 6
-
-    @property
-    def channels(self) -> tuple[int, ...]:
-        """Stage widths ``max(1, round_half_up(c * k))`` for c in 16, 32, 64."""
-        return tuple(max(1, math.floor(c * self.width + 0.5)) for c in STAGE_CHANNELS)
+from .configs.resnet import NORMS, PLACEMENTS, ResNetConfig
 
 
 class RMSNorm2d(nn.Module):
@@ -166,11 +130,6 @@ class CifarResNet(ResidualModel):
         init_weights(block)
         nn.init.zeros_(block.norm2.weight)
         return block.to(next(self.parameters()))  # this model's device and dtype
-
-
-def point_count(depth: int) -> int:
-    """Insertion points of a depth-``depth`` model: one after each block of the three stages."""
-    return len(STAGE_CHANNELS) * ResNetConfig(depth=depth).blocks_per_stage
 
 
 def build(spec: dict[str, Any]) -> CifarResNet:

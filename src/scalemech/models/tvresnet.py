@@ -17,12 +17,14 @@ layers equal ``torchvision.models.resnet{depth}()``'s and its state dict loads t
   ``InsertedBlock``, which drops that final relu: ``z + branch(z)`` with the branch's last
   BatchNorm scale zeroed, the pure residual form of docs/science.md §1 for any ``z``.
 - Weights are random (no download); pretrained weights are not supported offline.
+
+``TVResNetConfig``, the stage layouts (``STAGE_BLOCKS``) and the point names are in the
+torch-free ``configs.tvresnet``.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 import torch.nn.functional as F
@@ -30,36 +32,11 @@ from torch import Tensor, nn
 from torchvision.models.resnet import BasicBlock, Bottleneck, conv1x1
 
 from .base import ResidualModel
+from .configs.tvresnet import STAGE_BLOCKS, STAGE_PLANES, TVResNetConfig
 
-ARCHITECTURES: dict[int, tuple[type[BasicBlock | Bottleneck], tuple[int, ...]]] = {
-    18: (BasicBlock, (2, 2, 2, 2)),
-    34: (BasicBlock, (3, 4, 6, 3)),
-    50: (Bottleneck, (3, 4, 6, 3)),
-    101: (Bottleneck, (3, 4, 23, 3)),
-    152: (Bottleneck, (3, 8, 36, 3)),
-}
-STAGE_PLANES = (64, 128, 256, 512)
-
-
-@dataclass
-class TVResNetConfig:
-    depth: int = 18  # 18 | 34 | 50 | 101 | 152
-    width: float = 1.0  # channel multiplier k on every stage (1 = torchvision's model)
-    in_channels: int = 3
-    num_classes: int = 1000
-
-    def __post_init__(self) -> None:
-        if self.depth not in ARCHITECTURES:
-            raise ValueError(f"tvresnet depth must be one of {sorted(ARCHITECTURES)}, got {self.depth!r}")
-        if not isinstance(self.width, (int, float)) or not self.width > 0:
-            raise ValueError(f"tvresnet width multiplier must be a number > 0, got {self.width!r}")
-        for key in ("in_channels", "num_classes"):
-            if not isinstance(getattr(self, key), int) or getattr(self, key) < 1:
-                raise ValueError(f"tvresnet {key} must be an integer >= 1, got {getattr(self, key)!r}")
-
-    def scaled(self, channels: int) -> int:
-        """``max(1, round_half_up(channels * k))``."""
-        return max(1, math.floor(channels * self.width + 0.5))
+BLOCK_TYPES: dict[str, type[BasicBlock | Bottleneck]] = {"basic": BasicBlock, "bottleneck": Bottleneck}
+# Depth -> (torchvision block class, blocks per stage), from the torch-free layouts.
+ARCHITECTURES = {depth: (BLOCK_TYPES[kind], counts) for depth, (kind, counts) in STAGE_BLOCKS.items()}
 
 
 def branch_layers(block: BasicBlock | Bottleneck) -> list[tuple[nn.Conv2d, nn.BatchNorm2d]]:
@@ -150,11 +127,6 @@ def torchvision_key(key: str, model: TVResNet) -> str:
         return f"{stem[first]}.{rest}"
     block, _, rest = rest.partition(".")
     return f"blocks.{model.index(f'{first}.block{block}')}.{rest}"
-
-
-def point_count(depth: int) -> int:
-    """Insertion points of ResNet-``depth``: one after each block of its four stages."""
-    return sum(ARCHITECTURES[depth][1])
 
 
 def build(spec: dict[str, Any]) -> TVResNet:

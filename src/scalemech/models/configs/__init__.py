@@ -1,0 +1,8 @@
+"""The torch-free part of each trained family: ``configs.<family>`` holds its config dataclass
+(defaults and architecture rules, in ``__post_init__``), the constants those rules read and
+``point_names(depth)``, the names of its insertion points from the depth alone.
+
+The family's model module (``models.<family>``) builds its ``nn.Module`` from that dataclass; the
+config checks and ``models.point_count`` read these modules only, so planning a workflow (and
+validating its config) imports no torch.
+"""
