@@ -1,5 +1,6 @@
 # E6 misalignment (from the stored pools), E7 the zero-init residual parameter, E8 depth
-# expansion with jumpboard and fallback, E10 alignment along training (weight snapshots). One job per model; the tables are collected by
+# expansion with jumpboard and fallback, E10 alignment along training (weight snapshots), E11 growth
+# at every point against the certificate. One job per model; the tables are collected by
 # collect_table (measure.smk). Each job reads which points were measured, and on which
 # examples, from the gradient pools themselves.
 
@@ -97,5 +98,31 @@ rule trajectory_model:
         slurm_account=slurm_account,
     params:
         **model_params("trajectory_model"),
+    script:
+        JOB_SCRIPT
+
+
+rule growth_model:
+    input:
+        **model_inputs("growth_model"),
+    output:
+        **model_outputs("growth_model"),
+    log:
+        log_of("growth_model"),
+    benchmark:
+        benchmark_of("growth_model")
+    wildcard_constraints:
+        model=regex(TRAINED),
+    conda:
+        "../../environment.yml"
+    threads: config["threads"]
+    resources:
+        gpu=lambda wc: model_resources(wc)["gpu"],
+        mem_mb=lambda wc: model_resources(wc)["mem_mb"],
+        runtime=lambda wc: model_resources(wc)["runtime"],
+        slurm_partition=model_partition,
+        slurm_account=slurm_account,
+    params:
+        **model_params("growth_model"),
     script:
         JOB_SCRIPT

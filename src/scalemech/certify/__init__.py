@@ -27,7 +27,7 @@ model already loaded, ``point_row``),
 
 from .measurement import CERTIFICATE_COLUMNS, certify, certify_model, point_row
 from .text import format_certificate, recommendation
-from .verdict import B_GROW, GROW, NO_SIGNAL, VERDICTS, WEAK, grow_ranking, verdict
+from .verdict import B_GROW, GROW, NO_SIGNAL, VERDICTS, WEAK, grow_ranking, point_ranks, verdict
 
 __all__ = [
     "B_GROW",
@@ -40,6 +40,7 @@ __all__ = [
     "certify_model",
     "format_certificate",
     "grow_ranking",
+    "point_ranks",
     "point_row",
     "recommendation",
     "verdict",

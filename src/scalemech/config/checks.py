@@ -15,7 +15,7 @@ from functools import cache
 from typing import Any
 from urllib.parse import urlparse
 
-from ..core.steps import POOL_READERS
+from ..core.steps import STEPS
 from ..data import DATASETS
 from ..data import text as text_data
 from ..models import FAMILIES, family_config, insertion_points
@@ -186,11 +186,19 @@ def check_architecture(name: str, grid: dict[str, Any]) -> Iterator[str]:
 
 
 def check_experiments(config: dict[str, Any]) -> Iterator[str]:
-    """The experiments that read measure's gradient pools (misalign, intervene, expand) come with measure."""
-    if "measure" in config["experiments"]:
-        return
-    for name in sorted(set(config["experiments"]) & set(POOL_READERS)):
-        yield f"experiments: {name} reads measure's gradient pools; allowed: add measure, or leave {name} out"
+    """Each experiment comes with those whose outputs it reads (``core.steps``: misalign, intervene
+    and expand read measure's gradient pools, grow reads trajectory's table)."""
+    producers = {output: step.experiment for step in STEPS.values() for output in step.outputs}
+    planned = ("train", *config["experiments"])
+    needs = {
+        (step.experiment, producers[name], "gradient pools" if name == "pools" else f"{name} table")
+        for step in STEPS.values()
+        if step.experiment in config["experiments"]
+        for name in step.inputs
+        if producers.get(name, "train") not in planned
+    }
+    for reader, needed, what in sorted(needs):
+        yield f"experiments: {reader} reads {needed}'s {what}; allowed: add {needed}, or leave {reader} out"
 
 
 def check_expand_grids(config: dict[str, Any]) -> Iterator[str]:

@@ -56,11 +56,6 @@ class Step:
         """The per-model tables it writes, which ``collect_table`` gathers into the run's tables."""
         return tuple(name for name in self.outputs if name not in MODEL_FILES and name not in DIRECTORIES)
 
-    @property
-    def reads_pools(self) -> bool:
-        """Whether it reads the gradient pools that measurement keeps (so needs ``measure``)."""
-        return "pools" in self.inputs
-
 
 def _keys(config: dict[str, Any], job: Any) -> dict[str, Any]:
     return {"model_keys": job.keys(config["run"])}
@@ -87,6 +82,15 @@ def _train_params(config: dict[str, Any], job: Any) -> dict[str, Any]:
 
 def _misalign_params(config: dict[str, Any], job: Any) -> dict[str, Any]:
     return {**_keys(config, job), "misalign": config["misalign"], "interval_level": config["measure"]["interval_level"]}
+
+
+def _growth_params(config: dict[str, Any], job: Any) -> dict[str, Any]:
+    return {
+        **_keys(config, job),
+        "snapshot_dir": Layout(config["run"]).snapshots(job.dataset, job.name),
+        "grow": config["grow"],
+        "measure": config["measure"],
+    }
 
 
 def _trajectory_params(config: dict[str, Any], job: Any) -> dict[str, Any]:
@@ -174,6 +178,15 @@ STEPS = {
             outputs=("trajectory",),
             params=_trajectory_params,
         ),
+        Step(
+            "growth_model",
+            "growth",
+            "grow",
+            "trained",
+            inputs=("data", "model", "trajectory"),
+            outputs=("growth",),
+            params=_growth_params,
+        ),
     )
 }
 
@@ -185,7 +198,6 @@ EXPERIMENT_TABLES = {
     )
     for experiment in dict.fromkeys(step.experiment for step in STEPS.values())
 }
-POOL_READERS = tuple(step.experiment for step in STEPS.values() if step.reads_pools)
 
 
 def run_tables(experiments: Iterable[str]) -> set[str]:

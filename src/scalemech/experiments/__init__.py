@@ -4,12 +4,14 @@
 - ``misalign``:  E6 empirical misalignment probability beside the Cantelli certificates.
 - ``intervene``: E7 zero-initialized residual parameter stepped along ``−μ_M`` (Paper W).
 - ``expand``:    E8 zero-initialized block insertion with jumpboard and fallback (Paper D).
+- ``growth``:    E11 growth at every point against the certificate and equal-compute controls.
 
 Each returns tidy tables with the columns of ``schemas/tables.schema.yaml``; none asks which
 model family it has.
 """
 
 from .expand import ExpandConfig, expand, expand_at
+from .growth import growth
 from .intervene import intervene, intervene_at
 from .measure import draw_pools, measure, select_points
 from .misalign import misalignment, wilson_interval
@@ -20,6 +22,7 @@ __all__ = [
     "draw_pools",
     "expand",
     "expand_at",
+    "growth",
     "intervene",
     "intervene_at",
     "measure",

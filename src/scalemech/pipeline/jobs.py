@@ -345,6 +345,52 @@ def trajectory_model(
 
 
 @job
+def growth_model(
+    *,
+    data: str,
+    model: str,
+    trajectory: str,
+    growth: str,
+    model_keys: dict[str, Any],
+    snapshot_dir: str,
+    grow: dict[str, Any],
+    measure: dict[str, Any],
+    device: torch.device,
+) -> None:
+    """E11: grow one block at every chosen point of the final and the signal snapshot, each point's
+    certificate measured first by ``certify.certify_model`` (measure's seed and batch size)."""
+    import tempfile
+
+    from ..certify import certify_model, point_ranks
+    from ..core.seeding import model_identity
+    from ..experiments import growth as growth_table
+
+    loaded, prepared, keys, payload = _loaded(model, data, model_keys, device)
+    settings = {k: v for k, v in grow.items() if k != "certificate"}
+    with tempfile.TemporaryDirectory(prefix=".growth-pools-", dir=Path(growth).parent) as scratch:
+
+        def certificate(at: Any, points: list[str]) -> pd.DataFrame:
+            frame = certify_model(
+                at, prepared, model_identity(keys), points, Path(tempfile.mkdtemp(dir=scratch)),
+                batch_size=measure["batch_size"], seed=measure["seed"], device=device, **grow["certificate"],
+            )  # fmt: skip
+            frame["certify_rank"] = point_ranks(frame)
+            return frame
+
+        frame = growth_table(
+            loaded,
+            prepared,
+            Path(snapshot_dir) / payload["identity"],
+            tables.read_table(trajectory, "trajectory"),
+            keys,
+            certificate,
+            device=device,
+            **settings,
+        )
+    tables.write_table(frame, growth, "growth")
+
+
+@job
 def cost_table(*, dalign: str, table: str, cost: dict[str, Any]) -> None:
     """W5: time the Gram U-statistics against the covariance at every D measured in this run."""
     from ..stats.cost import cost_table as timings
