@@ -400,7 +400,7 @@ def expansion_tables(k: float, offset: bool, rng, families: dict[str, float] | N
 
 GROWTH_SNAPSHOTS = ("final", "signal")
 G1_STEP = 0.19  # gain per rank step of predicted_gain, in row SEs per k: k = PLANT puts the mean z ≈ 4 SEs from 0
-G2_STEP = 0.4  # the certificate's point's extra gain, in row SEs per k (≈ 4 SEs of both contrasts at k = PLANT)
+G2_STEP = 0.4  # the certificate's point's extra gain, in row SEs per k (k = PLANT: ≥ 4 SEs of each contrast)
 
 
 def growth_frame(rng, gain_rank: float = 0.0, chosen_extra: float = 0.0, offset: bool = False) -> pd.DataFrame:
