@@ -50,6 +50,8 @@ def rule_g2(tables: Tables) -> Result:
     if chosen.empty:
         raise NotMeasured("no model × snapshot of growth has a 'grow here' point (certify_rank 1)")
     frames = dict(tuple(contrasts(picks).groupby("strategy")))
+    if not set(DECIDING) <= set(frames):
+        raise NotMeasured("no model × snapshot of growth has a finite gain_old at the certificate's point")
     others = [strategy for strategy in STRATEGIES if strategy in frames]  # all but the certificate
     means = {strategy: over_models(frame, "c", "c_se", scaled=True) for strategy, frame in frames.items()}
     parts = {strategy: means[strategy].verdict(sign=1) for strategy in DECIDING}
@@ -83,8 +85,8 @@ def rule_g2(tables: Tables) -> Result:
 
 G2 = Claim(
     "G2",
-    "Growing one block at the point the certificate chooses gains more held-out loss than a random or the "
-    "uniform (LLaMA-Pro) placement (E11, extension).",
+    "Growing one block at the point the certificate chooses lowers held-out loss more than growing it at a "
+    "random point or where LLaMA-Pro's uniform rule puts it (E11, extension).",
     "per model × snapshot, c = gain_old(certificate's point) − gain_old(strategy's point) with SE "
     "√(SE_cert² + SE_strategy²), for random (the mean over seeded draws) and uniform (one block after the "
     "last: the top point); per model the mean over snapshots, each family's c in its RMS units, across "
