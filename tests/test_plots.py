@@ -117,6 +117,7 @@ def _plotted(fig, open_markers: bool = False) -> np.ndarray:
         ("F3_rebound", "training", "test_loss"),
         ("F4_dalign_vs_width", "dalign", "d_align"),
         ("F6_intervention", "intervention", "ratio"),
+        ("F10_growth", "growth", "gain_old"),
     ],
 )
 def test_nan_rows_are_dropped_with_a_note(stem, table, column, tmp_path, monkeypatch):
