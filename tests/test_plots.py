@@ -1,4 +1,4 @@
-"""Figures F1–F8: each draws a PDF and a PNG from synthetic tidy tables, names a missing column,
+"""Figures F1–F10: each draws a PDF and a PNG from synthetic tidy tables, names a missing column,
 keeps negative estimates, and draws estimates whose interval contains the null in open markers;
 per-point figures use relative depth, single-depth families are left out of depth trends, and
 F6 shows one ratio per model at the smallest step."""
@@ -42,6 +42,7 @@ NEEDED = {  # one column each figure cannot do without, besides the model keys
     "F7_expansion": ("expansion", "fallback"),
     "F8_dalign_over_training": ("trajectory", "d_align_lo"),
     "F9_dalign_at_paper_widths": ("trajectory", "d_align_hi"),
+    "F10_growth": ("growth", "gain_old_se"),
 }
 
 
@@ -119,6 +120,7 @@ def _plotted(fig, open_markers: bool = False) -> np.ndarray:
         ("F3_rebound", "training", "test_loss"),
         ("F4_dalign_vs_width", "dalign", "d_align"),
         ("F6_intervention", "intervention", "ratio"),
+        ("F10_growth", "growth", "gain_old"),
     ],
 )
 def test_nan_rows_are_dropped_with_a_note(stem, table, column, tmp_path, monkeypatch):

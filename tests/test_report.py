@@ -279,6 +279,57 @@ def make_tables(trend: int = 1, families: tuple[str, ...] = ("resnet",)) -> dict
         d_2=trajectory["d_align"],
     )
     trajectory = _with_bounds(_with_bounds(trajectory, "d_align"), "d_2")
+    growth = _points(_grid(families, point_index=POINTS, snapshot=["final", "signal"]))
+    level = growth["point_index"].map({0: 1.0, 1: 3.0, 2: 2.0})  # the middle point predicted, and with s realized, best
+    size = (1 + 0.01 * growth["depth"]) * (1 + 0.1 * growth["width"]) * np.where(growth["snapshot"] == "final", 1, 0.5)
+    gain_old, gain_budget = s * 0.02 * level * size, s * 0.01 * size
+    before = 2.0 + 0.01 * growth["depth"]
+    grown = before - gain_old
+    growth = growth.assign(
+        snapshot_step=np.where(growth["snapshot"] == "final", 100, 4),
+        steps=50,
+        train_mode="all",
+        n=64,
+        mu_sq=0.1 * level,
+        mu_sq_lo=0.05 * level,
+        mu_sq_hi=0.15 * level,
+        d_align=level,
+        d_align_lo=0.5 * level,
+        d_align_hi=1.5 * level,
+        b_exact=0.1,
+        b_exact_ucb=0.3,
+        block_grad_norm=0.01 * level * size,
+        verdict="grow here",
+        certify_rank=4 - level,
+        predicted_gain=0.01 * level * size,
+        jump_step=0.1,
+        jump_interior=True,
+        fallback=False,
+        lr_selected=0.1,
+        lr_control_tokens=0.1,
+        lr_control_flops=0.1,
+        steps_control_flops=55,
+        flops_grown=1.1e9,
+        flops_control_tokens=1e9,
+        flops_control_flops=1.1e9,
+        train_loss_old=before - 0.1,
+        train_loss_jump=before - 0.11,
+        train_loss_grown=grown - 0.1,
+        test_loss_old=before,
+        test_loss_jump=before - 0.01,
+        test_loss_grown=grown,
+        test_loss_control_tokens=grown + gain_budget,
+        test_loss_control_flops=grown + gain_budget,
+        n_heldout=512,
+        gain_old=gain_old,
+        gain_old_se=0.001,
+        gain_tokens=gain_budget,
+        gain_tokens_se=0.001,
+        gain_flops=gain_budget,
+        gain_flops_se=0.001,
+        control_change=gain_budget - gain_old,
+        control_change_se=0.001,
+    )
     dims = np.array([16, 64, 256, 1024])
     time_ratio = [4.0, 2.0, 0.6, 0.2] if s > 0 else [4.0, 5.0, 6.0, 8.0]
     benchmarks = pd.DataFrame(
@@ -302,6 +353,7 @@ def make_tables(trend: int = 1, families: tuple[str, ...] = ("resnet",)) -> dict
         intervention=intervention,
         expansion=expansion,
         trajectory=trajectory,
+        growth=growth,
     )
     own = {name: frame[contract(name)] for name, frame in tables.items()}
     return own | {"benchmarks": benchmarks[BENCHMARKS], "powerlaw": powerlaw_table(own["training"])}
@@ -320,6 +372,9 @@ CLAIM_IDS = [
     "W4",
     "W5",
     "E8",
+    "G1",
+    "G2",
+    "G3",
 ]
 OWN_TESTS = {
     "D4",

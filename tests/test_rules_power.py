@@ -398,6 +398,57 @@ def expansion_tables(k: float, offset: bool, rng, families: dict[str, float] | N
     }
 
 
+GROWTH_SNAPSHOTS = ("final", "signal")
+G1_STEP = 0.19  # gain per rank step of predicted_gain, in row SEs per k: k = PLANT puts the mean z ≈ 4 SEs from 0
+G2_STEP = 0.4  # the certificate's point's extra gain, in row SEs per k (k = PLANT: ≥ 4 SEs of each contrast)
+
+
+def growth_frame(rng, gain_rank: float = 0.0, chosen_extra: float = 0.0, offset: bool = False) -> pd.DataFrame:
+    """Growth rows (the run's models and points × two snapshots): predicted_gain log-normal, "grow here"
+    with certify_rank by predicted_gain except the lowest point of each model × snapshot ("weak", no rank);
+    gain_old = se_family·(``gain_rank``·(rank of predicted_gain − mean rank) + ``chosen_extra`` at the
+    certificate's point + a per-model offset if ``offset`` + noise of sd 1); the budget gains noise, the
+    control 2 SE better than f_old."""
+    rows = cross(per_point(models()), snapshot=GROWTH_SNAPSHOTS)
+    unit = ["model", "snapshot"]
+    predicted = np.exp(rng.normal(0, 1, len(rows)))
+    rows = rows.assign(predicted_gain=predicted, block_grad_norm=predicted)
+    rank = rows.groupby(unit)["predicted_gain"].rank(ascending=False)
+    weak = rank == rows.groupby(unit)["predicted_gain"].transform("size")
+    scale = rows["family"].map(E8_SE)
+    centred = rank.groupby([rows[c] for c in unit]).transform("mean") - rank  # + for high predicted gain
+    shift = offsets(rows, OFFSET / np.sqrt(len(GROWTH_SNAPSHOTS)) if offset else 0, rng)
+    gain = gain_rank * centred + chosen_extra * (rank == 1) + shift + rng.normal(0, 1, len(rows))
+    budget = {f"gain_{name}": scale * rng.normal(0, 1, len(rows)) for name in ("tokens", "flops")}
+    return rows.assign(
+        verdict=np.where(weak, "weak", "grow here"), certify_rank=rank.where(~weak), gain_old=scale * gain,
+        gain_old_se=scale, **budget, gain_tokens_se=scale, gain_flops_se=scale,
+        control_change=scale * (rng.normal(0, 1, len(rows)) - 2), control_change_se=scale,
+    )  # fmt: skip
+
+
+def g1_tables(k: float, offset: bool, rng) -> dict:
+    """gain_old rising by k·G1_STEP row SEs per rank of predicted_gain within each model × snapshot."""
+    return {"growth": growth_frame(rng, gain_rank=k * G1_STEP, offset=offset)}
+
+
+def g2_tables(k: float, offset: bool, rng) -> dict:
+    """gain_old k·G2_STEP row SEs higher at the certificate's point than elsewhere."""
+    return {"growth": growth_frame(rng, chosen_extra=k * G2_STEP, offset=offset)}
+
+
+def g3_tables(k: float, offset: bool, rng) -> dict:
+    """gain_tokens and gain_flops = se_family·(δ + offset + noise), δ = k·SE of the mean over models of
+    the per-model mean (two snapshots) in SE units."""
+    frame = growth_frame(rng)
+    delta = k * mean_se(np.full(len(models()), 1 / len(GROWTH_SNAPSHOTS)))
+    scale = frame["family"].map(E8_SE)
+    for gain in ("gain_tokens", "gain_flops"):
+        shift = offsets(frame, OFFSET / np.sqrt(len(GROWTH_SNAPSHOTS)) if offset else 0, rng)
+        frame[gain] = scale * (delta + shift + rng.normal(0, 1, len(frame)))
+    return {"growth": frame}
+
+
 D3_SEEDS, D3_SD = (0, 1, 2), 0.01  # D3 needs seeds: three per cell; the sd of one seed's test loss
 
 
@@ -460,6 +511,9 @@ CASES = {
     "W3": Case("misalignment", "rule_w3", w3_tables),
     "W4": Case("w4", "rule_w4", intervention_tables),
     "E8": Case("e8", "rule_expansion", expansion_tables),
+    "G1": Case("g1", "rule_g1", g1_tables),
+    "G2": Case("g2", "rule_g2", g2_tables),
+    "G3": Case("g3", "rule_g3", g3_tables),
 }
 SIZE_CASES = {"W1 at the paper's widths": Case("w1_paper", "rule_w1_paper", paper_width_tables)}
 

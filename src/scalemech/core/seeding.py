@@ -5,7 +5,8 @@ subsets of the misalignment draws, the null permutations) uses its own generator
 ``derive_seed(seed, *identity)``, where ``identity`` names the model and the purpose, e.g.
 ``("mnist5k/resnet-d8-w1-s0", "stage2.block1", "new_block")``. So a job's numbers depend on
 the config alone, never on what ran before it in the process, and different models and points
-get independent draws.
+get independent draws. torch is imported by ``seeded`` alone, so the report and the figures derive
+seeds without loading it.
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ import contextlib
 import hashlib
 from collections.abc import Iterator
 from typing import Any
-
-import torch
 
 
 def derive_seed(seed: int, *identity: object) -> int:
@@ -34,6 +33,8 @@ def seeded(seed: int) -> Iterator[None]:
     """Run the block with torch's global CPU generator seeded by ``seed``; restore it afterwards.
 
     For code that draws from the global generator (module initialization in ``new_block``)."""
+    import torch
+
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         yield

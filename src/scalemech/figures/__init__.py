@@ -1,5 +1,6 @@
-"""Figures F1–F9 of docs/science.md §5, one module per figure (``f1_covariance`` …), drawn from tidy
-tables only; ``common`` holds what they share, ``aggregate`` what they share with the report.
+"""Figures F1–F10 of docs/science.md §5, one module per figure (``f1_covariance`` …), drawn from tidy
+tables only; ``common`` holds what they share, ``aggregate`` and ``placement`` (E11's placement
+strategies) what they share with the report.
 
 Each ``fig_<name>(tables..., out)`` checks the columns it needs
 (``scalemech.core.tables.check_columns``), drops rows with NaN (an estimate that is undefined:

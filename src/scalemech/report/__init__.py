@@ -1,5 +1,5 @@
 """The claims report: each claim of Papers D and W (docs/science.md §2–3) beside this run's statistic
-and verdict, one module per claim (``d1`` … ``e8``), models the independent units (``units``).
+and verdict, one module per claim (``d1`` … ``e8``, E11's ``g1`` … ``g3``), models the independent units (``units``).
 
 ``claims(tables)``: a dict of the run's tables in, one row per claim with a ``verdict`` column out;
 ``write_report`` writes ``report.md``; ``verdict_summary`` reads its verdicts back.

@@ -17,6 +17,9 @@ from .d2 import D2
 from .d3 import D3
 from .d4 import D4
 from .e8 import E8
+from .g1 import G1
+from .g2 import G2
+from .g3 import G3
 from .misalignment import W2, W3
 from .w1 import W1
 from .w1_paper import W1_PAPER
@@ -24,7 +27,7 @@ from .w1_training import W1_TRAINING
 from .w4 import W4
 from .w5 import W5
 
-CLAIMS = [D1, D2, D3, D4, W1, W1_TRAINING, W1_PAPER, W2, W3, W4, W5, E8]
+CLAIMS = [D1, D2, D3, D4, W1, W1_TRAINING, W1_PAPER, W2, W3, W4, W5, E8, G1, G2, G3]
 COLUMNS = ["claim", "statement", "statistic", "rule", "verdict", "detail"]
 CLAIM_FIGURES = {
     "D1": "F1_covariance",
@@ -38,6 +41,9 @@ CLAIM_FIGURES = {
     "W3": "F5_misalignment",
     "W4": "F6_intervention",
     "E8": "F7_expansion",
+    "G1": "F10_growth",
+    "G2": "F10_growth",
+    "G3": "F10_growth",
 }
 """The figure that shows each claim's statistic (W5 has none: its numbers are the cost table's)."""
 

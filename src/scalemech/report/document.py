@@ -28,6 +28,7 @@ CLAIM_TABLES = [
     "intervention",
     "expansion",
     "trajectory",
+    "growth",
 ]
 TABLE = ["claim", "verdict", "deciding number", "figure"]  # the verdict table's columns (each cell ≤ ~200 characters)
 _LINK = re.compile(r"\[(.*?)\]\(.*?\)")
