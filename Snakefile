@@ -3,7 +3,7 @@
 #   snakemake --cores all --configfile config/paper.yaml    # full reproduction (GPU cluster)
 #   snakemake --cores all figures/quick/F4_dalign_vs_width.pdf
 # Named targets: data train tables covariance signal rebound dalign misalignment interventions
-# expansion trajectory figures report (and all).
+# trajectory growth figures report (and all).
 
 import sys
 from pathlib import Path

@@ -228,9 +228,9 @@ CROSS_CHECKED = {
         ["grids.resnet_mnist.widths[0]", "1 channel", "at least 2"],
     ),
     "no grids": (_set("grids", {}), ["grids", "pretrained"]),
-    "unknown expand grid": (
-        _set("expand.grids", ["resnet_mnist", "resnet_cifar"]),
-        ["expand.grids[1]", "resnet_cifar", "['llama_stdlib', 'resnet_mnist']"],
+    "unknown grow grid": (
+        _set("grow.grids", ["resnet_mnist", "resnet_cifar"]),
+        ["grow.grids[1]", "resnet_cifar", "['llama_stdlib', 'resnet_mnist']"],
     ),
     "unknown point name": (
         _both(_only("resnet_mnist"), _set("measure.points", ["stage1.block1", "stage3.block3"])),
@@ -240,9 +240,9 @@ CROSS_CHECKED = {
         _both(_only("resnet_mnist"), _set("measure.points", ["layer.0"])),
         ["measure.points[0]", "layer.0", "stage1.block1"],
     ),
-    "unknown expansion point": (
-        _both(_only("llama_stdlib"), _both(_set("measure.points", 2), _set("expand.points", ["layer.1", "layer.2"]))),
-        ["expand.points[1]", "layer.2", "['layer.0', 'layer.1']"],
+    "unknown growth point": (
+        _both(_only("llama_stdlib"), _both(_set("measure.points", 2), _set("grow.points", ["layer.1", "layer.2"]))),
+        ["grow.points[1]", "layer.2", "['layer.0', 'layer.1']"],
     ),
     "test pool over the split": (
         _set("measure.test_pool", 2500),
@@ -256,7 +256,15 @@ CROSS_CHECKED = {
         _set("measure.train_pool", 4500),
         ["measure.train_pool", "4500", "3000", "mnist5k train split"],
     ),
-    "expand pool over the split": (_set("expand.pool", 4500), ["expand.pool", "4500", "3000", "mnist5k train split"]),
+    "growth pool over the split": (_set("grow.pool", 4500), ["grow.pool", "4500", "3000", "mnist5k train split"]),
+    "no held-out examples beside the certificate": (
+        _set("grow.certificate", {"pool": 1999}),
+        ["grow.certificate.pool (+ 2 held-out", "2001", "2000", "mnist5k test split"],
+    ),
+    "grow without trajectory": (
+        _set("experiments", ["measure", "grow"]),
+        ["experiments: grow reads trajectory's trajectory table", "add trajectory, or leave grow out"],
+    ),
     "misalign size over the pool": (
         _set("measure.train_pool", 16),
         ["misalign.sizes[5]", "32", "measure.train_pool", "16"],
@@ -301,7 +309,7 @@ def cifar_subset() -> dict:
     "key, value, expected",
     [
         ("measure.test_pool", 4000, ["measure.test_pool", "2000", "cifar10 test split"]),
-        ("expand.pool", 12000, ["expand.pool", "10000", "cifar10 train split"]),
+        ("grow.pool", 12000, ["grow.pool", "10000", "cifar10 train split"]),
     ],
 )
 def test_pools_are_checked_against_a_subset(key: str, value: int, expected: list[str]) -> None:
@@ -315,7 +323,7 @@ def test_what_the_cross_checks_allow() -> None:
     del config["grids"]["llama_stdlib"], config["datasets"]["pystdlib"]
     config["grids"]["resnet_mnist"]["widths"] = [0.125, 0.25]  # 2 and 4 channels in the first stage
     config["measure"].update(points=["stage1.block1", "stage3.block1"], train_pool=3000, test_pool=1000)
-    config["expand"].update(points=["stage2.block1"], pool=1000)
+    config["grow"].update(points=["stage2.block1"], pool=1000)
     config["grids"]["resnet_mnist"]["recipe"]["batch_size"] = 3000
     validate_config(config)
     text = cifar_subset()
@@ -329,10 +337,10 @@ def test_what_the_cross_checks_allow() -> None:
 def test_several_problems_are_all_listed() -> None:
     config = quick()
     config["grids"]["resnet_mnist"]["depths"] = [9, 10]
-    config["expand"]["grids"] = ["nope"]
+    config["grow"]["grids"] = ["nope"]
     with pytest.raises(ConfigError) as info:
         validate_config(config)
-    for text in ("depths[0]", "depths[1]", "expand.grids[0]"):
+    for text in ("depths[0]", "depths[1]", "grow.grids[0]"):
         assert text in str(info.value)
 
 

@@ -189,8 +189,8 @@ PLANNING = {
     "threads 2.0": (edit("threads", 2.0), ["threads: 2.0 is not an integer", "from 1 to 1024"]),
     "points 3.0": (edit("measure.points", 3.0), ["measure.points: 3.0", "exactly one of"]),
     "test_examples 10.0": (
-        edit("expand.test_examples", 10.0),
-        ["expand.test_examples: 10.0 is not an integer or null"],
+        edit("grow.heldout", 10.0),
+        ["grow.heldout: 10.0 is not an integer"],
     ),
     "views []": (edit("intervene.views", []), ["intervene.views: [] is empty", "['full', 'pooled']"]),
     "views twice": (edit("intervene.views", ["full", "full"]), ["intervene.views", "non-unique"]),
@@ -333,18 +333,18 @@ def test_the_deepest_allowed_models_plan_at_once() -> None:
     resnet, llama = quick(), quick()
     del resnet["grids"]["llama_stdlib"], resnet["datasets"]["pystdlib"]
     resnet["grids"]["resnet_mnist"]["depths"] = [9998]  # 6n+2 at the bound: 3 x 1666 blocks
-    resnet["measure"]["points"], resnet["expand"]["points"] = ["stage3.block1666"], 4998
+    resnet["measure"]["points"], resnet["grow"]["points"] = ["stage3.block1666"], 4998
     del llama["grids"]["resnet_mnist"], llama["datasets"]["mnist5k"]
     llama["grids"]["llama_stdlib"]["depths"] = [10000]
-    llama["measure"]["points"], llama["expand"]["points"] = ["layer.9999"], 10000
+    llama["measure"]["points"], llama["grow"]["points"] = ["layer.9999"], 10000
     start = time.process_time()
     validate_config(copy.deepcopy(resnet))
     validate_config(copy.deepcopy(llama))
     resnet["measure"]["points"] = ["stage3.block1667"]
     with pytest.raises(ConfigError, match=r"'stage3.block1667' is not an insertion point of resnet-d9998.*4998 points"):
         validate_config(resnet)
-    llama["expand"]["points"] = 10001
-    with pytest.raises(ConfigError, match=r"expand.points: 10001 is more than the 10000 insertion points"):
+    llama["grow"]["points"] = 10001
+    with pytest.raises(ConfigError, match=r"grow.points: 10001 is more than the 10000 insertion points"):
         validate_config(llama)
     assert time.process_time() - start < 10
 

@@ -39,7 +39,7 @@ NEEDED = {  # one column each figure cannot do without, besides the model keys
     "F4_dalign_vs_width": ("dalign", "d_align_hi"),
     "F5_misalignment": ("misalignment", "b_align"),
     "F6_intervention": ("intervention", "ratio_heldout"),
-    "F7_expansion": ("expansion", "fallback"),
+    "F7_expansion": ("growth", "fallback"),
     "F8_dalign_over_training": ("trajectory", "d_align_lo"),
     "F9_dalign_at_paper_widths": ("trajectory", "d_align_hi"),
     "F10_growth": ("growth", "gain_old_se"),
@@ -283,17 +283,17 @@ def _errorbars(ax) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def test_expansion_plots_the_gain_with_bars_of_two_se_at_relative_depth(tmp_path, monkeypatch):
     seen = _drawn(monkeypatch)
-    table = make_tables(1, ("resnet", "llama"))["expansion"]
-    table = table.assign(se_test_selected_minus_control=0.002 * (1 + np.arange(len(table)) % 5))
-    f7_expansion.fig_expansion(table, tmp_path / "f.pdf", dpi=DPI)
+    growth = make_tables(1, ("resnet", "llama"))["growth"]
+    growth = growth.assign(gain_tokens_se=0.002 * (1 + np.arange(len(growth)) % 5))
+    f7_expansion.fig_expansion(growth, tmp_path / "f.pdf", dpi=DPI)
+    table = growth[growth["snapshot"] == "final"]  # E8: the trained model's rows only
     fig, notes = seen[-1]
     axes = [ax for ax in fig.axes if ax.containers]
     assert len(axes) == 2 and not any("dropped" in note for note in notes)
     for ax in axes:
         part = table[table["family"] == ax.get_title().split(" / ")[1]]
         xs, ys, halves = _errorbars(ax)
-        gain = part["test_loss_control"] - part["test_loss_selected"]
-        expected = sorted(zip(gain.round(9), (2 * part["se_test_selected_minus_control"]).round(9)))
+        expected = sorted(zip(part["gain_tokens"].round(9), (2 * part["gain_tokens_se"]).round(9)))
         assert sorted(zip(ys.round(9), halves.round(9))) == expected  # each gain with its own ±2 SE
         depths = np.array(sorted(set(expected_relative_depth(part))))
         assert (np.abs(xs[:, None] - depths[None, :]).min(1) < 0.5 * np.diff(depths).min()).all()  # dodged only
@@ -321,7 +321,7 @@ def test_f3_frames_the_cells_within_noise_of_the_best():
 
 def test_rows_without_a_known_number_of_points_are_dropped_with_a_note(tmp_path, monkeypatch):
     seen = _drawn(monkeypatch)
-    table = make_tables(1)["expansion"]
+    table = make_tables(1)["growth"].query("snapshot == 'final'")
     pretrained = table.iloc[:2].assign(family="hf", depth=0, model="hf-tiny")
     f7_expansion.fig_expansion(pd.concat([table, pretrained]), tmp_path / "f.pdf", dpi=DPI)
     fig, notes = seen[-1]

@@ -237,32 +237,6 @@ def make_tables(trend: int = 1, families: tuple[str, ...] = ("resnet",)) -> dict
         sign_agree_heldout=np.sign(heldout) == np.sign(predicted),
     )
 
-    expansion = _points(_grid(families, point_index=POINTS))
-    old = 2.0 + 0.01 * expansion["depth"]
-    expansion = expansion.assign(
-        steps=50,
-        train_mode="block",
-        jump_step=0.1,
-        jump_interior=True,
-        train_loss_old=old - 0.1,
-        test_loss_old=old,
-        train_loss_jump=old - 0.12,
-        test_loss_jump=old - 0.01,
-        train_loss_new=old - 0.15,
-        test_loss_new=old - 0.05 * s,
-        train_loss_selected=old - 0.15,
-        test_loss_selected=old - 0.05 * s,
-        train_loss_control=old - 0.11,
-        test_loss_control=old - 0.01,
-        delta_r_test=0.01,
-        delta_erm=0.03,
-        fallback=expansion["point_index"] == 0,
-        se_test_selected_minus_old=0.005,
-        se_test_control_minus_old=0.005,
-        se_test_selected_minus_control=0.005,
-        lr_selected=0.1,
-        lr_control=0.1,
-    )
     trajectory = _points(_grid(families, point_index=POINTS, split=["train"], view=["full"], step=[0, 1, 4, 100]))
     early = trajectory["step"] < 100  # the signal is optimized away by the end
     d_align = np.where(early, 3.0 * trajectory["width"].astype(float) ** s * (1 + 0.1 * trajectory["point_index"]), 0)
@@ -304,7 +278,7 @@ def make_tables(trend: int = 1, families: tuple[str, ...] = ("resnet",)) -> dict
         predicted_gain=0.01 * level * size,
         jump_step=0.1,
         jump_interior=True,
-        fallback=False,
+        fallback=growth["point_index"] == 0,
         lr_selected=0.1,
         lr_control_tokens=0.1,
         lr_control_flops=0.1,
@@ -351,7 +325,6 @@ def make_tables(trend: int = 1, families: tuple[str, ...] = ("resnet",)) -> dict
         dalign=dalign,
         misalignment=misalignment,
         intervention=intervention,
-        expansion=expansion,
         trajectory=trajectory,
         growth=growth,
     )

@@ -54,7 +54,7 @@ QUICK = (
 QUICK_STEPS = {"resnet": (0, 1, 2, 3, 5, 10, 17, 30, 52, 92), "llama": (0, 1, 2, 4, 8, 16, 31, 62, 123, 244)}
 QUICK_MK = (1, 2, 4, 8, 16, 32)  # misalignment's M = K (the grid stops at pool/8)
 QUICK_STEP_FRACTIONS = (1e-4, 1e-3, 1e-2)  # intervention's η per series
-EXPANSION_POINTS = 2  # expansion: the first two measured points of each model
+EXPANSION_POINTS = 2  # E8: the first two points of each model (the run grows at every point: more power)
 # config/paper-widths.yaml: 2-layer llamas 512…3072 wide, two seeds, both points; its first and last snapshot
 PAPER_WIDTHS, PAPER_SEEDS, PAPER_STEPS = (512, 768, 1024, 1536, 2048, 3072), (0, 1), (0, 16)
 PAPER_GRID = (("pystdlib", "llama", 2, PAPER_WIDTHS, (0, 1)),)
@@ -104,7 +104,7 @@ def layout(kind: str) -> pd.DataFrame:
         "signal": lambda: cross(per_point(base), split=["train", "test"]),
         "dalign": lambda: cross(per_point(base), split=["train", "test"], view=["full", "pooled"]),
         "intervention": lambda: cross(per_point(base), view=["full", "pooled"], step_fraction=QUICK_STEP_FRACTIONS),
-        "expansion": lambda: per_point(base, EXPANSION_POINTS),
+        "growth": lambda: per_point(base, EXPANSION_POINTS),
     }[kind]()
 
 
@@ -375,27 +375,23 @@ E8_SE = {"resnet": 0.003, "llama": 0.0005}  # the run's paired evaluation SE of 
 
 
 def expansion_tables(k: float, offset: bool, rng, families: dict[str, float] | None = None) -> dict:
-    """Expansion rows (two points per model): gain = se_family·(δ + noise of sd 1), δ = k·SE of the mean
-    over all models of the per-model gain in SE units (or ``families``: δ per family in those units);
-    the control improves f_old by 2 SE (no damage)."""
+    """E8's rows of the growth table (two points per model at the final snapshot): gain = se_family·(δ +
+    noise of sd 1), δ = k·SE of the mean over all models of the per-model gain in SE units (or
+    ``families``: δ per family in those units); the control improves f_old by 2 SE (no damage). Beside
+    them the signal snapshot's rows, gains of 100 SE against the final rows' sign: E8 reads the final ones."""
     base = models()
-    rows = layout("expansion")
+    rows = layout("growth")
     se_units = mean_se(np.full(len(base), 1 / EXPANSION_POINTS))
     delta = rows["family"].map(families) if families else k * se_units
     model_sd = 1 / np.sqrt(EXPANSION_POINTS)
     scale = rows["family"].map(E8_SE)
     gain = scale * (delta + offsets(rows, OFFSET * model_sd if offset else 0, rng) + rng.normal(0, 1, len(rows)))
-    old = np.where(rows["family"] == "resnet", 0.75, 2.5)
-    control = old - 2 * scale + rng.normal(0, 1, len(rows)) * scale
-    return {
-        "expansion": rows.assign(
-            test_loss_old=old,
-            test_loss_control=control,
-            test_loss_selected=control - gain,
-            se_test_selected_minus_control=scale,
-            se_test_control_minus_old=scale,
-        )
-    }
+    control = -2 * scale + rng.normal(0, 1, len(rows)) * scale
+    final = rows.assign(
+        snapshot="final", gain_tokens=gain, gain_tokens_se=scale, control_change=control, control_change_se=scale
+    )
+    signal = final.assign(snapshot="signal", gain_tokens=-100 * np.sign(gain.mean()) * scale)
+    return {"growth": pd.concat([final, signal], ignore_index=True)}
 
 
 GROWTH_SNAPSHOTS = ("final", "signal")
@@ -640,9 +636,9 @@ def test_d1_does_not_depend_on_the_pooled_dimension():
 def test_e8_and_w4_parts_that_fail_are_not_confirmed():
     """A win over a control that damaged f_old, and signs that agree with a magnitude outside the band."""
     tables = expansion_tables(PLANT, False, np.random.default_rng(0))
-    frame = tables["expansion"]
-    damaged = frame.assign(test_loss_old=frame["test_loss_control"] - 20 * frame["se_test_control_minus_old"])
-    assert CASES["E8"].evaluate({"expansion": damaged}).verdict == NOT_CONFIRMED
+    frame = tables["growth"]
+    damaged = frame.assign(control_change=20 * frame["control_change_se"])
+    assert CASES["E8"].evaluate({"growth": damaged}).verdict == NOT_CONFIRMED
     rows = intervention_tables(PLANT, False, np.random.default_rng(0))["intervention"]
     halfway = rows.assign(sign_agree_heldout=True, ratio_heldout=0.7 + 0.01 * rows["point_index"] / 8)
     result = CASES["W4"].evaluate({"intervention": halfway})

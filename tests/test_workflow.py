@@ -54,7 +54,14 @@ TINY = {
     "measure": {"points": 2, "train_pool": 24, "test_pool": 24, "batch_size": 12, "covmat_points": 2, "null_draws": 3},
     "misalign": {"sizes": [1, 2, 4], "draws": 200},
     "intervene": {"step_fractions": [0.01, 0.001]},
-    "expand": {"steps": 3, "pool": 32, "test_examples": 64, "batch_size": 16, "lr_factors": [0.0, 1.0]},
+    "grow": {
+        "steps": 3,
+        "pool": 32,
+        "heldout": 64,
+        "batch_size": 16,
+        "lr_factors": [0.0, 1.0],
+        "certificate": {"pool": 24, "M": 4, "K": 4},
+    },
 }
 
 
@@ -153,14 +160,14 @@ def test_same_config_elsewhere_gives_the_same_model_results_and_one_job_twice_th
         assert first.keys() == second.keys() and all(torch.equal(first[k], second[k]) for k in first), path
     for path in results:
         assert_same_frames(tiny_run.folder / path, again / path)
-    job = Path("results", "tiny", "expansion", RERUN_MODELS[0] + ".csv")
+    job = Path("results", "tiny", "growth", RERUN_MODELS[0] + ".csv")
     os.chdir(again)
     try:
         for global_seed in (1, 2):
             torch.manual_seed(global_seed)
             torch.rand(global_seed)
-            expand = ["expand", "--config", str(tiny_run.config), "--model", RERUN_MODELS[0], "--device", "cpu"]
-            assert cli.main(expand) == 0
+            growth = ["growth", "--config", str(tiny_run.config), "--model", RERUN_MODELS[0], "--device", "cpu"]
+            assert cli.main(growth) == 0
             pd.testing.assert_frame_equal(
                 pd.read_csv(again / job), pd.read_csv(tiny_run.folder / job), check_exact=True
             )
@@ -192,7 +199,7 @@ def test_an_edit_of_the_plotting_code_reruns_only_plotting(tiny_run: TinyRun) ->
         "measure_model",
         "misalign_model",
         "intervene_model",
-        "expand_model",
+        "growth_model",
         "collect_table",
         "training_table",
     ):

@@ -32,8 +32,8 @@ JOB_SCRIPT = "../scripts/job.py"  # every rule: scalemech.pipeline.jobs.run(snak
 JOBS = {job.key: job for job in model_jobs(config)}
 TRAINED = [key for key, job in JOBS.items() if job.recipe is not None]
 PRETRAINED = [key for key, job in JOBS.items() if job.recipe is None]
-EXPAND_GRIDS = config["expand"].get("grids", sorted(config["grids"]))
-EXPANDED = [key for key in TRAINED if JOBS[key].grid in EXPAND_GRIDS]
+GROW_GRIDS = config["grow"].get("grids", sorted(config["grids"]))
+GROWN = [key for key in TRAINED if JOBS[key].grid in GROW_GRIDS]
 EXPERIMENTS = config["experiments"]  # beside training; the others' rules are not planned
 RUN_TABLES = run_tables(EXPERIMENTS)
 
@@ -127,7 +127,7 @@ def cluster_request(rule, key):
 # The models of each kind a step runs on (scalemech.core.steps.Step.models); the per-model steps that
 # compute and their models (besides data, one job per dataset), those of experiments this run
 # leaves out dropped; and the models each per-model table is collected from.
-MODELS = {"all": list(JOBS), "trained": TRAINED, "pretrained": PRETRAINED, "expanded": EXPANDED}
+MODELS = {"all": list(JOBS), "trained": TRAINED, "pretrained": PRETRAINED, "grown": GROWN}
 COMPUTING_STEPS = {
     step.name: MODELS[step.models] for step in STEPS.values() if step.experiment in ("train", *EXPERIMENTS)
 }

@@ -1,6 +1,6 @@
-# E6 misalignment (from the stored pools), E7 the zero-init residual parameter, E8 depth
-# expansion with jumpboard and fallback, E10 alignment along training (weight snapshots), E11 growth
-# at every point against the certificate. One job per model; the tables are collected by
+# E6 misalignment (from the stored pools), E7 the zero-init residual parameter, E10 alignment along
+# training (weight snapshots), E11 growth at every point against the certificate (E8's jumpboard,
+# fallback and control are its arms). One job per model; the tables are collected by
 # collect_table (measure.smk). Each job reads which points were measured, and on which
 # examples, from the gradient pools themselves.
 
@@ -52,30 +52,6 @@ rule intervene_model:
         JOB_SCRIPT
 
 
-rule expand_model:
-    input:
-        **model_inputs("expand_model"),
-    output:
-        **model_outputs("expand_model"),
-    log:
-        log_of("expand_model"),
-    benchmark:
-        benchmark_of("expand_model")
-    conda:
-        "../../environment.yml"
-    threads: config["threads"]
-    resources:
-        gpu=lambda wc: model_resources(wc)["gpu"],
-        mem_mb=lambda wc: model_resources(wc)["mem_mb"],
-        runtime=lambda wc: model_resources(wc)["runtime"],
-        slurm_partition=model_partition,
-        slurm_account=slurm_account,
-    params:
-        **model_params("expand_model"),
-    script:
-        JOB_SCRIPT
-
-
 rule trajectory_model:
     input:
         **model_inputs("trajectory_model"),
@@ -112,7 +88,7 @@ rule growth_model:
     benchmark:
         benchmark_of("growth_model")
     wildcard_constraints:
-        model=regex(TRAINED),
+        model=regex(GROWN),
     conda:
         "../../environment.yml"
     threads: config["threads"]

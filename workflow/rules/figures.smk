@@ -115,9 +115,9 @@ rule interventions:
         figure_files("F6_intervention"),
 
 
-rule expansion:
+rule growth:
     input:
-        LAYOUT.table("expansion"),
+        LAYOUT.table("growth"),
         figure_files("F7_expansion"),
 
 

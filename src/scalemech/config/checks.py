@@ -187,31 +187,32 @@ def check_architecture(name: str, grid: dict[str, Any]) -> Iterator[str]:
 
 def check_experiments(config: dict[str, Any]) -> Iterator[str]:
     """Each experiment comes with those whose outputs it reads (``core.steps``: misalign, intervene
-    and expand read measure's gradient pools, grow reads trajectory's table)."""
+    read measure's gradient pools, grow reads trajectory's table)."""
     producers = {output: step.experiment for step in STEPS.values() for output in step.outputs}
     planned = ("train", *config["experiments"])
-    needs = {
-        (step.experiment, producers[name], "gradient pools" if name == "pools" else f"{name} table")
-        for step in STEPS.values()
-        if step.experiment in config["experiments"]
-        for name in step.inputs
-        if producers.get(name, "train") not in planned
-    }
-    for reader, needed, what in sorted(needs):
+    needs: dict[tuple[str, str], set[str]] = {}
+    for step in STEPS.values():
+        for name in step.inputs if step.experiment in config["experiments"] else ():
+            if producers.get(name, "train") not in planned:
+                needs.setdefault((step.experiment, producers[name]), set()).add(name)
+    for (reader, needed), names in sorted(needs.items()):
+        what = " and ".join(
+            "gradient pools" if n == "pools" else f"{n} table" for n in sorted(names, key=lambda n: (n != "pools", n))
+        )
         yield f"experiments: {reader} reads {needed}'s {what}; allowed: add {needed}, or leave {reader} out"
 
 
-def check_expand_grids(config: dict[str, Any]) -> Iterator[str]:
-    """``expand.grids`` names trained grids of this config."""
-    for i, name in enumerate(config["expand"].get("grids", [])):
+def check_grow_grids(config: dict[str, Any]) -> Iterator[str]:
+    """``grow.grids`` names trained grids of this config."""
+    for i, name in enumerate(config["grow"].get("grids", [])):
         if name not in config["grids"]:
-            note = " (a pretrained group is measured, not expanded)" if name in config["pretrained"] else ""
-            yield f"expand.grids[{i}]: {name!r} is not a grid of this config{note}; allowed: {sorted(config['grids'])}"
+            note = " (a pretrained group is measured, not grown)" if name in config["pretrained"] else ""
+            yield f"grow.grids[{i}]: {name!r} is not a grid of this config{note}; allowed: {sorted(config['grids'])}"
 
 
-def _expanded(config: dict[str, Any]) -> list[str]:
-    """The grids expansion runs on (default: every trained grid)."""
-    return [g for g in config["expand"].get("grids", list(config["grids"])) if g in config["grids"]]
+def grown_grids(config: dict[str, Any]) -> list[str]:
+    """The grids E11 grows (default: every trained grid)."""
+    return [g for g in config["grow"].get("grids", list(config["grids"])) if g in config["grids"]]
 
 
 def _grid_points(grid: dict[str, Any]) -> Iterator[tuple[int, tuple[str, ...]]]:
@@ -231,13 +232,13 @@ def _short(names: tuple[str, ...], limit: int = 12) -> str:
 
 
 def check_point_names(config: dict[str, Any]) -> Iterator[str]:
-    """Point names given as a list (``measure.points``, ``expand.points``) exist in every model
+    """Point names given as a list (``measure.points``, ``grow.points``) exist in every model
     they apply to (``stage2.block1`` in a CIFAR ResNet, ``layer1.block0`` in a tvresnet,
     ``layer.3`` in a llama). Pretrained models are skipped: their points are known only once
     the checkpoint's config is read."""
     rules = [("measure.points", config["measure"]["points"], list(config["grids"]))]
-    if "points" in config["expand"]:
-        rules.append(("expand.points", config["expand"]["points"], _expanded(config)))
+    if "points" in config["grow"]:
+        rules.append(("grow.points", config["grow"]["points"], grown_grids(config)))
     for key, rule, grids in rules:
         if isinstance(rule, int):
             yield from _check_point_count(key, rule, grids, config)
@@ -326,8 +327,9 @@ def _limit(
 
 def check_pools(config: dict[str, Any]) -> Iterator[str]:
     """Measurement pools fit in the splits of every grid's data set (the test split twice: the
-    intervention draws a held-out pool), the expansion pool in the train split of the expanded grids,
-    the trajectory pool in both splits of every grid that keeps snapshots."""
+    intervention draws a held-out pool), growth's pools in the splits of the grown grids (its
+    certificate's test pool leaves held-out examples), the trajectory pool in both splits of every
+    grid that keeps snapshots."""
     measure, grids = config["measure"], list(config["grids"])
     yield from _limit("measure.train_pool", measure["train_pool"], config, grids, ("train",))
     over = list(_limit("measure.test_pool", measure["test_pool"], config, grids, ("test",)))
@@ -338,7 +340,11 @@ def check_pools(config: dict[str, Any]) -> Iterator[str]:
         grids,
         ("test",),
     )
-    yield from _limit("expand.pool", config["expand"]["pool"], config, _expanded(config), ("train",))
+    grow, grown = config["grow"], grown_grids(config)
+    yield from _limit("grow.pool", grow["pool"], config, grown, ("train",))
+    certificate = grow["certificate"]["pool"]
+    yield from _limit("grow.certificate.pool", certificate, config, grown, ("train",))
+    yield from _limit("grow.certificate.pool (+ 2 held-out test examples)", certificate + 2, config, grown, ("test",))
     trained = list(config["grids"]) if config["train"]["snapshots"] else []
     yield from _limit("trajectory.pool", config["trajectory"]["pool"], config, trained, ("train", "test"))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from .checks import _expanded
+from .checks import grown_grids
 from .errors import ConfigError
 from .grids import model_jobs
 
@@ -84,8 +84,8 @@ def check_cluster_limits(config: dict[str, Any]) -> Iterator[str]:
         jobs = model_jobs(config)
     except ConfigError:  # two grids making one model: reported when the jobs are planned
         jobs = []
-    expanded = set(_expanded(config))
-    gpu_rules = ("train_model", "measure_model", "intervene_model", "expand_model", "trajectory_model")
+    grown = set(grown_grids(config))
+    gpu_rules = ("train_model", "measure_model", "intervene_model", "trajectory_model", "growth_model")
     checks = (("max_mem_mb", "mem_mb", " MB"), ("max_runtime", "runtime", " minutes"), ("max_gpus", "gpu", ""))
     for section in ("grids", "pretrained"):
         for name, group in config.get(section, {}).items():
@@ -94,7 +94,7 @@ def check_cluster_limits(config: dict[str, Any]) -> Iterator[str]:
                     "train_model",
                     "measure_model",
                     "intervene_model",
-                    *(["expand_model"] if name in expanded else []),
+                    *(["growth_model"] if name in grown else []),
                     "trajectory_model",
                 ]
             else:

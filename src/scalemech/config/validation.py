@@ -16,10 +16,10 @@ from .checks import (
     check_batch_sizes,
     check_block_size,
     check_budget,
-    check_expand_grids,
     check_experiments,
     check_family_data,
     check_gpu_device,
+    check_grow_grids,
     check_misalign_sizes,
     check_model_keys,
     check_point_names,
@@ -104,7 +104,7 @@ def cross_checks(config: dict[str, Any]) -> Iterator[str]:
         yield from check_block_size(name, grid)
         yield from check_augment(name, grid)
     yield from check_experiments(config)
-    yield from check_expand_grids(config)
+    yield from check_grow_grids(config)
     yield from check_point_names(config)
     yield from check_split_fractions(config)
     yield from check_text_paths(config)

@@ -43,7 +43,7 @@ class Step:
     rule: str  # the rule and its job function
     name: str  # its directory under logs/ and benchmarks/; its CLI command when it has ``help``
     experiment: str  # the entry of the config's ``experiments`` that plans it ("train": every run)
-    models: str  # the models it runs on: "all", "trained", "pretrained" or "expanded" (expand.grids)
+    models: str  # the models it runs on: "all", "trained", "pretrained" or "grown" (grow.grids)
     inputs: tuple[str, ...]  # its input files, by name (``file``)
     outputs: tuple[str, ...]  # its output files, by name; those not in MODEL_FILES nor pools are tables
     params: Callable[[dict[str, Any], Any], dict[str, Any]]  # its params, from the config and a model
@@ -160,16 +160,6 @@ STEPS = {
             help="zero-init residual parameter intervention (E7)",
         ),
         Step(
-            "expand_model",
-            "expand",
-            "expand",
-            "expanded",
-            inputs=("data", "model", "pools"),
-            outputs=("expansion",),
-            params=_section("expand"),
-            help="depth expansion with jumpboard and fallback (E8)",
-        ),
-        Step(
             "trajectory_model",
             "trajectory",
             "trajectory",
@@ -182,10 +172,11 @@ STEPS = {
             "growth_model",
             "growth",
             "grow",
-            "trained",
+            "grown",
             inputs=("data", "model", "trajectory"),
             outputs=("growth",),
             params=_growth_params,
+            help="growth at every insertion point against the certificate and equal-compute controls (E11, E8)",
         ),
     )
 }

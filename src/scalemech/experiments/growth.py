@@ -8,7 +8,7 @@ something to rank), and at each insertion point:
    and ``certify_rank``, given by the caller, who sits above this layer);
 2. one zero-initialized block is inserted there (``insert_block``: ``f_new = f_old``, checked), set
    to the training-set jumpboard and trained for ``steps`` optimizer steps (the new block only, or
-   every weight), with the fallback rule: E8's arm (``experiments.expand``);
+   every weight), with the fallback rule: E8's arm (``experiments.arms``);
 3. two controls per snapshot, trained from ``f_old`` on every weight with the same optimizer and
    the same batches: ``control_tokens`` for the same ``steps`` (equal examples), ``control_flops`` for
    ``round(FLOPs(grown) / FLOPs(control step))`` steps (equal compute, FLOPs counted by
@@ -47,7 +47,7 @@ from ..models.base import ResidualModel
 from ..tasks import Task
 from ..tasks.base import draw_disjoint, draw_examples
 from ..training.checkpoints import snapshot_paths
-from .expand import ExpandConfig, best_trained, jumpboard
+from .arms import ArmConfig, best_trained, jumpboard
 from .measure import select_points
 
 SNAPSHOTS = ("final", "signal")
@@ -98,7 +98,7 @@ class Controls:
         task: Task,
         train_pool: tuple[Tensor, Tensor],
         heldout: tuple[Tensor, Tensor],
-        config: ExpandConfig,
+        config: ArmConfig,
         prepare_batch: PrepareBatch,
         order_seed: int,
     ):
@@ -130,7 +130,7 @@ def grow_at(
     heldout: tuple[Tensor, Tensor],
     old_heldout: Tensor,
     controls: Controls,
-    config: ExpandConfig,
+    config: ArmConfig,
     prepare_batch: PrepareBatch,
     seed: int,
 ) -> dict[str, Any]:
@@ -218,8 +218,8 @@ def growth(
     table (None: no ``signal`` snapshot). ``certificate(model, names)`` returns certify's table of a
     model at those points (``CERTIFICATE`` columns) with ``attrs["pools"]["test"]``, its test pool's index.
     The jumpboard and the fallback use a train pool of ``pool`` examples. ``config`` holds the
-    ``ExpandConfig`` fields."""
-    settings = ExpandConfig(**config)
+    ``ArmConfig`` fields."""
+    settings = ArmConfig(**config)
     identity, prepare_batch = model_identity(keys), to_device(device)
     model = model.to(device).eval()
     task = model.task(data)
@@ -253,7 +253,7 @@ def _snapshot_rows(
     certificate: Callable[[ResidualModel, list[str]], pd.DataFrame],
     pool: int,
     heldout: int,
-    config: ExpandConfig,
+    config: ArmConfig,
     prepare_batch: PrepareBatch,
     identity: str,
 ) -> list[dict[str, Any]]:

@@ -1,4 +1,5 @@
-"""F7 (E8): the gain of an inserted zero-init block over the same extra training, against relative depth."""
+"""F7 (E8): the gain of an inserted zero-init block over the same extra training, against relative depth
+(the final snapshot's rows of E11's ``growth`` table, whose arms are E8's)."""
 
 from __future__ import annotations
 
@@ -22,33 +23,23 @@ from .common import (
     _required,
 )
 
-GAIN_SE = "se_test_selected_minus_control"  # evaluation SE of the gain (E8's verdict reads ±2 of it)
+GAIN, GAIN_SE = "gain_tokens", "gain_tokens_se"  # L(control, equal steps) − L(grown) and its paired SE
 
 
-def expansion_gain(expansion: pd.DataFrame) -> pd.DataFrame:
-    """``expansion`` with ``gain`` = L_test(control) − L_test(selected) (> 0: the inserted block beat the
-    same extra training of the old model) and its ±2 SE bounds ``gain_lo``/``gain_hi``."""
-    gain = expansion["test_loss_control"] - expansion["test_loss_selected"]
-    margin = 2 * expansion[GAIN_SE]
-    return expansion.assign(gain=gain, gain_lo=gain - margin, gain_hi=gain + margin)
-
-
-def fig_expansion(expansion: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -> None:
-    """F7 (E8, the Paper D mechanism behind D3): the gain L_test(control) − L_test(selected) of each model
-    × insertion point with its ±2 SE bar (the E8 rule's), against the point's relative depth l/L, one
-    colour per width (``_estimates``: filled where the bar excludes 0); × marks points where fallback
-    was used."""
-    _required(
-        expansion,
-        "expansion",
-        ["point_index", "test_loss_selected", "test_loss_control", "fallback", GAIN_SE],
-    )
+def fig_expansion(growth: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -> None:
+    """F7 (E8, the Paper D mechanism behind D3): at the final snapshot, the gain L_test(control) −
+    L_test(grown) of each model × insertion point with its ±2 SE bar (the E8 rule's), against the point's
+    relative depth l/L, one colour per width (``_estimates``: filled where the bar excludes 0); × marks
+    points where fallback was used."""
+    _required(growth, "growth", ["snapshot", "point_index", GAIN, GAIN_SE, "fallback"])
     title = "E8, Paper D mechanism: does an inserted zero-init block beat the same extra training? (gain ± 2 SE)"
     notes: list[str] = []
-    frame = _at_relative_depth(_clean(expansion, ["test_loss_control", "test_loss_selected", GAIN_SE], notes), notes)
+    final = growth[growth["snapshot"] == "final"]
+    frame = _at_relative_depth(_clean(final, [GAIN, GAIN_SE], notes), notes)
     if frame.empty:
         return _empty(out, title, notes, dpi)
-    frame = expansion_gain(frame)
+    margin = 2 * frame[GAIN_SE]
+    frame = frame.assign(gain=frame[GAIN], gain_lo=frame[GAIN] - margin, gain_hi=frame[GAIN] + margin)
     panels = _panels(frame)
     fig, axes = _figure(1, len(panels), width=4.6, height=3.4)
     for c, (name, part) in enumerate(panels):
@@ -61,7 +52,7 @@ def fig_expansion(expansion: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -
         _finish(
             ax,
             RELATIVE,
-            "gain (nats): test loss of\ncontrol − selected expanded model",
+            "gain (nats): test loss of\ncontrol − grown model",
             name,
             extra=_detection_key() + fallback,
             outside=True,
@@ -71,5 +62,5 @@ def fig_expansion(expansion: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -
 
 
 STEM = "F7_expansion"
-TABLES = ["expansion"]  # the tables ``draw`` reads, in its argument order
+TABLES = ["growth"]  # the tables ``draw`` reads, in its argument order
 draw = fig_expansion

@@ -296,24 +296,6 @@ def intervene_model(
 
 
 @job
-def expand_model(
-    *,
-    data: str,
-    model: str,
-    pools: str,
-    expansion: str,
-    model_keys: dict[str, Any],
-    expand: dict[str, Any],
-    device: torch.device,
-) -> None:
-    """E8 at the measured points (or ``expand.points``): insert, jumpboard, train, fall back, control."""
-    from ..experiments import expand as expand_table
-
-    settings = {k: v for k, v in expand.items() if k != "grids"}  # grids: which models the workflow expands
-    _model_experiment(expand_table, "expansion", expansion, data, model, pools, model_keys, settings, device)
-
-
-@job
 def trajectory_model(
     *,
     data: str,
@@ -366,7 +348,7 @@ def growth_model(
     from ..experiments import growth as growth_table
 
     loaded, prepared, keys, payload = _loaded(model, data, model_keys, device)
-    settings = {k: v for k, v in grow.items() if k != "certificate"}
+    settings = {k: v for k, v in grow.items() if k not in ("grids", "certificate")}  # grids: which models
     with tempfile.TemporaryDirectory(prefix=".growth-pools-", dir=Path(growth).parent) as scratch:
 
         def certificate(at: Any, points: list[str]) -> pd.DataFrame:

@@ -44,6 +44,7 @@ RUNS = {
             "F6_intervention",
             "F2_signal_decay",
             "F7_expansion",
+            "F10_growth",
         ],
     ),
     "paper-widths": RunDocs("make paper-widths", ["F9_dalign_at_paper_widths", "F8_dalign_over_training"]),

@@ -26,7 +26,6 @@ CLAIM_TABLES = [
     "dalign",
     "misalignment",
     "intervention",
-    "expansion",
     "trajectory",
     "growth",
 ]

@@ -1,7 +1,7 @@
 """E8: inserting a zero-initialized block lowers test loss beyond what the same extra training gives
 the old model (Paper D), per family and over all families.
 
-Per row the paired gain ``g = L_test(control) − L_test(selected)`` with its evaluation SE (per-example
+Per row of E11's final snapshot (``growth``) the paired gain ``g = L_test(control) − L_test(grown)`` with its evaluation SE (per-example
 differences on the test examples); per model the mean over its points, across the family's models a
 random-effects mean with a 95 % t interval (``units``): the aggregate evidence of all rows, no per-row
 gate. The control's own change ``L_test(control) − L_test(old)`` is judged the same way: a control that
@@ -21,10 +21,9 @@ import pandas as pd
 from .common import CONFIRMED, LEVEL, NOT_CONFIRMED, NOT_DETECTABLE, REFUTED, Claim, Result, Tables, combined, table
 from .units import Estimate, across_models, per_model
 
-E8_SE = "se_test_selected_minus_control"
-CONTROL_SE = "se_test_control_minus_old"
-LOSSES = ["test_loss_selected", "test_loss_control", "test_loss_old"]
-READS = {"expansion": ["point_index", *LOSSES, E8_SE, CONTROL_SE]}
+E8_GAIN, E8_SE = "gain_tokens", "gain_tokens_se"  # L(control, equal steps) − L(grown), paired SE
+CONTROL, CONTROL_SE = "control_change", "control_change_se"  # L(control) − L(f_old), paired SE
+READS = {"growth": ["snapshot", "point_index", E8_GAIN, E8_SE, CONTROL, CONTROL_SE]}
 
 
 def _finite(rows: pd.DataFrame, value: pd.Series, se: str) -> pd.DataFrame:
@@ -40,13 +39,14 @@ def rule_expansion(tables: Tables) -> Result:
     damaged f_old (its change's interval above 0: not confirmed). Over families: refuted if a family
     refutes (not confirmed if another confirms), else the verdict of the mean over all models (in each
     family's RMS units), not confirmed where a family's control is damaged."""
-    expansion = table(tables, "expansion", READS["expansion"])
+    growth = table(tables, "growth", READS["growth"])
+    expansion = growth[growth["snapshot"] == "final"]  # E8: the trained model
     gains, parts = [], []
     level = 1 - (1 - LEVEL) / (expansion["family"].nunique() + 1)  # Bonferroni over families and the pool
     for family, rows in expansion.groupby("family"):
-        gain_value = rows["test_loss_control"] - rows["test_loss_selected"]
+        gain_value = rows[E8_GAIN]
         gain = _mean(rows, gain_value, E8_SE, level)
-        control = _mean(rows, rows["test_loss_control"] - rows["test_loss_old"], CONTROL_SE)
+        control = _mean(rows, rows[CONTROL], CONTROL_SE)
         damaged = control.verdict(sign=1) == CONFIRMED
         verdict = gain.verdict(sign=1)
         verdict = NOT_CONFIRMED if verdict == CONFIRMED and damaged else verdict
@@ -83,14 +83,15 @@ def rule_expansion(tables: Tables) -> Result:
         f"; all families: {pooled.units} models, t with {pooled.df} df, each family's gains divided by their RMS, "
         f"{100 * level:.3g} % interval {strict.text(2)} (refutes if below 0)"
     )
-    return Result(verdict, statistic, f"gain = L_test(control) − L_test(selected); {detail}")
+    return Result(verdict, statistic, f"gain = L_test(control) − L_test(grown), E11's final snapshot; {detail}")
 
 
 E8 = Claim(
     "E8",
     "Inserting a zero-initialized block (jumpboard, training, fallback) lowers test loss beyond what the "
     "same extra training gives the old model (Paper D).",
-    "per family, gain = L_test(control) − L_test(selected) of every (model, point) with its paired evaluation "
+    "per family, gain = L_test(control) − L_test(grown) of every (model, point) of E11's final snapshot (the "
+    "control: f_old trained on every weight for the same steps) with its paired evaluation "
     "SE; per model the mean, across models a random-effects mean with a t interval at 1 − 0.05/(families + 1): "
     "refuted if below 0, "
     "confirmed if above 0 and the control's change from f_old (same test) is not above 0 (else not confirmed: "

@@ -1,0 +1,171 @@
+"""The arms of growth (E11, with Paper D's E8): the jumpboard of an inserted block, and training
+at a grid of learning rates.
+
+At an insertion point, ``f_new(x) = f_top(z + h_θ(z))`` with ``h_0 = 0`` (``insert_block``), so
+``f_new = f_old`` at ``θ = 0``. Then:
+
+1. training-set jumpboard (``jumpboard``): ``θ_J = −s·∇_θ L_train(θ = 0)``, with ``s = t / ‖∇_θ L_train‖``
+   and the step length ``t`` picked from ``ArmConfig.jump_lengths`` by the lowest train-pool loss;
+2. training (``best_trained``): ``steps`` optimizer steps on the train split, of the parameters an
+   arm trains, at each learning rate ``lr·f`` for ``f`` in ``lr_factors``; the one with the lowest
+   train-pool loss is kept (``f = 0`` keeps the model as it started, so a control never ends above
+   ``f_old``'s train-pool loss);
+3. Condition 2 (fallback, in ``growth.grow_at``): if the trained ``f_new`` has a higher train-pool loss
+   than the jumpboard (or a non-finite one), the jumpboard is kept instead.
+
+Norm statistics stay frozen throughout: ``f_old``'s BatchNorm statistics are first recomputed at
+its weights (``norms.recalibrate_batch_norm``, as in every measurement), then every model runs in
+eval mode, so BatchNorm uses those running statistics and only parameters change (a fine-tuning
+of a trained model, and the setting in which the jumpboard's first-order argument holds).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from ..gradients.batches import PrepareBatch, mean_loss
+from ..gradients.signal import block_grad
+from ..models.base import ResidualModel
+from ..tasks import Task
+from ..training.train import optimizer_for
+
+TRAIN_MODES = ("block", "all")
+MAX_WIDENINGS = 6  # extensions of the jumpboard's line search by 10x past an end of its grid
+OPTIMIZERS = ("sgd", "adam")
+
+
+@dataclass
+class ArmConfig:
+    """How the arms train; built from the config's ``grow`` section, whose schema holds the defaults."""
+
+    steps: int  # optimizer steps of the grown arm (and of the equal-steps control)
+    train_mode: str  # "block": the new block only; "all": every parameter
+    optimizer: str  # "sgd" (with momentum) or "adam"
+    lr: float  # learning rate
+    lr_factors: Sequence[float]  # the grid lr·f both f_new and the control choose from by train-pool loss
+    momentum: float  # SGD momentum
+    weight_decay: float  # decoupled for adam (AdamW), L2 for sgd
+    batch_size: int  # training batch size
+    eval_batch_size: int  # batch size of loss evaluations
+    jump_lengths: Sequence[float]  # candidate ‖θ_J‖ of the jumpboard
+    seed: int  # new blocks' weights, data order (shared by every arm of a snapshot) and pools
+
+    def __post_init__(self) -> None:
+        if self.train_mode not in TRAIN_MODES:
+            raise ValueError(f"train_mode {self.train_mode!r}; allowed: {TRAIN_MODES}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer {self.optimizer!r}; allowed: {OPTIMIZERS}")
+        if self.steps < 0 or not self.jump_lengths or min(self.jump_lengths) <= 0:
+            raise ValueError(f"need steps >= 0 and positive jump_lengths; got {self.steps}, {self.jump_lengths}")
+        if not self.lr_factors or min(self.lr_factors) < 0:
+            raise ValueError(f"need a non-empty grid of lr_factors >= 0; got {self.lr_factors}")
+
+
+def train_params(
+    model: ResidualModel,
+    params: Iterable[nn.Parameter],
+    task: Task,
+    config: ArmConfig,
+    prepare_batch: PrepareBatch,
+    order_seed: int,
+    lr: float | None = None,
+) -> None:
+    """``config.steps`` steps at ``lr`` (default ``config.lr``) on the mean batch loss, updating ``params``
+    only, model in eval mode.
+
+    Batches are drawn from the whole train split of ``task`` (``Task.sample``) by a generator
+    seeded with ``order_seed``: the same seed, the same batches in the same order.
+    """
+    params = list(params)
+    chosen = {id(p) for p in params}
+    for p in model.parameters():
+        p.requires_grad_(id(p) in chosen)
+    generator = torch.Generator().manual_seed(order_seed)
+    groups = [{"params": params, "weight_decay": config.weight_decay}]
+    optimizer = optimizer_for(groups, config.optimizer, config.lr if lr is None else lr, config.momentum)
+    model.eval()
+    for _ in range(config.steps):
+        xb, yb = prepare_batch(*task.examples("train", task.sample("train", config.batch_size, generator)))
+        loss = model.per_example_loss(model(xb), yb).mean()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+
+def best_trained(
+    model: ResidualModel,
+    params_of: Callable[[ResidualModel], Iterable[nn.Parameter]],
+    task: Task,
+    train_pool: tuple[Tensor, Tensor],
+    config: ArmConfig,
+    prepare_batch: PrepareBatch,
+    order_seed: int,
+) -> tuple[ResidualModel, float, float]:
+    """``(model, lr, train-pool loss)`` of the copy of ``model`` trained (``train_params`` on ``params_of(copy)``,
+    batches from ``order_seed``) at the ``lr = config.lr·f``, ``f`` in ``config.lr_factors``, with the lowest
+    train-pool loss (non-finite counts as worst; ties: the first). ``f = 0`` is ``model`` untouched."""
+    best: tuple[ResidualModel, float, float] | None = None  # only the best copy so far stays in memory
+    for factor in config.lr_factors:
+        candidate, lr = copy.deepcopy(model), config.lr * factor
+        if lr > 0:
+            train_params(candidate, params_of(candidate), task, config, prepare_batch, order_seed, lr)
+        loss = mean_loss(candidate, *train_pool, config.eval_batch_size, prepare_batch)
+        loss = loss if math.isfinite(loss) else math.inf
+        if best is None or loss < best[2]:
+            best = (candidate, lr, loss)
+    return best
+
+
+def jumpboard(
+    expanded: ResidualModel,
+    block: nn.Module,
+    pool: tuple[Tensor, Tensor],
+    config: ArmConfig,
+    prepare_batch: PrepareBatch,
+) -> tuple[float, float, bool]:
+    """Set ``block`` to ``θ_J = −s·∇_θ L_pool(0)`` with the best ``s`` of a line search; return
+    ``(s, L_pool, interior)``.
+
+    The search starts from the step lengths ``‖θ_J‖ ∈ jump_lengths`` and widens the grid by
+    factors of 10 past whichever end holds the best loss, at most ``MAX_WIDENINGS`` times, so
+    that the optimum is bracketed (``interior``: it has a worse neighbour on both sides).
+    ``s = 0`` (the old model) when the gradient vanishes (Condition 1 fails).
+    """
+    grads = block_grad(expanded, block, *pool, config.eval_batch_size, prepare_batch)
+    norm = math.sqrt(sum(float((g**2).sum()) for g in grads))
+    start = [p.detach().clone() for p in block.parameters()]
+
+    def set_step(s: float) -> None:
+        with torch.no_grad():
+            for p, p0, g in zip(block.parameters(), start, grads):
+                p.copy_(p0 - s * g.to(p.dtype))
+
+    def step_to(s: float) -> float:
+        set_step(s)
+        return mean_loss(expanded, *pool, config.eval_batch_size, prepare_batch)
+
+    if norm == 0:
+        return 0.0, step_to(0.0), False
+    lengths = sorted(config.jump_lengths)
+    losses = {t: step_to(t / norm) for t in lengths}
+
+    def best() -> float:
+        return min(losses, key=lambda t: losses[t] if math.isfinite(losses[t]) else math.inf)
+
+    for _ in range(MAX_WIDENINGS):
+        lengths = sorted(losses)
+        if best() == lengths[-1]:
+            losses[lengths[-1] * 10] = step_to(lengths[-1] * 10 / norm)
+        elif best() == lengths[0]:
+            losses[lengths[0] / 10] = step_to(lengths[0] / 10 / norm)
+        else:
+            break
+    chosen, lengths = best(), sorted(losses)
+    set_step(chosen / norm)
+    return chosen / norm, losses[chosen], lengths[0] < chosen < lengths[-1]

@@ -1,0 +1,318 @@
+"""E11 growth (with E8's arms): identity at insertion, the jumpboard, the fallback rule, the controls
+at equal steps and equal FLOPs, the paired held-out gains, and one table per model whose held-out
+examples are disjoint from the certificate's pools."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import importlib
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import torch.nn.functional as F
+from test_train import RESNET
+from torch import nn
+
+from scalemech import stats
+from scalemech.certify import certify_model, point_ranks
+from scalemech.config.schema import schema
+from scalemech.core.recipe import Recipe
+from scalemech.core.seeding import model_identity
+from scalemech.core.tables import check_columns
+from scalemech.data import load_prepared, prepare_dataset
+from scalemech.experiments import arms
+from scalemech.experiments.growth import Controls, grow_at, signal_step, step_flops
+from scalemech.gradients.batches import mean_loss, per_example_losses, to_device
+from scalemech.models import build_model, load_model
+from scalemech.training.checkpoints import snapshot_paths
+from scalemech.training.train import train
+
+KEYS = {"run": "t", "dataset": "mnist5k", "family": "resnet", "depth": 8, "width": 0.5, "seed": 0, "model": "m"}
+PREPARE = to_device("cpu")
+growth = importlib.import_module("scalemech.experiments.growth")  # the package's ``growth`` is the function
+DEFAULTS = {
+    key: spec["default"]
+    for key, spec in schema()["properties"]["grow"]["properties"].items()
+    if key in {f.name for f in dataclasses.fields(arms.ArmConfig)}
+}
+
+
+def settings(**overrides) -> arms.ArmConfig:
+    """The config's default arm settings, with SGD at lr 0.01 and ``overrides``."""
+    return arms.ArmConfig(**{**DEFAULTS, "optimizer": "sgd", "lr": 0.01, **overrides})
+
+
+class TensorTask:
+    """The training side of ``tasks.Task`` over in-memory tensors: batches drawn with replacement."""
+
+    def __init__(self, x: torch.Tensor, y: torch.Tensor):
+        self.x, self.y, self.drawn = x, y, []
+
+    def count(self, split: str) -> int:
+        return len(self.x)
+
+    def sample(self, split: str, n: int, generator: torch.Generator) -> torch.Tensor:
+        index = torch.randint(len(self.x), (n,), generator=generator)
+        self.drawn.append(index)
+        return index
+
+    def examples(self, split: str, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.x[index], self.y[index]
+
+
+def _setup():
+    torch.manual_seed(0)
+    model = build_model({"family": "resnet", "depth": 8, "width": 0.25, "in_channels": 1, "num_classes": 3}).eval()
+    x = torch.randn(120, 1, 8, 8)
+    y = (x[:, 0].mean((1, 2)) * 8).long().clamp(-1, 1) + 1
+    return model, (x[:80], y[:80]), (x[80:], y[80:])
+
+
+def _row(model, point, train, test, config, task=None, controls=None, seed=0) -> pd.Series:
+    """``grow_at`` of ``model`` at ``point``: batches from ``train`` (or ``task``), held out ``test``."""
+    task = TensorTask(*train) if task is None else task
+    controls = Controls(model, task, train, test, config, PREPARE, order_seed=7) if controls is None else controls
+    old = per_example_losses(model, *test, config.eval_batch_size, PREPARE)
+    return pd.Series(grow_at(model, point, task, train, test, old, controls, config, PREPARE, seed))
+
+
+def test_grown_model_equals_old_and_the_jumpboard_descends():
+    model, train, test = _setup()
+    expanded, block = model.insert_block(model.insertion_points()[1])
+    torch.testing.assert_close(expanded.eval()(test[0]), model(test[0]), rtol=0, atol=1e-6)
+    old_loss = mean_loss(model, *train, 40, PREPARE)
+    step, jump_loss, interior = arms.jumpboard(expanded, block, train, settings(eval_batch_size=40), PREPARE)
+    assert step > 0 and jump_loss < old_loss and interior  # the line search brackets its optimum
+    assert mean_loss(expanded, *train, 40, PREPARE) == pytest.approx(jump_loss)  # the block is left at θ_J
+
+
+def test_a_new_block_that_is_not_the_identity_is_refused():
+    model, train, test = _setup()
+    model.new_block = lambda point: nn.Conv2d(8, 8, 3, padding=1)  # not zero at initialization
+    with pytest.raises(RuntimeError, match="changed the model's output"):
+        _row(model, model.insertion_points()[1], train, test, settings(steps=1))
+
+
+@pytest.mark.parametrize("train_mode", ["block", "all"])
+def test_one_point_grows_trains_falls_back_and_is_set_against_both_controls(train_mode):
+    model, train, test = _setup()
+    config = settings(steps=6, train_mode=train_mode, batch_size=16, lr=0.02, eval_batch_size=40)
+    row = _row(model, model.insertion_points()[0], train, test, config)
+    assert row.train_loss_jump < mean_loss(model, *train, 40, PREPARE)
+    assert row.train_loss_grown <= row.train_loss_jump
+    assert row.gain_old == pytest.approx(mean_loss(model, *test, 40, PREPARE) - row.test_loss_grown)
+    assert row.gain_tokens == pytest.approx(row.test_loss_control_tokens - row.test_loss_grown)
+    assert row.gain_flops == pytest.approx(row.test_loss_control_flops - row.test_loss_grown)
+    control_step = row.flops_control_tokens / row.steps
+    assert abs(row.flops_control_flops - row.flops_grown) <= control_step / 2  # equal FLOPs, to one step
+    if train_mode == "block":  # no gradient for the old weights: a grown step costs less than a control step
+        assert row.flops_grown < row.flops_control_tokens and row.steps_control_flops < row.steps
+    else:  # one more block, every weight trained: a grown step costs more
+        assert row.flops_grown > row.flops_control_tokens and row.steps_control_flops >= row.steps
+
+
+def test_sabotaged_training_falls_back_to_the_jumpboard():
+    model, train, test = _setup()
+    config = settings(steps=5, train_mode="all", batch_size=16, lr=1e4, momentum=0.0, eval_batch_size=40)
+    row = _row(model, model.insertion_points()[1], train, test, config)
+    assert row.fallback
+    assert row.train_loss_grown == row.train_loss_jump and row.test_loss_grown == row.test_loss_jump
+
+
+def test_growth_ignores_the_global_rng_state():
+    """The new block's weights and the batches come from the job's seeds: two calls after different
+    global draws give the same row; another seed another block."""
+    model, train, test = _setup()
+    rows = []
+    for global_seed in (1, 2):
+        torch.manual_seed(global_seed)
+        torch.rand(7)
+        rows.append(_row(model, model.insertion_points()[1], train, test, settings(steps=2)))
+    pd.testing.assert_series_equal(rows[0], rows[1])
+    other = _row(model, model.insertion_points()[1], train, test, settings(steps=2), seed=1)
+    assert other.test_loss_grown != rows[0].test_loss_grown
+
+
+def test_every_arm_sees_the_same_batches_and_the_controls_train_once_per_snapshot(monkeypatch):
+    model, train, test = _setup()
+    task = TensorTask(*train)
+    config = settings(steps=3, batch_size=8, lr_factors=[0.0, 1.0], train_mode="all")
+    trainings = []
+    original = arms.train_params
+    monkeypatch.setattr(arms, "train_params", lambda *a, **k: (trainings.append(a[0]), original(*a, **k))[1])
+    controls = Controls(model, task, train, test, config, PREPARE, order_seed=7)
+    for point in model.insertion_points()[:3]:
+        _row(model, point, train, test, config, task=task, controls=controls)
+    distinct_steps = len(set(controls.trained))  # the equal-steps control and each equal-FLOPs step count
+    assert len(trainings) == 3 + distinct_steps  # one grown arm per point (lr factor 1), controls once each
+    first = task.drawn[:3]
+    runs = [task.drawn[i : i + 3] for i in range(0, 3 * 3, 3)]  # the three grown arms' first steps
+    assert all(all(torch.equal(a, b) for a, b in zip(first, run)) for run in runs)
+
+
+def test_a_damaging_recipe_leaves_the_equal_steps_control_at_f_old():
+    """At a step size that wrecks a trained f_old (SGD at lr 3), the control trained at that lr alone ends
+    far above f_old; chosen on the train loss from the grid (0, 0.1, 1)·lr, it ends within noise of f_old."""
+    model, train, test = _setup()
+    fit = settings(steps=150, batch_size=16, lr=0.02, eval_batch_size=40)
+    arms.train_params(model, model.parameters(), TensorTask(*train), fit, PREPARE, order_seed=0)  # a trained f_old
+    point = model.insertion_points()[1]
+
+    def row(factors):
+        config = settings(steps=5, batch_size=16, lr=3.0, momentum=0.0, eval_batch_size=40, lr_factors=factors)
+        return _row(model, point, train, test, config)
+
+    damaged, chosen = row([1.0]), row([0.0, 0.1, 1.0])
+    assert not damaged.control_change <= 10 * mean_loss(model, *test, 40, PREPARE)  # the recipe wrecks f_old (or nan)
+    assert chosen.control_change <= 2 * chosen.control_change_se
+    assert chosen.lr_control_tokens in {3.0 * f for f in (0.0, 0.1, 1.0)}
+
+
+def test_at_zero_steps_the_controls_are_the_old_model():
+    model, train, test = _setup()
+    row = _row(model, model.insertion_points()[1], train, test, settings(steps=0))
+    assert row.control_change == 0 and row.steps_control_flops == 0 and row.flops_grown == 0
+    old = per_example_losses(model, *test, DEFAULTS["eval_batch_size"], PREPARE).mean().item()
+    assert row.test_loss_control_tokens == row.test_loss_control_flops == old
+
+
+def _one_at_a_time(model, x, y) -> np.ndarray:
+    """Brute force: each example's cross-entropy from its own forward pass."""
+    with torch.no_grad():
+        return np.array([F.cross_entropy(model(x[i : i + 1]), y[i : i + 1]).item() for i in range(len(x))])
+
+
+def test_held_out_gains_and_their_standard_errors_match_brute_force(monkeypatch):
+    model, train, test = _setup()
+    grown_models = []
+    original = growth.per_example_losses
+
+    def record(m, *args):
+        grown_models.append(m)
+        return original(m, *args)
+
+    monkeypatch.setattr(growth, "per_example_losses", record)
+    config = settings(steps=4, batch_size=16, lr=0.05, eval_batch_size=7)  # 7 does not divide 40
+    row = _row(model, model.insertion_points()[1], train, test, config)
+    jump, grown, control = grown_models[0], grown_models[1], grown_models[2]
+    per_example = {name: _one_at_a_time(m, *test) for name, m in (("jump", jump), ("grown", grown))}
+    old = _one_at_a_time(model, *test)
+    np.testing.assert_allclose(per_example_losses(model, *test, 7, PREPARE).numpy(), old, rtol=1e-5)
+    diff = old - per_example["grown"]
+    assert row.gain_old == pytest.approx(diff.mean(), rel=1e-4)
+    assert row.gain_old_se == pytest.approx(np.std(diff, ddof=1) / np.sqrt(len(diff)), rel=1e-4)
+    tokens = _one_at_a_time(control, *test) - per_example["grown"]
+    assert row.gain_tokens_se == pytest.approx(np.std(tokens, ddof=1) / np.sqrt(len(tokens)), rel=1e-4)
+    assert row.test_loss_jump == pytest.approx(per_example["jump"].mean(), rel=1e-5)
+    assert stats.paired_difference(old, per_example["grown"]).se == pytest.approx(row.gain_old_se, rel=1e-4)
+
+
+class TwoLayers(nn.Module):
+    """``x → frozen Linear(i, h) → Linear(h, o)``, scored by cross-entropy: a step's FLOPs by hand."""
+
+    def __init__(self, i: int, h: int, o: int):
+        super().__init__()
+        self.first, self.second = nn.Linear(i, h, bias=False), nn.Linear(h, o, bias=False)
+        self.first.weight.requires_grad_(False)
+
+    def forward(self, x):
+        return self.second(self.first(x))
+
+    def per_example_loss(self, logits, y):
+        return F.cross_entropy(logits, y, reduction="none")
+
+
+def test_step_flops_counts_the_forward_and_only_the_gradients_needed():
+    b, i, h, o = 5, 7, 11, 3
+    model = TwoLayers(i, h, o)
+    flops = step_flops(model, torch.randn(b, i), torch.randint(o, (b,)))
+    assert flops == 2 * b * (i * h + h * o) + 2 * b * h * o  # forward, then the second layer's weight gradient
+    model.first.weight.requires_grad_(True)
+    both = step_flops(model, torch.randn(b, i), torch.randint(o, (b,)))
+    assert both == 2 * b * (i * h + h * o) + 2 * b * h * o + 2 * b * h * o + 2 * b * i * h  # + input grad, first
+    assert model.second.weight.grad is None  # cleared afterwards
+
+
+def test_the_signal_snapshot_is_the_earliest_trained_one_with_a_detected_mean():
+    rows = pd.DataFrame(
+        {
+            "step": [0, 0, 2, 2, 4, 4, 8, 8],
+            "split": ["train", "test"] * 4,
+            "mu_sq_lo": [0.5, 0.5, -0.1, 0.3, 0.2, -1.0, 0.4, 0.4],
+        }
+    )
+    assert signal_step(rows, final_step=8) == 4  # not 0 (initialization), not 2 (only the test split), not 8
+    assert signal_step(rows.assign(mu_sq_lo=-1.0), final_step=8) is None
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    out = tmp_path_factory.mktemp("growth")
+    prepare_dataset("mnist5k", {}, out / "data")
+    data = load_prepared(out / "data")
+    data = dataclasses.replace(data, train_x=data.train_x[:1024], train_y=data.train_y[:1024])
+    recipe = Recipe(steps=40, batch_size=64, lr=0.1, eval_examples=128, eval_batch_size=256)
+    train(RESNET, recipe, data, out, out / "ckpt", seed=0, device="cpu", checkpoint_every=40, progress=False,
+          snapshots=6, snapshot_dir=out / "snapshots")  # fmt: skip
+    model, payload = load_model(out / "model.pt")
+    return model, data, out / "snapshots" / payload["identity"], out
+
+
+def test_one_row_per_snapshot_and_point_held_out_beside_the_certificate(trained):
+    model, data, snapshot_dir, out = trained
+    steps = sorted(snapshot_paths(snapshot_dir))
+    trajectory = pd.DataFrame({"step": steps, "split": "train", "mu_sq_lo": [1.0] * len(steps)})
+    pools = []
+
+    def certificate(at, points):
+        frame = certify_model(at, data, model_identity(KEYS), points, out / f"pools{len(pools)}", pool=64, M=4, K=4,
+                              batch_size=32, view="full", seed=0, device="cpu")  # fmt: skip
+        frame["certify_rank"] = point_ranks(frame)
+        pools.append(frame.attrs["pools"])
+        return frame
+
+    table = growth.growth(
+        model, data, snapshot_dir, trajectory, KEYS, certificate, points=2, snapshots=["final", "signal"], pool=64,
+        heldout=200, device="cpu", **{**DEFAULTS, "steps": 2, "batch_size": 16, "lr_factors": [0.0, 1.0]},
+    )  # fmt: skip
+    check_columns(table, "growth")
+    assert list(table.snapshot) == ["final", "final", "signal", "signal"]
+    assert list(table.snapshot_step) == [steps[-1]] * 2 + [steps[1]] * 2  # signal: the first after step 0
+    assert table.n_heldout.eq(200).all() and sorted(table.certify_rank.iloc[:2]) == [1, 2]
+    assert (table.predicted_gain == table.block_grad_norm).all()
+    assert table.groupby("snapshot").test_loss_old.nunique().eq(1).all()  # f_old evaluated once per snapshot
+    final, signal = table[table.snapshot == "final"], table[table.snapshot == "signal"]
+    assert final.test_loss_old.iloc[0] != signal.test_loss_old.iloc[0]  # two different weights
+    assert len(pools) == 2 and all(len(p["test"]) == 64 for p in pools)
+    unseeded = growth.growth(
+        copy.deepcopy(model), data, snapshot_dir, None, KEYS, certificate, points=2, snapshots=["final", "signal"],
+        pool=64, heldout=200, device="cpu", **{**DEFAULTS, "steps": 2, "batch_size": 16, "lr_factors": [0.0, 1.0]},
+    )  # fmt: skip
+    assert list(unseeded.snapshot) == ["final", "final"]  # no trajectory: no signal snapshot
+    pd.testing.assert_frame_equal(unseeded, table.iloc[:2])  # and the same rows for the final one
+
+
+def test_the_held_out_examples_are_disjoint_from_the_certificates_test_pool(trained, monkeypatch):
+    model, data, snapshot_dir, out = trained
+    drawn = []
+    original = growth.draw_disjoint
+    monkeypatch.setattr(growth, "draw_disjoint", lambda *a: drawn.append((a, original(*a))) or drawn[-1][1])
+    test_pool = []
+
+    def certificate(at, points):
+        frame = certify_model(at, data, model_identity(KEYS), points, out / "pools-disjoint", pool=64, M=4, K=4,
+                              batch_size=32, view="full", seed=0, device="cpu")  # fmt: skip
+        frame["certify_rank"] = point_ranks(frame)
+        test_pool.extend(frame.attrs["pools"]["test"])
+        return frame
+
+    growth.growth(
+        model, data, snapshot_dir, None, KEYS, certificate, points=1, snapshots=["final"], pool=64, heldout=300,
+        device="cpu", **{**DEFAULTS, "steps": 1, "batch_size": 16, "lr_factors": [0.0]},
+    )  # fmt: skip
+    (((_, split, n, _, exclude), held),) = drawn
+    assert split == "test" and n == 300 and sorted(exclude.tolist()) == sorted(test_pool)
+    assert len(held) == 300 and not set(held.index.tolist()) & set(test_pool)
