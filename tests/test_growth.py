@@ -16,7 +16,6 @@ import torch.nn.functional as F
 from test_train import RESNET
 from torch import nn
 
-from scalemech import stats
 from scalemech.certify import certify_model, point_ranks
 from scalemech.config.schema import schema
 from scalemech.core.recipe import Recipe
@@ -24,7 +23,7 @@ from scalemech.core.seeding import model_identity
 from scalemech.core.tables import check_columns
 from scalemech.data import load_prepared, prepare_dataset
 from scalemech.experiments import arms
-from scalemech.experiments.growth import Controls, grow_at, signal_step, step_flops
+from scalemech.experiments.growth import grow_points, signal_step, step_flops
 from scalemech.gradients.batches import mean_loss, per_example_losses, to_device
 from scalemech.models import build_model, load_model
 from scalemech.training.checkpoints import snapshot_paths
@@ -71,12 +70,16 @@ def _setup():
     return model, (x[:80], y[:80]), (x[80:], y[80:])
 
 
-def _row(model, point, train, test, config, task=None, controls=None, seed=0) -> pd.Series:
-    """``grow_at`` of ``model`` at ``point``: batches from ``train`` (or ``task``), held out ``test``."""
+def _rows(model, points, train, test, config, task=None, seed=0) -> pd.DataFrame:
+    """``grow_points`` of ``model`` at ``points``: batches from ``train`` (or ``task``), held out ``test``."""
     task = TensorTask(*train) if task is None else task
-    controls = Controls(model, task, train, test, config, PREPARE, order_seed=7) if controls is None else controls
     old = per_example_losses(model, *test, config.eval_batch_size, PREPARE)
-    return pd.Series(grow_at(model, point, task, train, test, old, controls, config, PREPARE, seed))
+    return pd.DataFrame(grow_points(model, points, task, train, test, old, config, PREPARE, seed))
+
+
+def _row(model, point, train, test, config, seed=0) -> pd.Series:
+    """``_rows`` at one point."""
+    return _rows(model, [point], train, test, config, seed=seed).iloc[0]
 
 
 def test_grown_model_equals_old_and_the_jumpboard_descends():
@@ -136,21 +139,30 @@ def test_growth_ignores_the_global_rng_state():
     assert other.test_loss_grown != rows[0].test_loss_grown
 
 
-def test_every_arm_sees_the_same_batches_and_the_controls_train_once_per_snapshot(monkeypatch):
+def test_every_arm_sees_the_same_batches_and_each_control_learning_rate_trains_once(monkeypatch):
     model, train, test = _setup()
     task = TensorTask(*train)
     config = settings(steps=3, batch_size=8, lr_factors=[0.0, 1.0], train_mode="all")
-    trainings = []
-    original = arms.train_params
-    monkeypatch.setattr(arms, "train_params", lambda *a, **k: (trainings.append(a[0]), original(*a, **k))[1])
-    controls = Controls(model, task, train, test, config, PREPARE, order_seed=7)
-    for point in model.insertion_points()[:3]:
-        _row(model, point, train, test, config, task=task, controls=controls)
-    distinct_steps = len(set(controls.trained))  # the equal-steps control and each equal-FLOPs step count
-    assert len(trainings) == 3 + distinct_steps  # one grown arm per point (lr factor 1), controls once each
+    runs = []
+    original = arms.train_steps
+    monkeypatch.setattr(
+        arms, "train_steps", lambda *a, **k: runs.append(a[-1] if len(a) > 7 else None) or original(*a, **k)
+    )
+    rows = _rows(model, model.insertion_points()[:3], train, test, config, task=task)
+    assert runs[:3] == [None] * 3 and runs[3:] == [0, max(config.steps, *rows.steps_control_flops)]
     first = task.drawn[:3]
-    runs = [task.drawn[i : i + 3] for i in range(0, 3 * 3, 3)]  # the three grown arms' first steps
-    assert all(all(torch.equal(a, b) for a, b in zip(first, run)) for run in runs)
+    for run in range(1, 4):  # the two other grown arms, then the control: the same first three batches
+        assert all(torch.equal(a, b) for a, b in zip(first, task.drawn[3 * run : 3 * run + 3]))
+
+
+def test_a_control_of_k_steps_is_the_first_k_steps_of_a_longer_run():
+    model, train, test = _setup()
+    config = settings(steps=4, batch_size=8, lr_factors=[1.0], lr=0.05)
+    task = TensorTask(*train)
+    both = growth.controls(model, task, train, test, config, PREPARE, order_seed=3, counts=[2, 4])
+    alone = growth.controls(model, task, train, test, config, PREPARE, order_seed=3, counts=[2])
+    torch.testing.assert_close(both[2][0], alone[2][0], rtol=0, atol=0)
+    assert not torch.equal(both[2][0], both[4][0])
 
 
 def test_a_damaging_recipe_leaves_the_equal_steps_control_at_f_old():
@@ -187,27 +199,30 @@ def _one_at_a_time(model, x, y) -> np.ndarray:
 
 def test_held_out_gains_and_their_standard_errors_match_brute_force(monkeypatch):
     model, train, test = _setup()
-    grown_models = []
+    scored = []  # (a copy of the model, its held-out losses) at every held-out evaluation
     original = growth.per_example_losses
 
     def record(m, *args):
-        grown_models.append(m)
-        return original(m, *args)
+        scored.append((copy.deepcopy(m), original(m, *args)))
+        return scored[-1][1]
 
     monkeypatch.setattr(growth, "per_example_losses", record)
     config = settings(steps=4, batch_size=16, lr=0.05, eval_batch_size=7)  # 7 does not divide 40
     row = _row(model, model.insertion_points()[1], train, test, config)
-    jump, grown, control = grown_models[0], grown_models[1], grown_models[2]
-    per_example = {name: _one_at_a_time(m, *test) for name, m in (("jump", jump), ("grown", grown))}
+
+    def brute(mean: float) -> np.ndarray:
+        """Each example's loss by its own forward pass, of the evaluated model whose mean loss is ``mean``."""
+        (found,) = [m for m, losses in scored if losses.mean().item() == mean]
+        return _one_at_a_time(found, *test)
+
     old = _one_at_a_time(model, *test)
     np.testing.assert_allclose(per_example_losses(model, *test, 7, PREPARE).numpy(), old, rtol=1e-5)
-    diff = old - per_example["grown"]
-    assert row.gain_old == pytest.approx(diff.mean(), rel=1e-4)
-    assert row.gain_old_se == pytest.approx(np.std(diff, ddof=1) / np.sqrt(len(diff)), rel=1e-4)
-    tokens = _one_at_a_time(control, *test) - per_example["grown"]
-    assert row.gain_tokens_se == pytest.approx(np.std(tokens, ddof=1) / np.sqrt(len(tokens)), rel=1e-4)
-    assert row.test_loss_jump == pytest.approx(per_example["jump"].mean(), rel=1e-5)
-    assert stats.paired_difference(old, per_example["grown"]).se == pytest.approx(row.gain_old_se, rel=1e-4)
+    grown, tokens = brute(row.test_loss_grown), brute(row.test_loss_control_tokens)
+    for gain, a, b in (("gain_old", old, grown), ("gain_tokens", tokens, grown), ("control_change", tokens, old)):
+        diff = a - b
+        assert row[gain] == pytest.approx(diff.mean(), rel=1e-4, abs=1e-7), gain
+        assert row[f"{gain}_se"] == pytest.approx(np.std(diff, ddof=1) / np.sqrt(len(diff)), rel=1e-4), gain
+    assert row.gain_old_se > 0 and row.test_loss_jump == pytest.approx(brute(row.test_loss_jump).mean(), rel=1e-5)
 
 
 class TwoLayers(nn.Module):

@@ -42,11 +42,11 @@ def test_smoke_config_keeps_every_grid_group_and_setting_but_sizes(tmp_path: Pat
         assert toy["dtype"] == group["dtype"] and toy["checkpoints"].keys() == group["checkpoints"].keys()
         for entry, original in zip(toy["checkpoints"].values(), group["checkpoints"].values()):
             assert entry["revision"] == original["revision"] and Path(entry["checkpoint"]).parent == tmp_path / "hf"
-    for section in ("measure", "intervene", "expand"):  # every grid of values but the pools, steps and batches
+    for section in ("measure", "intervene", "grow"):  # every grid of values but the pools, steps and batches
         kept = {
             k: v
             for k, v in paper[section].items()
-            if k not in ("train_pool", "test_pool", "batch_size", "pool", "steps")
+            if k not in ("train_pool", "test_pool", "batch_size", "pool", "steps", "heldout", "certificate")
         }
         assert {k: smoke[section][k] for k in kept} == kept
     assert {job.grid for job in model_jobs(smoke)} == {job.grid for job in model_jobs(paper)}

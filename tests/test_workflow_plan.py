@@ -18,12 +18,12 @@ pytestmark = pytest.mark.workflow
     [
         (
             "config/config.yaml",
-            {"prepare_data": 2, "train_model": 12, "measure_model": 12, "trajectory_model": 12, "figure": 9},
+            {"prepare_data": 2, "train_model": 12, "measure_model": 12, "trajectory_model": 12, "growth_model": 12, "figure": 10},
         ),
-        (  # training and E10 only: no measure, misalign, intervene, expand or cost job, no figure of theirs
+        (  # training and E10 only: no measure, misalign, intervene, growth or cost job, no figure of theirs
             "config/paper-widths.yaml",
             {"prepare_data": 1, "train_model": 12, "trajectory_model": 12, "powerlaw_table": 1, "figure": 3}
-            | dict.fromkeys(["measure_model", "misalign_model", "intervene_model", "expand_model", "cost_table"]),
+            | dict.fromkeys(["measure_model", "misalign_model", "intervene_model", "growth_model", "cost_table"]),
         ),
         ("config/quick-cifar10.yaml", {"prepare_data": 2, "train_model": 12}),
         ("config/paper.yaml", {"prepare_data": 5, "train_model": 85, "pin_pretrained": 5, "measure_model": 90}),

@@ -4,7 +4,7 @@
     scalemech prepare   --config config/config.yaml --dataset mnist5k
     scalemech train     --config config/config.yaml --model mnist5k/resnet-d20-w1-s0
     scalemech measure   --config config/config.yaml --model mnist5k/resnet-d20-w1-s0
-    scalemech misalign | intervene | expand   (same arguments)
+    scalemech misalign | intervene | growth   (same arguments)
     scalemech figure    --config config/config.yaml --figure F4_dalign_vs_width
     scalemech report    --config config/config.yaml
     scalemech certify   --checkpoint PATH --data DIR_TEXT_OR_TOKENS [--M 16 --K 16] [--wide] [--out CSV]

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -67,7 +67,7 @@ class ArmConfig:
             raise ValueError(f"need a non-empty grid of lr_factors >= 0; got {self.lr_factors}")
 
 
-def train_params(
+def train_steps(
     model: ResidualModel,
     params: Iterable[nn.Parameter],
     task: Task,
@@ -75,9 +75,11 @@ def train_params(
     prepare_batch: PrepareBatch,
     order_seed: int,
     lr: float | None = None,
-) -> None:
-    """``config.steps`` steps at ``lr`` (default ``config.lr``) on the mean batch loss, updating ``params``
-    only, model in eval mode.
+    steps: int | None = None,
+) -> Iterator[int]:
+    """Train ``params`` only (model in eval mode) for ``steps`` (default ``config.steps``) steps at the
+    constant ``lr`` (default ``config.lr``) on the mean batch loss, yielding the steps done: 0 first,
+    then after each step. A run of ``k`` steps is the first ``k`` steps of a longer one.
 
     Batches are drawn from the whole train split of ``task`` (``Task.sample``) by a generator
     seeded with ``order_seed``: the same seed, the same batches in the same order.
@@ -90,12 +92,28 @@ def train_params(
     groups = [{"params": params, "weight_decay": config.weight_decay}]
     optimizer = optimizer_for(groups, config.optimizer, config.lr if lr is None else lr, config.momentum)
     model.eval()
-    for _ in range(config.steps):
+    yield 0
+    for step in range(config.steps if steps is None else steps):
         xb, yb = prepare_batch(*task.examples("train", task.sample("train", config.batch_size, generator)))
         loss = model.per_example_loss(model(xb), yb).mean()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
+        yield step + 1
+
+
+def train_params(
+    model: ResidualModel,
+    params: Iterable[nn.Parameter],
+    task: Task,
+    config: ArmConfig,
+    prepare_batch: PrepareBatch,
+    order_seed: int,
+    lr: float | None = None,
+) -> None:
+    """``train_steps`` run to its end: ``config.steps`` steps of ``params`` at ``lr``."""
+    for _ in train_steps(model, params, task, config, prepare_batch, order_seed, lr):
+        pass
 
 
 def best_trained(

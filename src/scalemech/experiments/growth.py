@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -47,7 +48,8 @@ from ..models.base import ResidualModel
 from ..tasks import Task
 from ..tasks.base import draw_disjoint, draw_examples
 from ..training.checkpoints import snapshot_paths
-from .arms import ArmConfig, best_trained, jumpboard
+from . import arms
+from .arms import ArmConfig
 from .measure import select_points
 
 SNAPSHOTS = ("final", "signal")
@@ -88,38 +90,51 @@ def _flops_per_step(model: ResidualModel, params: list[torch.nn.Parameter], prob
     return step_flops(model, *probe)
 
 
-class Controls:
-    """``f_old`` trained on every weight for a number of steps (the best learning rate of the grid),
-    each step count trained once per snapshot: its held-out losses and its learning rate."""
-
-    def __init__(
-        self,
-        model: ResidualModel,
-        task: Task,
-        train_pool: tuple[Tensor, Tensor],
-        heldout: tuple[Tensor, Tensor],
-        config: ArmConfig,
-        prepare_batch: PrepareBatch,
-        order_seed: int,
-    ):
-        self.model, self.task, self.train_pool, self.heldout = model, task, train_pool, heldout
-        self.config, self.prepare_batch, self.order_seed = config, prepare_batch, order_seed
-        self.trained: dict[int, tuple[Tensor, float]] = {}
-
-    def __call__(self, steps: int) -> tuple[Tensor, float]:
-        if steps not in self.trained:
-            config = dataclasses.replace(self.config, steps=steps)
-            best, lr, _ = best_trained(
-                self.model, lambda m: m.parameters(), self.task, self.train_pool, config, self.prepare_batch,
-                self.order_seed,
-            )  # fmt: skip
-            losses = per_example_losses(best, *self.heldout, config.eval_batch_size, self.prepare_batch)
-            self.trained[steps] = (losses, lr)
-        return self.trained[steps]
+def controls(
+    model: ResidualModel,
+    task: Task,
+    train_pool: tuple[Tensor, Tensor],
+    heldout: tuple[Tensor, Tensor],
+    config: ArmConfig,
+    prepare_batch: PrepareBatch,
+    order_seed: int,
+    counts: Sequence[int],
+) -> dict[int, tuple[Tensor, float]]:
+    """``{steps: (held-out losses, lr)}`` of ``f_old`` trained on every weight for each of ``counts``
+    steps at the learning rate of the grid whose train-pool loss is lowest there (non-finite: worst;
+    ties: the first factor). Each learning rate trains once, to the most steps: the learning rate is
+    constant and the batches one order, so ``k`` steps are the first ``k`` of that run."""
+    wanted, best = sorted(set(counts)), {}
+    for factor in config.lr_factors:
+        lr, candidate = config.lr * factor, copy.deepcopy(model)
+        steps = max(wanted) if lr > 0 else 0
+        for done in arms.train_steps(candidate, candidate.parameters(), task, config, prepare_batch, order_seed, lr,
+                                     steps):  # fmt: skip
+            at = wanted if lr == 0 else [done] if done in wanted else []
+            if not at:
+                continue
+            loss = mean_loss(candidate, *train_pool, config.eval_batch_size, prepare_batch)
+            loss = loss if math.isfinite(loss) else math.inf
+            for count in at:
+                if count not in best or loss < best[count][0]:
+                    losses = per_example_losses(candidate, *heldout, config.eval_batch_size, prepare_batch)
+                    best[count] = (loss, losses, lr)
+    return {count: (losses, lr) for count, (_, losses, lr) in best.items()}
 
 
 def _paired(a: Tensor, b: Tensor) -> stats.PairedDifference:
     return stats.paired_difference(a.cpu().double().numpy(), b.cpu().double().numpy())
+
+
+@dataclasses.dataclass
+class Grown:
+    """One point's grown arm: its table columns, its held-out losses (jumpboard and grown) and the
+    steps of the equal-FLOPs control."""
+
+    columns: dict[str, Any]
+    jump: Tensor
+    grown: Tensor
+    steps_flops: int
 
 
 def grow_at(
@@ -128,14 +143,13 @@ def grow_at(
     task: Task,
     train_pool: tuple[Tensor, Tensor],
     heldout: tuple[Tensor, Tensor],
-    old_heldout: Tensor,
-    controls: Controls,
     config: ArmConfig,
     prepare_batch: PrepareBatch,
+    order_seed: int,
     seed: int,
-) -> dict[str, Any]:
-    """The arms' columns of one insertion point (module doc): insert, jumpboard, train, fall back;
-    the controls at equal steps and equal FLOPs; held-out losses and paired gains."""
+) -> Grown:
+    """The grown arm at ``point`` (module doc): insert (the output unchanged, checked), jumpboard,
+    train on ``order_seed``'s batches, fall back; its FLOPs and those of one control step."""
     model.eval()
     with seeded(derive_seed(seed, "new_block")):
         expanded, block = model.insert_block(point)
@@ -147,33 +161,20 @@ def grow_at(
         raise RuntimeError(f"inserting a block at {point!r} changed the model's output by {gap:.3g}")
     new_name = f"{point}+new"
     jump_model = copy.deepcopy(expanded)
-    jump_step, jump_train, jump_interior = jumpboard(
+    jump_step, jump_train, jump_interior = arms.jumpboard(
         jump_model, jump_model.blocks[jump_model.index(new_name)], train_pool, config, prepare_batch
     )
-    trained, lr_selected, train_grown = best_trained(
+    trained, lr_selected, train_grown = arms.best_trained(
         expanded, lambda m: _trainable(m, new_name, config.train_mode), task, train_pool, config, prepare_batch,
-        controls.order_seed,
+        order_seed,
     )  # fmt: skip
     fallback = not train_grown <= jump_train  # also when the trained loss is nan
-    grown = jump_model if fallback else trained
     grown_flops = config.steps * _flops_per_step(expanded, _trainable(expanded, new_name, config.train_mode), probe)
     control_step_flops = _flops_per_step(model, list(model.parameters()), probe)
     steps_flops = round(grown_flops / control_step_flops)
-    losses = {
-        "jump": per_example_losses(jump_model, *heldout, config.eval_batch_size, prepare_batch),
-        "grown": per_example_losses(grown, *heldout, config.eval_batch_size, prepare_batch),
-    }
-    (losses["control_tokens"], lr_tokens), (losses["control_flops"], lr_flops) = (
-        controls(config.steps),
-        controls(steps_flops),
-    )
-    gains = {
-        "gain_old": _paired(old_heldout, losses["grown"]),
-        "gain_tokens": _paired(losses["control_tokens"], losses["grown"]),
-        "gain_flops": _paired(losses["control_flops"], losses["grown"]),
-        "control_change": _paired(losses["control_tokens"], old_heldout),
-    }
-    return {
+    jump = per_example_losses(jump_model, *heldout, config.eval_batch_size, prepare_batch)
+    grown = jump if fallback else per_example_losses(trained, *heldout, config.eval_batch_size, prepare_batch)
+    columns = {
         "point": point,
         "point_index": model.index(point),
         "steps": config.steps,
@@ -182,19 +183,58 @@ def grow_at(
         "jump_interior": jump_interior,
         "fallback": fallback,
         "lr_selected": lr_selected,
-        "lr_control_tokens": lr_tokens,
-        "lr_control_flops": lr_flops,
         "steps_control_flops": steps_flops,
         "flops_grown": grown_flops,
         "flops_control_tokens": config.steps * control_step_flops,
         "flops_control_flops": steps_flops * control_step_flops,
         "train_loss_jump": jump_train,
         "train_loss_grown": jump_train if fallback else train_grown,
-        **{f"test_loss_{name}": float(values.mean()) for name, values in losses.items()},
-        "n_heldout": len(old_heldout),
-        **{name: g.mean for name, g in gains.items()},
-        **{f"{name}_se": g.se for name, g in gains.items()},
     }
+    return Grown(columns, jump, grown, steps_flops)
+
+
+def grow_points(
+    model: ResidualModel,
+    points: Sequence[str],
+    task: Task,
+    train_pool: tuple[Tensor, Tensor],
+    heldout: tuple[Tensor, Tensor],
+    old_heldout: Tensor,
+    config: ArmConfig,
+    prepare_batch: PrepareBatch,
+    seed: int,
+) -> list[dict[str, Any]]:
+    """``grow_at`` every point, then the controls at equal steps and at each point's equal FLOPs
+    (``controls``), every arm on one batch order; the arms' columns, held-out losses and paired gains."""
+    order_seed = derive_seed(seed, "order")
+    arms_at = [
+        grow_at(model, point, task, train_pool, heldout, config, prepare_batch, order_seed, derive_seed(seed, point))
+        for point in tqdm(points, desc="growth")
+    ]
+    counts = [config.steps, *(arm.steps_flops for arm in arms_at)]
+    trained = controls(model, task, train_pool, heldout, config, prepare_batch, order_seed, counts)
+    rows = []
+    for arm in arms_at:
+        (tokens, lr_tokens), (flops, lr_flops) = trained[config.steps], trained[arm.steps_flops]
+        losses = {"jump": arm.jump, "grown": arm.grown, "control_tokens": tokens, "control_flops": flops}
+        gains = {
+            "gain_old": _paired(old_heldout, arm.grown),
+            "gain_tokens": _paired(tokens, arm.grown),
+            "gain_flops": _paired(flops, arm.grown),
+            "control_change": _paired(tokens, old_heldout),
+        }
+        rows.append(
+            {
+                **arm.columns,
+                "lr_control_tokens": lr_tokens,
+                "lr_control_flops": lr_flops,
+                **{f"test_loss_{name}": float(values.mean()) for name, values in losses.items()},
+                "n_heldout": len(old_heldout),
+                **{name: g.mean for name, g in gains.items()},
+                **{f"{name}_se": g.se for name, g in gains.items()},
+            }
+        )
+    return rows
 
 
 def growth(
@@ -257,7 +297,7 @@ def _snapshot_rows(
     prepare_batch: PrepareBatch,
     identity: str,
 ) -> list[dict[str, Any]]:
-    """The rows of one snapshot: its certificate, then ``grow_at`` every point."""
+    """The rows of one snapshot: its certificate, then ``grow_points`` at every chosen point."""
     seed = derive_seed(config.seed, identity, snapshot)
     chosen = select_points(model, points)
     certified = certificate(model, chosen).set_index("point")
@@ -268,30 +308,16 @@ def _snapshot_rows(
     train_pool, heldout_pool = (train.x, train.y), (held.x, held.y)
     old_heldout = per_example_losses(model, *heldout_pool, config.eval_batch_size, prepare_batch)
     old_train = mean_loss(model, *train_pool, config.eval_batch_size, prepare_batch)
-    controls = Controls(model, task, train_pool, heldout_pool, config, prepare_batch, derive_seed(seed, "order"))
-    rows = []
-    for point in tqdm(chosen, desc=f"growth ({snapshot})"):
-        cert = certified.loc[point]
-        rows.append(
-            {
-                "snapshot": snapshot,
-                "snapshot_step": step,
-                **{name: cert[name] for name in CERTIFICATE},
-                "predicted_gain": cert["block_grad_norm"],
-                "train_loss_old": old_train,
-                "test_loss_old": float(old_heldout.mean()),
-                **grow_at(
-                    model,
-                    point,
-                    task,
-                    train_pool,
-                    heldout_pool,
-                    old_heldout,
-                    controls,
-                    config,
-                    prepare_batch,
-                    derive_seed(seed, point),
-                ),  # fmt: skip
-            }
-        )
-    return rows
+    grown = grow_points(model, chosen, task, train_pool, heldout_pool, old_heldout, config, prepare_batch, seed)
+    return [
+        {
+            "snapshot": snapshot,
+            "snapshot_step": step,
+            **{name: certified.loc[row["point"], name] for name in CERTIFICATE},
+            "predicted_gain": certified.loc[row["point"], "block_grad_norm"],
+            "train_loss_old": old_train,
+            "test_loss_old": float(old_heldout.mean()),
+            **row,
+        }
+        for row in grown
+    ]

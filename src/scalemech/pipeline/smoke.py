@@ -48,8 +48,8 @@ TOY = {
     "trajectory_pool": 8,
     "measure_batch": 8,
     "misalign_draws": 200,
-    "expand_steps": 2,
-    "expand_batch": 8,
+    "grow_steps": 2,
+    "grow_batch": 8,
     "snapshots": 4,
     "checkpoint_every": 2,
     "cost_n": 16,
@@ -153,7 +153,9 @@ def paper_smoke(paper: dict[str, Any], fixtures: str | Path, compile: bool = Fal
     misalign = smoke.setdefault("misalign", {})
     misalign["sizes"] = [size for size in misalign.get("sizes", [1, 2, 4]) if 4 * size <= pool] or [1]
     misalign["draws"] = TOY["misalign_draws"]
-    smoke.setdefault("expand", {}).update(steps=TOY["expand_steps"], batch_size=TOY["expand_batch"], pool=pool)
+    grow = smoke.setdefault("grow", {})
+    grow.update(steps=TOY["grow_steps"], batch_size=TOY["grow_batch"], pool=pool, heldout=pool)
+    grow["certificate"] = {**grow.get("certificate", {}), "pool": pool, "M": 2, "K": 2}
     smoke.setdefault("cost", {}).update(n=TOY["cost_n"], max_covariance_mb=TOY["max_covariance_mb"])
     return smoke
 
