@@ -331,3 +331,35 @@ def test_the_held_out_examples_are_disjoint_from_the_certificates_test_pool(trai
     (((_, split, n, _, exclude), held),) = drawn
     assert split == "test" and n == 300 and sorted(exclude.tolist()) == sorted(test_pool)
     assert len(held) == 300 and not set(held.index.tolist()) & set(test_pool)
+
+
+def test_a_hugging_face_model_grows_at_its_weights(tmp_path):
+    """A pretrained (``hf``) model: no snapshots, no trajectory, one row per point of its weights, each
+    held-out gain paired and finite, and ``insert_block`` the identity there as for the trained families."""
+    from playtext import play_text
+    from test_hf import save_tiny
+
+    from scalemech.data import Prepared
+
+    checkpoint = save_tiny("llama", tmp_path / "ckpt")
+    model = build_model({"family": "hf", "checkpoint": checkpoint, "local_files_only": True, "block_size": 8})
+    text = {split: torch.tensor(list(play_text(6000, seed).encode()), dtype=torch.uint8) for split, seed in
+            (("train", 0), ("test", 1))}  # fmt: skip
+    data = Prepared("play", "text", text["train"], None, text["test"], None, {}, 256)
+    keys = {**KEYS, "dataset": "play", "family": "hf", "model": "hf-tiny"}
+
+    def certificate(at, points):
+        frame = certify_model(at, data, model_identity(keys), points, tmp_path / "pools", pool=16, M=4, K=4,
+                              batch_size=8, view="full", seed=0, device="cpu")  # fmt: skip
+        frame["certify_rank"] = point_ranks(frame)
+        return frame
+
+    table = growth.growth(
+        model, data, None, None, keys, certificate, points="all", snapshots=["final", "signal"], pool=16,
+        heldout=24, device="cpu", **{**DEFAULTS, "steps": 2, "batch_size": 4, "lr_factors": [0.0, 1.0]},
+    )  # fmt: skip
+    check_columns(table, "growth")
+    assert list(table.point) == model.insertion_points() and (table.snapshot == "final").all()
+    assert table.snapshot_step.isna().all() and table.n_heldout.eq(24).all()
+    gains = table[["gain_old", "gain_old_se", "gain_tokens", "gain_flops"]]
+    assert np.isfinite(gains.to_numpy(float)).all() and (table.gain_old_se > 0).all()

@@ -18,7 +18,14 @@ pytestmark = pytest.mark.workflow
     [
         (
             "config/config.yaml",
-            {"prepare_data": 2, "train_model": 12, "measure_model": 12, "trajectory_model": 12, "growth_model": 12, "figure": 10},
+            {
+                "prepare_data": 2,
+                "train_model": 12,
+                "measure_model": 12,
+                "trajectory_model": 12,
+                "growth_model": 12,
+                "figure": 10,
+            },
         ),
         (  # training and E10 only: no measure, misalign, intervene, growth or cost job, no figure of theirs
             "config/paper-widths.yaml",

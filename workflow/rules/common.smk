@@ -33,7 +33,7 @@ JOBS = {job.key: job for job in model_jobs(config)}
 TRAINED = [key for key, job in JOBS.items() if job.recipe is not None]
 PRETRAINED = [key for key, job in JOBS.items() if job.recipe is None]
 GROW_GRIDS = config["grow"].get("grids", sorted(config["grids"]))
-GROWN = [key for key in TRAINED if JOBS[key].grid in GROW_GRIDS]
+GROWN = [key for key in JOBS if JOBS[key].grid in GROW_GRIDS]  # grow.grids: trained grids, pretrained groups
 EXPERIMENTS = config["experiments"]  # beside training; the others' rules are not planned
 RUN_TABLES = run_tables(EXPERIMENTS)
 
@@ -54,7 +54,12 @@ def per_model(pattern, keys):
 
 
 def model_inputs(rule):
-    return steps.inputs(rule, LAYOUT, "{dataset}", "{model}")
+    """The rule's named inputs; those only a trained model has (``Step.trained_only``) are none for a
+    pretrained one."""
+    named = steps.inputs(rule, LAYOUT, "{dataset}", "{model}")
+    for name in STEPS[rule].trained_only:
+        named[name] = lambda wc, path=named[name]: path if job(wc).recipe is not None else []
+    return named
 
 
 def model_outputs(rule):

@@ -1,4 +1,4 @@
-# F1-F9 from the tidy tables alone, and the claims report. Figure rules list the modules of the
+# F1-F10 from the tidy tables alone, and the claims report. Figure rules list the modules of the
 # figures and report packages as inputs: editing them reruns figures and the report, never training or
 # measurement (whose rules do not depend on these files). Those inputs are paths relative to
 # the working directory, as Snakemake records them: results/ and figures/ copied (with
@@ -119,6 +119,7 @@ rule growth:
     input:
         LAYOUT.table("growth"),
         figure_files("F7_expansion"),
+        figure_files("F10_growth"),
 
 
 rule trajectory:

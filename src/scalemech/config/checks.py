@@ -203,16 +203,17 @@ def check_experiments(config: dict[str, Any]) -> Iterator[str]:
 
 
 def check_grow_grids(config: dict[str, Any]) -> Iterator[str]:
-    """``grow.grids`` names trained grids of this config."""
+    """``grow.grids`` names grids or pretrained groups of this config."""
+    groups = sorted([*config["grids"], *config["pretrained"]])
     for i, name in enumerate(config["grow"].get("grids", [])):
-        if name not in config["grids"]:
-            note = " (a pretrained group is measured, not grown)" if name in config["pretrained"] else ""
-            yield f"grow.grids[{i}]: {name!r} is not a grid of this config{note}; allowed: {sorted(config['grids'])}"
+        if name not in groups:
+            yield f"grow.grids[{i}]: {name!r} is not a grid or pretrained group of this config; allowed: {groups}"
 
 
 def grown_grids(config: dict[str, Any]) -> list[str]:
-    """The grids E11 grows (default: every trained grid)."""
-    return [g for g in config["grow"].get("grids", list(config["grids"])) if g in config["grids"]]
+    """The grids and pretrained groups E11 grows (default: every trained grid)."""
+    groups = [*config["grids"], *config["pretrained"]]
+    return [g for g in config["grow"].get("grids", list(config["grids"])) if g in groups]
 
 
 def _grid_points(grid: dict[str, Any]) -> Iterator[tuple[int, tuple[str, ...]]]:

@@ -98,7 +98,8 @@ def check_cluster_limits(config: dict[str, Any]) -> Iterator[str]:
                     "trajectory_model",
                 ]
             else:
-                rules = ["pin_pretrained", "measure_model", "intervene_model"]
+                grows = ["growth_model"] if name in grown else []
+                rules = ["pin_pretrained", "measure_model", "intervene_model", *grows]
             models = [job.key for job in jobs if job.grid == name and (job.recipe is None) == (section == "pretrained")]
             named = ", ".join(models[:3]) + (f" and {len(models) - 3} more" if len(models) > 3 else "")
             for limit_key, key, unit in checks:

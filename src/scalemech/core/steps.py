@@ -43,13 +43,14 @@ class Step:
     rule: str  # the rule and its job function
     name: str  # its directory under logs/ and benchmarks/; its CLI command when it has ``help``
     experiment: str  # the entry of the config's ``experiments`` that plans it ("train": every run)
-    models: str  # the models it runs on: "all", "trained", "pretrained" or "grown" (grow.grids)
+    models: str  # the models it runs on: "all", "trained", "pretrained" or "grown" (grow.grids, trained or not)
     inputs: tuple[str, ...]  # its input files, by name (``file``)
     outputs: tuple[str, ...]  # its output files, by name; those not in MODEL_FILES nor pools are tables
     params: Callable[[dict[str, Any], Any], dict[str, Any]]  # its params, from the config and a model
     derived: tuple[str, ...] = ()  # the run's tables that rules of their own make from its outputs
     device: bool = True  # its job takes a device (a GPU when its grid asks for one)
     help: str | None = None  # the help of its CLI command, ``scalemech <name>``; None: no command
+    trained_only: tuple[str, ...] = ()  # inputs only a trained model has (a pretrained one's job gets None)
 
     @property
     def tables(self) -> tuple[str, ...]:
@@ -176,6 +177,7 @@ STEPS = {
             inputs=("data", "model", "trajectory"),
             outputs=("growth",),
             params=_growth_params,
+            trained_only=("trajectory",),  # E10 runs on trained models: a pretrained one grows at its weights
             help="growth at every insertion point against the certificate and equal-compute controls (E11, E8)",
         ),
     )
@@ -214,4 +216,7 @@ def params(rule: str, config: dict[str, Any], model_job: Any) -> dict[str, Any]:
 def arguments(rule: str, config: dict[str, Any], model_job: Any) -> dict[str, Any]:
     """The job arguments of per-model ``rule`` for ``model_job``: its named inputs, outputs and params."""
     where = (Layout(config["run"]), model_job.dataset, model_job.name)
-    return {**inputs(rule, *where), **outputs(rule, *where), **params(rule, config, model_job)}
+    named = inputs(rule, *where)
+    if model_job.recipe is None:
+        named.update(dict.fromkeys(STEPS[rule].trained_only))
+    return {**named, **outputs(rule, *where), **params(rule, config, model_job)}

@@ -240,7 +240,7 @@ def grow_points(
 def growth(
     model: ResidualModel,
     data: Prepared,
-    snapshot_dir: str | Path,
+    snapshot_dir: str | Path | None,
     trajectory: pd.DataFrame | None,
     keys: dict[str, Any],
     certificate: Callable[[ResidualModel, list[str]], pd.DataFrame],
@@ -255,15 +255,15 @@ def growth(
     """The ``growth`` table of ``model`` (module doc): one row per snapshot × point of ``points``.
 
     ``snapshot_dir`` holds training's weight snapshots (``signal``); ``trajectory`` is the model's E10
-    table (None: no ``signal`` snapshot). ``certificate(model, names)`` returns certify's table of a
-    model at those points (``CERTIFICATE`` columns) with ``attrs["pools"]["test"]``, its test pool's index.
-    The jumpboard and the fallback use a train pool of ``pool`` examples. ``config`` holds the
-    ``ArmConfig`` fields."""
+    table (either None: no ``signal`` snapshot, as for a pretrained model). ``certificate(model, names)``
+    returns certify's table of a model at those points (``CERTIFICATE`` columns) with
+    ``attrs["pools"]["test"]``, its test pool's index. The jumpboard and the fallback use a train pool
+    of ``pool`` examples. ``config`` holds the ``ArmConfig`` fields."""
     settings = ArmConfig(**config)
     identity, prepare_batch = model_identity(keys), to_device(device)
     model = model.to(device).eval()
     task = model.task(data)
-    kept = snapshot_paths(Path(snapshot_dir))
+    kept = snapshot_paths(Path(snapshot_dir)) if snapshot_dir is not None else {}
     final_step = max(kept, default=None)
     weights = {"final": (final_step, None)}  # the model as given: its final weights
     if "signal" in snapshots and trajectory is not None and final_step is not None:

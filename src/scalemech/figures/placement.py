@@ -1,9 +1,11 @@
 """Placement strategies of E11 (docs/science.md §5, E11): where each rule would grow the one new block,
 read from the ``growth`` rows of a model and snapshot, and the realized gains of that point.
 
-- ``certificate``: the row with ``certify_rank == 1`` (``certify.grow_ranking``'s first "grow here" point);
-- ``lowest certificate``: the point the certificate puts last: the highest ``certify_rank``, the points it
-  did not rank (no rank: not "grow here") after every ranked one, by ascending ``block_grad_norm``;
+- ``certificate``: the row with ``certify_rank == 1`` (``certify.point_ranks``: the "grow here" point with
+  the largest ``block_grad_norm``, or where none is "grow here" the first weak one, then the first without
+  a detectable signal);
+- ``lowest certificate``: the point the certificate puts last: the highest ``certify_rank`` (a point
+  without a rank, should a table hold one, after every ranked one, by ascending ``block_grad_norm``);
 - ``grad norm``: the largest raw ``block_grad_norm`` (the plain gradient-norm heuristic, SensLI-style);
 - ``top``, ``middle``, ``bottom``: the largest, the lower median, the smallest ``point_index``;
 - ``uniform``: LLaMA-Pro's rule, a new block after every K blocks, with as many new blocks as the
@@ -33,7 +35,7 @@ UNIT = ["snapshot"]  # within a model: the rows one placement chooses among
 
 def certified(growth: pd.DataFrame) -> pd.DataFrame:
     """The certificate's choice of each model and snapshot: its row with ``certify_rank == 1`` (none where
-    no point is "grow here")."""
+    no point is ranked)."""
     return growth[growth["certify_rank"] == 1].drop_duplicates(model_keys() + UNIT)
 
 

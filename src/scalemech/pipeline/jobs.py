@@ -331,7 +331,7 @@ def growth_model(
     *,
     data: str,
     model: str,
-    trajectory: str,
+    trajectory: str | None,
     growth: str,
     model_keys: dict[str, Any],
     snapshot_dir: str,
@@ -339,8 +339,9 @@ def growth_model(
     measure: dict[str, Any],
     device: torch.device,
 ) -> None:
-    """E11: grow one block at every chosen point of the final and the signal snapshot, each point's
-    certificate measured first by ``certify.certify_model`` (measure's seed and batch size)."""
+    """E11: grow one block at every chosen point of the final and the signal snapshot (a pretrained
+    model, without ``trajectory`` or snapshots: its weights only), each point's certificate measured
+    first by ``certify.certify_model`` (measure's seed and batch size)."""
     import tempfile
 
     from ..certify import certify_model, point_ranks
@@ -362,8 +363,8 @@ def growth_model(
         frame = growth_table(
             loaded,
             prepared,
-            Path(snapshot_dir) / payload["identity"],
-            tables.read_table(trajectory, "trajectory"),
+            Path(snapshot_dir) / payload["identity"] if "identity" in payload else None,
+            tables.read_table(trajectory, "trajectory") if trajectory else None,
             keys,
             certificate,
             device=device,

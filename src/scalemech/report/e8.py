@@ -1,17 +1,17 @@
 """E8: inserting a zero-initialized block lowers test loss beyond what the same extra training gives
 the old model (Paper D), per family and over all families.
 
-Per row of E11's final snapshot (``growth``) the paired gain ``g = L_test(control) − L_test(grown)`` with its evaluation SE (per-example
-differences on the test examples); per model the mean over its points, across the family's models a
-random-effects mean with a 95 % t interval (``units``): the aggregate evidence of all rows, no per-row
-gate. The control's own change ``L_test(control) − L_test(old)`` is judged the same way: a control that
-damaged f_old makes a win meaningless. Over all families, the gain in each family's RMS units (so a
-family of small losses weighs as much as one of large losses), per model the mean, the mean over all
-models with a t interval. The pool confirms (its 95 % interval above 0); the refutation is tested
-``F + 1`` times, by each of the F families and by the pool, each at the Bonferroni level
-``1 − 0.05/(F + 1)`` (its interval below 0), so that noise refutes at most 2.5 % of the time. The
-headline names every family's verdict: a family whose gain is below 0 refutes the claim, whatever
-the pool says.
+Per row of E11's final snapshot (``growth``) the paired gain ``g = L_test(control) − L_test(grown)``
+with its evaluation SE (per-example differences on the held-out examples); per model the mean over
+its points, across the family's models a random-effects mean with a 95 % t interval (``units``): the
+aggregate evidence of all rows, no per-row gate. The control's own change ``L_test(control) −
+L_test(old)`` is judged the same way: a control that damaged f_old makes a win meaningless. Over all
+families, the gain in each family's RMS units (so a family of small losses weighs as much as one of
+large losses), per model the mean, the mean over all models with a t interval. The pool confirms
+(its 95 % interval above 0); the refutation is tested ``F + 1`` times, by each of the F families and
+by the pool, each at the Bonferroni level ``1 − 0.05/(F + 1)`` (its interval below 0), so that noise
+refutes at most 2.5 % of the time. The headline names every family's verdict: a family whose gain is
+below 0 refutes the claim, whatever the pool says.
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ def rule_g2(tables: Tables) -> Result:
     picks = placements(rows, ["gain_old"])
     chosen = picks[picks["strategy"] == "certificate"]
     if chosen.empty:
-        raise NotMeasured("no model × snapshot of growth has a 'grow here' point (certify_rank 1)")
+        raise NotMeasured("no model × snapshot of growth has a point of certify_rank 1")
     frames = dict(tuple(contrasts(picks).groupby("strategy")))
     if not set(DECIDING) <= set(frames):
         raise NotMeasured("no model × snapshot of growth has a finite gain_old at the certificate's point")
@@ -68,7 +68,7 @@ def rule_g2(tables: Tables) -> Result:
     }
     detail = (
         f"c = gain_old(certificate) − gain_old(strategy), SE √(SE² + SE²); {len(rows)} rows, "
-        f"{len(chosen)} of {units} model × snapshot units with a 'grow here' point; per model the mean over "
+        f"{len(chosen)} of {units} model × snapshot units with a point of certify_rank 1; per model the mean over "
         "its snapshots, across models t with "
         + ", ".join(f"{means[s].df} df ({s})" for s in DECIDING)
         + "; "

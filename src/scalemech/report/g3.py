@@ -33,7 +33,7 @@ def rule_g3(tables: Tables) -> Result:
     rows = growth_rows(tables, READS["growth"][1:])
     chosen = certified(rows)
     if chosen.empty:
-        raise NotMeasured("no model × snapshot of growth has a 'grow here' point (certify_rank 1)")
+        raise NotMeasured("no model × snapshot of growth has a point of certify_rank 1")
     means = {name: over_models(chosen, gain, f"{gain}_se", scaled=True) for name, gain in CONTROLS.items()}
     control = over_models(chosen, "control_change", "control_change_se", scaled=True)
     damaged = control.verdict(sign=1) == CONFIRMED
@@ -54,7 +54,7 @@ def rule_g3(tables: Tables) -> Result:
         for name, gain in CONTROLS.items()
     }
     detail = (
-        f"{len(rows)} rows, {len(chosen)} of {units} model × snapshot units with a 'grow here' point; per model "
+        f"{len(rows)} rows, {len(chosen)} of {units} model × snapshot units with a point of certify_rank 1; per model "
         f"the mean over its snapshots, across models t with {means['tokens'].df} df; "
         + "".join(f"{e.null_text(f'gain over {name}')}; " for name, e in undecided.items())
         + f"control_change = L(control_tokens) − L(old) {control.text(2)} (RMS units; above 0: damaged); "
