@@ -239,7 +239,9 @@ def check_point_names(config: dict[str, Any]) -> Iterator[str]:
     the checkpoint's config is read."""
     rules = [("measure.points", config["measure"]["points"], list(config["grids"]))]
     if "points" in config["grow"]:
-        rules.append(("grow.points", config["grow"]["points"], grown_grids(config)))
+        rules.append(
+            ("grow.points", config["grow"]["points"], [g for g in grown_grids(config) if g in config["grids"]])
+        )
     for key, rule, grids in rules:
         if isinstance(rule, int):
             yield from _check_point_count(key, rule, grids, config)
@@ -341,7 +343,7 @@ def check_pools(config: dict[str, Any]) -> Iterator[str]:
         grids,
         ("test",),
     )
-    grow, grown = config["grow"], grown_grids(config)
+    grow, grown = config["grow"], [g for g in grown_grids(config) if g in config["grids"]]  # sizes known: grids
     yield from _limit("grow.pool", grow["pool"], config, grown, ("train",))
     certificate = grow["certificate"]["pool"]
     yield from _limit("grow.certificate.pool", certificate, config, grown, ("train",))
