@@ -13,21 +13,18 @@ import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
-from test_train import RESNET
 from torch import nn
 
 from scalemech.certify import certify_model, point_ranks
 from scalemech.config.schema import schema
-from scalemech.core.recipe import Recipe
 from scalemech.core.seeding import model_identity
 from scalemech.core.tables import check_columns
-from scalemech.data import load_prepared, prepare_dataset
 from scalemech.experiments import arms
-from scalemech.experiments.growth import grow_points, signal_step, step_flops
+from scalemech.experiments.growth import grow_points, signal_step
 from scalemech.gradients.batches import mean_loss, per_example_losses, to_device
-from scalemech.models import build_model, load_model
+from scalemech.models import build_model
 from scalemech.training.checkpoints import snapshot_paths
-from scalemech.training.train import train
+from scalemech.training.continued import step_flops
 
 KEYS = {"run": "t", "dataset": "mnist5k", "family": "resnet", "depth": 8, "width": 0.5, "seed": 0, "model": "m"}
 PREPARE = to_device("cpu")
@@ -149,7 +146,7 @@ def test_every_arm_sees_the_same_batches_and_each_control_learning_rate_trains_o
         arms, "train_steps", lambda *a, **k: runs.append(a[-1] if len(a) > 7 else None) or original(*a, **k)
     )
     rows = _rows(model, model.insertion_points()[:3], train, test, config, task=task)
-    assert runs[:3] == [None] * 3 and runs[3:] == [0, max(config.steps, *rows.steps_control_flops)]
+    assert runs[:3] == [None] * 3 and runs[3:] == [max(config.steps, *rows.steps_control_flops)]  # lr factor 0: f_old
     first = task.drawn[:3]
     for run in range(1, 4):  # the two other grown arms, then the control: the same first three batches
         assert all(torch.equal(a, b) for a, b in zip(first, task.drawn[3 * run : 3 * run + 3]))
@@ -243,10 +240,10 @@ class TwoLayers(nn.Module):
 def test_step_flops_counts_the_forward_and_only_the_gradients_needed():
     b, i, h, o = 5, 7, 11, 3
     model = TwoLayers(i, h, o)
-    flops = step_flops(model, torch.randn(b, i), torch.randint(o, (b,)))
+    flops = step_flops(model, lambda: model.per_example_loss(model(torch.randn(b, i)), torch.randint(o, (b,))).mean())
     assert flops == 2 * b * (i * h + h * o) + 2 * b * h * o  # forward, then the second layer's weight gradient
     model.first.weight.requires_grad_(True)
-    both = step_flops(model, torch.randn(b, i), torch.randint(o, (b,)))
+    both = step_flops(model, lambda: model.per_example_loss(model(torch.randn(b, i)), torch.randint(o, (b,))).mean())
     assert both == 2 * b * (i * h + h * o) + 2 * b * h * o + 2 * b * h * o + 2 * b * i * h  # + input grad, first
     assert model.second.weight.grad is None  # cleared afterwards
 
@@ -263,21 +260,9 @@ def test_the_signal_snapshot_is_the_earliest_trained_one_with_a_detected_mean():
     assert signal_step(rows.assign(mu_sq_lo=-1.0), final_step=8) is None
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    out = tmp_path_factory.mktemp("growth")
-    prepare_dataset("mnist5k", {}, out / "data")
-    data = load_prepared(out / "data")
-    data = dataclasses.replace(data, train_x=data.train_x[:1024], train_y=data.train_y[:1024])
-    recipe = Recipe(steps=40, batch_size=64, lr=0.1, eval_examples=128, eval_batch_size=256)
-    train(RESNET, recipe, data, out, out / "ckpt", seed=0, device="cpu", checkpoint_every=40, progress=False,
-          snapshots=6, snapshot_dir=out / "snapshots")  # fmt: skip
-    model, payload = load_model(out / "model.pt")
-    return model, data, out / "snapshots" / payload["identity"], out
-
-
-def test_one_row_per_snapshot_and_point_held_out_beside_the_certificate(trained):
-    model, data, snapshot_dir, out = trained
+def test_one_row_per_snapshot_and_point_held_out_beside_the_certificate(trained_with_snapshots, tmp_path):
+    model, data, snapshot_dir = trained_with_snapshots
+    out = tmp_path
     steps = sorted(snapshot_paths(snapshot_dir))
     trajectory = pd.DataFrame({"step": steps, "split": "train", "mu_sq_lo": [1.0] * len(steps)})
     pools = []
@@ -310,8 +295,11 @@ def test_one_row_per_snapshot_and_point_held_out_beside_the_certificate(trained)
     pd.testing.assert_frame_equal(unseeded, table.iloc[:2])  # and the same rows for the final one
 
 
-def test_the_held_out_examples_are_disjoint_from_the_certificates_test_pool(trained, monkeypatch):
-    model, data, snapshot_dir, out = trained
+def test_the_held_out_examples_are_disjoint_from_the_certificates_test_pool(
+    trained_with_snapshots, monkeypatch, tmp_path
+):
+    model, data, snapshot_dir = trained_with_snapshots
+    out = tmp_path
     drawn = []
     original = growth.draw_disjoint
     monkeypatch.setattr(growth, "draw_disjoint", lambda *a: drawn.append((a, original(*a))) or drawn[-1][1])

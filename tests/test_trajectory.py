@@ -22,32 +22,8 @@ from scalemech.training.train import train
 KEYS = {"run": "t", "dataset": "mnist5k", "family": "resnet", "depth": 8, "width": 0.5, "seed": 0, "model": "m"}
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    out = tmp_path_factory.mktemp("trajectory")
-    prepare_dataset("mnist5k", {}, out / "data")
-    data = load_prepared(out / "data")
-    data = dataclasses.replace(data, train_x=data.train_x[:1024], train_y=data.train_y[:1024])
-    recipe = Recipe(steps=40, batch_size=64, lr=0.1, eval_examples=128, eval_batch_size=256)
-    train(
-        RESNET,
-        recipe,
-        data,
-        out,
-        out / "ckpt",
-        seed=0,
-        device="cpu",
-        checkpoint_every=40,
-        progress=False,
-        snapshots=6,
-        snapshot_dir=out / "snapshots",
-    )
-    model, payload = load_model(out / "model.pt")
-    return model, data, out / "snapshots" / payload["identity"]
-
-
-def test_one_row_per_snapshot_point_split_view_and_the_signal_collapses(trained):
-    model, data, snapshot_dir = trained
+def test_one_row_per_snapshot_point_split_view_and_the_signal_collapses(trained_with_snapshots):
+    model, data, snapshot_dir = trained_with_snapshots
     table = trajectory(
         model, data, snapshot_dir, KEYS, points=2, pool=48, batch_size=48, interval_level=0.9, seed=0, device="cpu"
     )
@@ -61,8 +37,8 @@ def test_one_row_per_snapshot_point_split_view_and_the_signal_collapses(trained)
     assert ((table.mu_sq_lo <= table.mu_sq) & (table.mu_sq <= table.mu_sq_hi)).all()
 
 
-def test_only_the_splits_asked_for_are_measured_with_both_losses(trained):
-    model, data, snapshot_dir = trained
+def test_only_the_splits_asked_for_are_measured_with_both_losses(trained_with_snapshots):
+    model, data, snapshot_dir = trained_with_snapshots
     both = dict(points=1, pool=16, batch_size=16, interval_level=0.9, seed=0, device="cpu")
     train_only = trajectory(model, data, snapshot_dir, KEYS, splits=["train"], **both)
     full = trajectory(model, data, snapshot_dir, KEYS, **both)
@@ -72,8 +48,8 @@ def test_only_the_splits_asked_for_are_measured_with_both_losses(trained):
     assert train_only[columns].reset_index(drop=True).equals(expected)
 
 
-def test_missing_snapshots_are_refused(trained, tmp_path):
-    model, data, _ = trained
+def test_missing_snapshots_are_refused(trained_with_snapshots, tmp_path):
+    model, data, _ = trained_with_snapshots
     with pytest.raises(FileNotFoundError, match="train.snapshots"):
         trajectory(
             model, data, tmp_path, KEYS, points=1, pool=16, batch_size=16, interval_level=0.9, seed=0, device="cpu"

@@ -210,9 +210,10 @@ def check_grow_grids(config: dict[str, Any]) -> Iterator[str]:
             yield f"grow.grids[{i}]: {name!r} is not a grid or pretrained group of this config; allowed: {groups}"
 
 
-def grown_grids(config: dict[str, Any]) -> list[str]:
-    """The grids and pretrained groups E11 grows (default: every trained grid)."""
-    groups = [*config["grids"], *config["pretrained"]]
+def grown_grids(config: dict[str, Any], trained: bool = False) -> list[str]:
+    """The grids and pretrained groups E11 grows (default: every trained grid); ``trained``: the grids
+    only (their sizes and point names are known from the config)."""
+    groups = [*config["grids"], *([] if trained else config["pretrained"])]
     return [g for g in config["grow"].get("grids", list(config["grids"])) if g in groups]
 
 
@@ -239,9 +240,7 @@ def check_point_names(config: dict[str, Any]) -> Iterator[str]:
     the checkpoint's config is read."""
     rules = [("measure.points", config["measure"]["points"], list(config["grids"]))]
     if "points" in config["grow"]:
-        rules.append(
-            ("grow.points", config["grow"]["points"], [g for g in grown_grids(config) if g in config["grids"]])
-        )
+        rules.append(("grow.points", config["grow"]["points"], grown_grids(config, trained=True)))
     for key, rule, grids in rules:
         if isinstance(rule, int):
             yield from _check_point_count(key, rule, grids, config)
@@ -343,7 +342,7 @@ def check_pools(config: dict[str, Any]) -> Iterator[str]:
         grids,
         ("test",),
     )
-    grow, grown = config["grow"], [g for g in grown_grids(config) if g in config["grids"]]  # sizes known: grids
+    grow, grown = config["grow"], grown_grids(config, trained=True)
     yield from _limit("grow.pool", grow["pool"], config, grown, ("train",))
     certificate = grow["certificate"]["pool"]
     yield from _limit("grow.certificate.pool", certificate, config, grown, ("train",))

@@ -67,6 +67,24 @@ class ArmConfig:
             raise ValueError(f"need a non-empty grid of lr_factors >= 0; got {self.lr_factors}")
 
 
+def train_only(model: ResidualModel, params: Iterable[nn.Parameter]) -> list[nn.Parameter]:
+    """Let ``params`` alone of ``model`` require grad; returns them as a list."""
+    params = list(params)
+    chosen = {id(p) for p in params}
+    for p in model.parameters():
+        p.requires_grad_(id(p) in chosen)
+    return params
+
+
+def train_loss(
+    model: ResidualModel, pool: tuple[Tensor, Tensor], config: ArmConfig, prepare_batch: PrepareBatch
+) -> float:
+    """``model``'s mean loss on the train ``pool``, ``inf`` when not finite: what an arm's learning rate
+    is chosen by (the lowest wins; a diverged run never does)."""
+    loss = mean_loss(model, *pool, config.eval_batch_size, prepare_batch)
+    return loss if math.isfinite(loss) else math.inf
+
+
 def train_steps(
     model: ResidualModel,
     params: Iterable[nn.Parameter],
@@ -84,10 +102,7 @@ def train_steps(
     Batches are drawn from the whole train split of ``task`` (``Task.sample``) by a generator
     seeded with ``order_seed``: the same seed, the same batches in the same order.
     """
-    params = list(params)
-    chosen = {id(p) for p in params}
-    for p in model.parameters():
-        p.requires_grad_(id(p) in chosen)
+    params = train_only(model, params)
     generator = torch.Generator().manual_seed(order_seed)
     groups = [{"params": params, "weight_decay": config.weight_decay}]
     optimizer = optimizer_for(groups, config.optimizer, config.lr if lr is None else lr, config.momentum)
@@ -133,8 +148,7 @@ def best_trained(
         candidate, lr = copy.deepcopy(model), config.lr * factor
         if lr > 0:
             train_params(candidate, params_of(candidate), task, config, prepare_batch, order_seed, lr)
-        loss = mean_loss(candidate, *train_pool, config.eval_batch_size, prepare_batch)
-        loss = loss if math.isfinite(loss) else math.inf
+        loss = train_loss(candidate, train_pool, config, prepare_batch)
         if best is None or loss < best[2]:
             best = (candidate, lr, loss)
     return best

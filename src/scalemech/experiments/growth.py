@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -35,7 +34,6 @@ from typing import Any
 import pandas as pd
 import torch
 from torch import Tensor
-from torch.utils.flop_counter import FlopCounterMode
 from tqdm.auto import tqdm
 
 from .. import stats
@@ -48,11 +46,11 @@ from ..models.base import ResidualModel
 from ..tasks import Task
 from ..tasks.base import draw_disjoint, draw_examples
 from ..training.checkpoints import snapshot_paths
+from ..training.continued import step_flops
 from . import arms
 from .arms import ArmConfig
 from .measure import select_points
 
-SNAPSHOTS = ("final", "signal")
 CERTIFICATE = ["n", "mu_sq", "mu_sq_lo", "mu_sq_hi", "d_align", "d_align_lo", "d_align_hi", "b_exact", "b_exact_ucb"]
 CERTIFICATE += ["block_grad_norm", "verdict", "certify_rank"]
 
@@ -65,29 +63,16 @@ def signal_step(trajectory: pd.DataFrame, final_step: int) -> int | None:
     return steps[0] if steps else None
 
 
-def step_flops(model: ResidualModel, xb: Tensor, yb: Tensor) -> int:
-    """FLOPs of one training step's forward and backward on ``(xb, yb)`` with the gradients the
-    trainable parameters need (``torch.utils.flop_counter``); gradients cleared afterwards."""
-    counter = FlopCounterMode(display=False)
-    with counter:
-        model.per_example_loss(model(xb), yb).mean().backward()
-    model.zero_grad(set_to_none=True)
-    return int(counter.get_total_flops())
-
-
-def _trainable(model: ResidualModel, block_name: str | None, train_mode: str) -> list[torch.nn.Parameter]:
-    """The parameters an arm trains: the new block's (``"block"``), else every one."""
-    if train_mode == "block" and block_name is not None:
-        return list(model.blocks[model.index(block_name)].parameters())
-    return list(model.parameters())
+def _new_block(model: ResidualModel, name: str, train_mode: str) -> list[torch.nn.Parameter]:
+    """The parameters the grown arm trains: the new block ``name``'s (``"block"``), else every one."""
+    return list(model.blocks[model.index(name)].parameters() if train_mode == "block" else model.parameters())
 
 
 def _flops_per_step(model: ResidualModel, params: list[torch.nn.Parameter], probe: tuple[Tensor, Tensor]) -> int:
-    chosen = {id(p) for p in params}
-    for p in model.parameters():
-        p.requires_grad_(id(p) in chosen)
+    """FLOPs of one step of ``model`` training ``params`` alone on the batch ``probe``, in eval mode."""
+    arms.train_only(model, params)
     model.eval()
-    return step_flops(model, *probe)
+    return step_flops(model, lambda: model.per_example_loss(model(probe[0]), probe[1]).mean())
 
 
 def controls(
@@ -105,20 +90,25 @@ def controls(
     ties: the first factor). Each learning rate trains once, to the most steps: the learning rate is
     constant and the batches one order, so ``k`` steps are the first ``k`` of that run."""
     wanted, best = sorted(set(counts)), {}
+
+    def keep(at: Sequence[int], candidate: ResidualModel, lr: float) -> None:
+        loss = arms.train_loss(candidate, train_pool, config, prepare_batch)
+        better = [count for count in at if count not in best or loss < best[count][0]]
+        if better:
+            losses = per_example_losses(candidate, *heldout, config.eval_batch_size, prepare_batch)
+            best.update({count: (loss, losses, lr) for count in better})
+
     for factor in config.lr_factors:
-        lr, candidate = config.lr * factor, copy.deepcopy(model)
-        steps = max(wanted) if lr > 0 else 0
-        for done in arms.train_steps(candidate, candidate.parameters(), task, config, prepare_batch, order_seed, lr,
-                                     steps):  # fmt: skip
-            at = wanted if lr == 0 else [done] if done in wanted else []
-            if not at:
-                continue
-            loss = mean_loss(candidate, *train_pool, config.eval_batch_size, prepare_batch)
-            loss = loss if math.isfinite(loss) else math.inf
-            for count in at:
-                if count not in best or loss < best[count][0]:
-                    losses = per_example_losses(candidate, *heldout, config.eval_batch_size, prepare_batch)
-                    best[count] = (loss, losses, lr)
+        lr = config.lr * factor
+        if lr == 0:  # the model as it started, at every count
+            keep(wanted, model, lr)
+            continue
+        candidate = copy.deepcopy(model)
+        trained = arms.train_steps(candidate, candidate.parameters(), task, config, prepare_batch, order_seed, lr,
+                                   max(wanted))  # fmt: skip
+        for done in trained:
+            if done in wanted:
+                keep([done], candidate, lr)
     return {count: (losses, lr) for count, (_, losses, lr) in best.items()}
 
 
@@ -147,9 +137,11 @@ def grow_at(
     prepare_batch: PrepareBatch,
     order_seed: int,
     seed: int,
+    control_step_flops: int,
 ) -> Grown:
     """The grown arm at ``point`` (module doc): insert (the output unchanged, checked), jumpboard,
-    train on ``order_seed``'s batches, fall back; its FLOPs and those of one control step."""
+    train on ``order_seed``'s batches, fall back; its FLOPs against ``control_step_flops`` (one step of
+    the controls)."""
     model.eval()
     with seeded(derive_seed(seed, "new_block")):
         expanded, block = model.insert_block(point)
@@ -165,12 +157,11 @@ def grow_at(
         jump_model, jump_model.blocks[jump_model.index(new_name)], train_pool, config, prepare_batch
     )
     trained, lr_selected, train_grown = arms.best_trained(
-        expanded, lambda m: _trainable(m, new_name, config.train_mode), task, train_pool, config, prepare_batch,
+        expanded, lambda m: _new_block(m, new_name, config.train_mode), task, train_pool, config, prepare_batch,
         order_seed,
     )  # fmt: skip
     fallback = not train_grown <= jump_train  # also when the trained loss is nan
-    grown_flops = config.steps * _flops_per_step(expanded, _trainable(expanded, new_name, config.train_mode), probe)
-    control_step_flops = _flops_per_step(model, list(model.parameters()), probe)
+    grown_flops = config.steps * _flops_per_step(expanded, _new_block(expanded, new_name, config.train_mode), probe)
     steps_flops = round(grown_flops / control_step_flops)
     jump = per_example_losses(jump_model, *heldout, config.eval_batch_size, prepare_batch)
     grown = jump if fallback else per_example_losses(trained, *heldout, config.eval_batch_size, prepare_batch)
@@ -207,8 +198,21 @@ def grow_points(
     """``grow_at`` every point, then the controls at equal steps and at each point's equal FLOPs
     (``controls``), every arm on one batch order; the arms' columns, held-out losses and paired gains."""
     order_seed = derive_seed(seed, "order")
+    probe = prepare_batch(*(t[: config.batch_size] for t in train_pool))
+    control_step = _flops_per_step(model, list(model.parameters()), probe)  # f_old: the same at every point
     arms_at = [
-        grow_at(model, point, task, train_pool, heldout, config, prepare_batch, order_seed, derive_seed(seed, point))
+        grow_at(
+            model,
+            point,
+            task,
+            train_pool,
+            heldout,
+            config,
+            prepare_batch,
+            order_seed,
+            derive_seed(seed, point),
+            control_step,
+        )  # fmt: skip
         for point in tqdm(points, desc="growth")
     ]
     counts = [config.steps, *(arm.steps_flops for arm in arms_at)]

@@ -33,7 +33,7 @@ from ..models.hf_growth import PRESERVED_ATOL, check_preserved, grow_layers
 from ..models.hub import decoder_config
 from ..tasks import Task, draw_disjoint
 from ..training.checkpoints import checkpoint_lock
-from ..training.continued import Arm, WindowBatches, sequence_losses, step_flops, train_arm
+from ..training.continued import Arm, WindowBatches, sequence_losses, step_flops, train_arm, window_loss
 from .decision import decide
 from .output import STATE_DIR, check_out, source_digest, write_checkpoint, write_growth
 from .placement import Placement, parse_at, resolve
@@ -231,7 +231,7 @@ class Grower:
 
     def flops_of(self, model: PreTrainedModel) -> int:
         x, y = WindowBatches(self.task, self.settings.batch_size, self.batches_seed(), self.device).next()
-        return step_flops(model, x, y)
+        return step_flops(model, lambda: window_loss(model, x, y))
 
     def train(
         self, name: str, model: PreTrainedModel, steps: int, generator: torch.Tensor | None, **identity: Any

@@ -16,6 +16,7 @@ held-out windows one by one.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,13 +81,13 @@ def trainable_state(model: nn.Module) -> dict[str, Tensor]:
     return {name: p.detach().cpu().clone() for name, p in model.named_parameters() if p.requires_grad}
 
 
-def step_flops(model: nn.Module, x: Tensor, y: Tensor) -> int:
-    """FLOPs of one training step's forward and backward on the batch ``(x, y)``, counted by
+def step_flops(model: nn.Module, loss: Callable[[], Tensor]) -> int:
+    """FLOPs of one training step, the forward ``loss()`` and its backward, counted by
     ``torch.utils.flop_counter.FlopCounterMode`` (only the gradients that are needed: a frozen
-    weight gets none); the model's gradients are cleared afterwards."""
+    weight gets none); ``model``'s gradients are cleared afterwards."""
     counter = FlopCounterMode(display=False)
     with counter:
-        window_loss(model, x, y).backward()
+        loss().backward()
     model.zero_grad(set_to_none=True)
     return int(counter.get_total_flops())
 
