@@ -350,6 +350,7 @@ def growth_model(
 
     loaded, prepared, keys, payload = _loaded(model, data, model_keys, device)
     settings = {k: v for k, v in grow.items() if k not in ("grids", "certificate")}  # grids: which models
+    Path(growth).parent.mkdir(parents=True, exist_ok=True)  # by hand (scalemech growth) as under Snakemake
     with tempfile.TemporaryDirectory(prefix=".growth-pools-", dir=Path(growth).parent) as scratch:
 
         def certificate(at: Any, points: list[str]) -> pd.DataFrame:
