@@ -146,7 +146,7 @@ def test_a_corrupt_complete_json_is_set_aside_not_stuck(tmp_path) -> None:
 def test_a_cut_table_is_refused_by_name(tmp_path) -> None:
     path = tmp_path / "runtime.csv"
     frame = pd.DataFrame({"step": ["train"] * 8, "job": list("abcdefgh"), "wall_seconds": 1.0})
-    write_table(frame.assign(cpu_seconds=1.0, max_rss_mb=1.0), path, "runtime")
+    write_table(frame.assign(cpu_seconds=1.0, cpu_from="job", max_rss_mb=1.0), path, "runtime")
     assert len(read_table(path, "runtime")) == 8
     path.write_text("\n".join(path.read_text().splitlines()[:3]) + "\n")
     with pytest.raises(integrity.IntegrityError, match=f"{path}: sha256 differs"):

@@ -4,6 +4,7 @@ declarations of the per-model steps against their jobs and the config schema."""
 from __future__ import annotations
 
 import inspect
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -32,17 +33,20 @@ def test_runtime_table_reads_every_record_and_the_report_names_the_longest(tmp_p
     for path, (seconds, rss, cpu) in records.items():
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(RECORD.format(s=seconds, rss=rss, cpu=cpu))
+    own = jobs.cpu_record("logs/quick/train/mnist5k/resnet-d8-w1-s0.log")  # the train job counted its own CPU
+    own.parent.mkdir(parents=True)
+    own.write_text('{"cpu_seconds": 12.0}')
     jobs.runtime_table(records=list(records), table="runtime.csv")
     table = read_table("runtime.csv", "runtime")
-    assert table[["step", "job"]].values.tolist() == [
-        ["train", "mnist5k/resnet-d8-w1-s0"],
-        ["measure", "mnist5k/resnet-d8-w1-s0"],
-        ["data", "mnist5k"],
+    assert table[["step", "job", "cpu_from"]].values.tolist() == [
+        ["train", "mnist5k/resnet-d8-w1-s0", "job"],
+        ["measure", "mnist5k/resnet-d8-w1-s0", "benchmark"],
+        ["data", "mnist5k", "benchmark"],
     ]
-    assert table["wall_seconds"].sum() == pytest.approx(16.5) and table["cpu_seconds"].sum() == pytest.approx(30.4)
+    assert table["wall_seconds"].sum() == pytest.approx(16.5) and table["cpu_seconds"].sum() == pytest.approx(18.4)
     assert pd.isna(table["max_rss_mb"].iloc[2])  # "-": not measured
     section = "\n".join(runtime_section(table, top=2))
-    assert "3 jobs: 16 s of job wall time, 30 s of CPU time" in section
+    assert "3 jobs: 16 s of job wall time, 18 s of CPU time" in section
     assert section.index("| train |") < section.index("| measure |") and "| data |" not in section
 
 
@@ -61,3 +65,18 @@ def test_the_schema_experiments_are_the_steps_experiments() -> None:
     """The config's ``experiments`` enum names the experiments of the steps beside training."""
     enum = schema()["properties"]["experiments"]["items"]["enum"]
     assert enum == [name for name in dict.fromkeys(step.experiment for step in STEPS.values()) if name != "train"]
+
+
+def test_a_job_records_its_own_cpu_seconds_beside_its_log(tmp_path: Path) -> None:
+    """``run`` writes the CPU the job's process spent (it only grows), where ``runtime_table`` reads it."""
+
+    class Smk:  # the parts of Snakemake's ``snakemake`` object that run reads
+        rule, threads, resources = "runtime_table", 1, {}
+        config = {"device": "cpu", "train": {"checkpoint_every": 1}}
+        input, params, output = {"records": []}, {}, {"table": str(tmp_path / "runtime.csv")}
+        log = [str(tmp_path / "runtime.log")]
+
+    before = jobs.process_cpu_seconds()
+    jobs.run(Smk)
+    recorded = json.loads(jobs.cpu_record(Smk.log[0]).read_text())["cpu_seconds"]
+    assert before <= recorded <= jobs.process_cpu_seconds() + 0.01

@@ -115,6 +115,8 @@ def test_tiny_run_makes_every_figure_the_report_logs_and_benchmarks(tiny_run: Ti
     assert sorted(training["model"]) == ["llama-d1-w64-s0", "resnet-d8-w0.5-s0", "resnet-d8-w1-s0"]
     assert (tiny_run.folder / "logs" / "tiny" / "train" / "mnist5k" / "resnet-d8-w1-s0.log").is_file()
     assert (tiny_run.folder / "benchmarks" / "tiny" / "train" / "mnist5k" / "resnet-d8-w1-s0.tsv").is_file()
+    runtime = pd.read_csv(tiny_run.folder / "results" / "tiny" / "tables" / "runtime.csv")
+    assert set(runtime["cpu_from"]) == {"job"} and (runtime["cpu_seconds"] > 0).all()  # each job's own count
 
 
 @pytest.mark.timeout(900)

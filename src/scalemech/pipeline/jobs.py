@@ -21,6 +21,7 @@ import contextlib
 import inspect
 import json
 import logging
+import resource
 import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
@@ -113,14 +114,30 @@ def call(rule: str, arguments: dict[str, Any], settings: dict[str, Any]) -> None
     function(**arguments, **{k: v for k, v in settings.items() if k in taken})
 
 
+def cpu_record(log_path: str | Path) -> Path:
+    """Where a job's own CPU time goes: beside its log, ``<log stem>.cpu.json``."""
+    return Path(log_path).with_suffix(".cpu.json")
+
+
+def process_cpu_seconds() -> float:
+    """User + system CPU seconds of this process and its waited-for children, since it started."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def run(smk: Any) -> None:
-    """Run the job of a Snakemake rule from its ``snakemake`` object, logging to its log file."""
-    with job_context(smk.log[0] if smk.log else None, None if smk.rule in TABLE_JOBS else smk.threads):
+    """Run the job of a Snakemake rule from its ``snakemake`` object, logging to its log file; a job
+    that succeeds writes its process's CPU seconds to ``cpu_record(log)`` (Snakemake's benchmark
+    samples CPU once every 30 s after the first 30, so it misses up to 30 s of a job's end)."""
+    log_path = smk.log[0] if smk.log else None
+    with job_context(log_path, None if smk.rule in TABLE_JOBS else smk.threads):
         call(
             smk.rule,
             {**dict(smk.input.items()), **dict(smk.output.items()), **dict(smk.params.items())},
             execution(smk.config, int(smk.resources.get("gpu", 0))),
         )
+    if log_path:
+        cpu_record(log_path).write_text(json.dumps({"cpu_seconds": round(process_cpu_seconds(), 3)}) + "\n")
 
 
 # -- data and training -------------------------------------------------------------------------
@@ -386,21 +403,28 @@ def cost_table(*, dalign: str, table: str, cost: dict[str, Any]) -> None:
 @table_job
 def runtime_table(*, records: Sequence[str], table: str) -> None:
     """The ``runtime`` table: one row per benchmark record ``benchmarks/<run>/<step>/<job>.tsv``
-    (Snakemake's ``benchmark:`` files: wall seconds ``s``, ``cpu_time``, ``max_rss`` in MB)."""
+    (Snakemake's ``benchmark:`` files: wall seconds ``s``, ``max_rss`` in MB). CPU seconds are the
+    job's own count (``cpu_record`` of ``logs/<run>/<step>/<job>.log``, ``cpu_from`` "job"), else
+    Snakemake's sampled ``cpu_time`` (``cpu_from`` "benchmark", a lower bound)."""
     rows = []
     for path in map(Path, records):
         record = pd.read_csv(path, sep="\t").iloc[-1]
-        step, *name = path.with_suffix("").parts[2:]
+        run_name, step, *name = path.with_suffix("").parts[1:]
+        own = cpu_record(Path("logs", run_name, step, *name).with_suffix(".log"))
+        cpu, cpu_from = (
+            (json.loads(own.read_text())["cpu_seconds"], "job") if own.is_file() else (record["cpu_time"], "benchmark")
+        )
         rows.append(
             {
                 "step": step,
                 "job": "/".join(name),
                 "wall_seconds": float(record["s"]),
-                "cpu_seconds": float(record["cpu_time"]),
+                "cpu_seconds": float(cpu),
+                "cpu_from": cpu_from,
                 "max_rss_mb": float(pd.to_numeric(record["max_rss"], errors="coerce")),
             }
         )
-    tables.write_table(pd.DataFrame(rows), table, "runtime")
+    tables.write_table(pd.DataFrame(rows, columns=tables.columns("runtime")), table, "runtime")
 
 
 @table_job

@@ -176,8 +176,9 @@ def previous_run(docs: Path, record: dict) -> Path:
     previous, shown = docs / "previous", docs / "reproduce.json"
     if shown.exists() and json.loads(shown.read_text()) != record:
         previous.mkdir(parents=True, exist_ok=True)
-        for name in ("report.md", "reproduce.json"):
-            shutil.copyfile(docs / name, previous / name)
+        for name in ("report.md", "reproduce.json", "runtime.csv"):
+            if (docs / name).exists():
+                shutil.copyfile(docs / name, previous / name)
     return previous
 
 
