@@ -136,8 +136,11 @@ def intervene_at(
     _, f_top = top_model.split(point)
     batches = {name: streams(f_bot, *pool, batch_size, prepare_batch) for name, pool in pools.items()}
     rms = stream_rms(batches["train"])
+    param = next(top_model.parameters())
+    no_shift = torch.zeros((1, *batches["test"][0][0].shape[1:]), dtype=param.dtype, device=param.device)
+    unshifted = {pool: shifted_losses(f_top, top_model, [no_shift], batches[pool])[0] for pool in ("test", "heldout")}
     frames = [
-        _intervene_in_view(top_model, f_top, point, view, batches, rms, pool_dir, keys, step_fractions)
+        _intervene_in_view(top_model, f_top, point, view, batches, unshifted, rms, pool_dir, keys, step_fractions)
         for view in views
     ]
     return pd.concat(frames, ignore_index=True)
@@ -149,12 +152,14 @@ def _intervene_in_view(
     point: str,
     view: str,
     batches: dict[str, list[tuple[Tensor, Tensor]]],
+    unshifted: dict[str, float],
     rms: float,
     pool_dir: str | Path,
     keys: dict[str, Any],
     step_fractions: Sequence[float],
 ) -> pd.DataFrame:
-    """``intervene_at``'s rows in one ``view``, from the pools' streams ``batches`` and ``RMS(z)``."""
+    """``intervene_at``'s rows in one ``view``, from the pools' streams ``batches``, their losses at
+    ``δ = 0`` (``unshifted``, the same in every view) and ``RMS(z)``."""
     train_pool, test_pool = (GradientPool(pool_path(pool_dir, split, point, view)) for split in SPLITS)
     param = next(top_model.parameters())
     mu_train = train_pool.mean(param.device)  # (D,) float64, D = P (full) or C (pooled)
@@ -169,12 +174,13 @@ def _intervene_in_view(
     repeats = numel / mu_train.numel()  # elements of z that share one entry of δ
     direction = broadcast_shift(mu_train.to(param.dtype), view, stream_shape)  # (1, *stream_shape)
     etas = [phi * rms * math.sqrt(numel) / (float(mu_train.norm()) * math.sqrt(repeats)) for phi in step_fractions]
-    shifts = [torch.zeros_like(direction)] + [-eta * direction for eta in etas]
+    shifts = [-eta * direction for eta in etas]
     losses, heldout_losses = (shifted_losses(f_top, top_model, shifts, batches[pool]) for pool in ("test", "heldout"))
     alignment = float(mu_train @ g_test)
     rows = []
-    for phi, eta, loss, heldout_loss in zip(step_fractions, etas, losses[1:], heldout_losses[1:]):
-        predicted, observed, observed_heldout = -eta * alignment, loss - losses[0], heldout_loss - heldout_losses[0]
+    for phi, eta, loss, heldout_loss in zip(step_fractions, etas, losses, heldout_losses):
+        predicted = -eta * alignment
+        observed, observed_heldout = loss - unshifted["test"], heldout_loss - unshifted["heldout"]
         same_pool, held_out = _ratio(observed, predicted), _ratio(observed_heldout, predicted)
         rows.append(
             {
