@@ -379,9 +379,10 @@ def rule_verdict(claim: str, **replaced: pd.DataFrame) -> str:
 
 def test_claims_table_has_one_row_per_claim_and_short_statistics():
     table = claims(make_tables(1))
-    assert list(table.columns) == ["claim", "statement", "statistic", "rule", "verdict", "detail"]
+    assert list(table.columns) == ["claim", "statement", "statistic", "rule", "verdict", "per_seed", "detail"]
     assert list(table["claim"]) == CLAIM_IDS and table["rule"].str.len().min() > 20
     assert table["statistic"].str.len().max() <= 200, table["statistic"].str.len().max()
+    assert set(table.set_index("claim").loc[GRID_IDS, "per_seed"]) == {"one seed (0): not checked against a reseed"}
 
 
 @pytest.mark.parametrize("families", [("resnet",), ("resnet", "llama")])
