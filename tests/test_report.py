@@ -459,7 +459,7 @@ def test_write_report_lists_all_claims_figures_and_captions(tmp_path):
     verdicts = write_report(tables_dir, figures_dir, out, captions_dir=CAPTIONS)
     assert verdicts["claim"].tolist() == [claim.id for claim in report.CLAIMS]
     text = out.read_text()
-    assert "| claim | verdict | deciding number | figure |" in text
+    assert "| claim | verdict | per seed | deciding number | figure |" in text
     for claim in GRID_IDS:  # each claim linked to its section; the CSV round trip changes nothing
         assert f"| [{claim}](#{report.document.anchor(claim)}) | {CONFIRMED} |" in text and f"### {claim}\n" in text
     assert "| [F3](#f3_rebound) |" in text and "| [W1 along training](#w1-along-training) |" in text
