@@ -24,7 +24,8 @@ VERDICTS = pd.DataFrame(
         "statement": ["The covariance is close to diagonal.", "d_align grows with width.", "d_align is cheap."],
         "statistic": ["median r_off = 0.12 [0.1, 0.2]; *3 of 4* rows", "ρ = 0.5 {{ not jinja }} |x|_2", "x`y"],
         "rule": ["r", "r", "r"],
-        "verdict": ["refuted", "not detectable", "confirmed"],
+        "verdict": ["refuted", "fragile", "confirmed"],
+        "per_seed": ["one seed (0): not checked against a reseed", "seed 0: confirmed; seed 1: *not* detectable", ""],
     }
 )
 
@@ -54,14 +55,15 @@ def test_first_page_shows_every_verdict_in_an_html_table_with_figure_links():
     html = render(front_page(DESCRIPTION, VERDICTS, set(figures)), figures)
     rows = cells(html)
     assert [row[0] for row in rows] == ["D1", "W1", "W5"]
-    assert [row[1] for row in rows] == ["refuted", "not detectable", "confirmed"]
+    assert [row[1] for row in rows] == ["refuted", "fragile", "confirmed"]
+    assert rows[1][2] == "seed 0: confirmed; seed 1: *not* detectable"  # each seed alone, literally
     # statistics come through literally: no RST emphasis, no Jinja expression evaluated
-    assert rows[0][2] == "median r_off = 0.12 [0.1, 0.2]; *3 of 4* rows"
-    assert rows[1][2] == "ρ = 0.5 {{ not jinja }} |x|_2"
-    assert rows[2][2] == "x`y"
+    assert rows[0][3] == "median r_off = 0.12 [0.1, 0.2]; *3 of 4* rows"
+    assert rows[1][3] == "ρ = 0.5 {{ not jinja }} |x|_2"
+    assert rows[2][3] == "x`y"
     assert "javascript:app.showResultInfo('F1_covariance.png')" in html  # D1 links to its figure
     assert "javascript:app.showResultInfo('F4_dalign_vs_width.png')" in html
-    assert [row[3] for row in rows] == ["F1", "F4", ""]  # W5 has no figure
+    assert [row[4] for row in rows] == ["F1", "F4", ""]  # W5 has no figure
     assert html.index(HEADING) < html.index("scalemech reproduces")  # the table before the description
     assert "problematic" not in html and "System Message" not in html
 
@@ -144,7 +146,7 @@ def test_verdict_heading_is_in_view_at_1400x900(tmp_path):
     centres the page vertically; a page taller than the window would start above its top)."""
     long = "slope of d_align per doubling of width: 0.5 [0.438, 0.561] (24 models); " * 3
     verdicts = pd.DataFrame({"claim": [claim.id for claim in CLAIMS], "verdict": "not detectable"}).assign(
-        statement="s", rule="r", statistic=long[:200]
+        statement="s", rule="r", statistic=long[:200], per_seed="seed 0: not detectable; seed 1: not detectable"
     )
     figures = {f"{stem}.png" for stem in CLAIM_FIGURES.values()}
     report = snakemake_report(tmp_path, front_page(DESCRIPTION, verdicts, figures))

@@ -379,9 +379,10 @@ def rule_verdict(claim: str, **replaced: pd.DataFrame) -> str:
 
 def test_claims_table_has_one_row_per_claim_and_short_statistics():
     table = claims(make_tables(1))
-    assert list(table.columns) == ["claim", "statement", "statistic", "rule", "verdict", "detail"]
+    assert list(table.columns) == ["claim", "statement", "statistic", "rule", "verdict", "per_seed", "detail"]
     assert list(table["claim"]) == CLAIM_IDS and table["rule"].str.len().min() > 20
     assert table["statistic"].str.len().max() <= 200, table["statistic"].str.len().max()
+    assert set(table.set_index("claim").loc[GRID_IDS, "per_seed"]) == {"one seed (0): not checked against a reseed"}
 
 
 @pytest.mark.parametrize("families", [("resnet",), ("resnet", "llama")])
@@ -458,7 +459,7 @@ def test_write_report_lists_all_claims_figures_and_captions(tmp_path):
     verdicts = write_report(tables_dir, figures_dir, out, captions_dir=CAPTIONS)
     assert verdicts["claim"].tolist() == [claim.id for claim in report.CLAIMS]
     text = out.read_text()
-    assert "| claim | verdict | deciding number | figure |" in text
+    assert "| claim | verdict | per seed | deciding number | figure |" in text
     for claim in GRID_IDS:  # each claim linked to its section; the CSV round trip changes nothing
         assert f"| [{claim}](#{report.document.anchor(claim)}) | {CONFIRMED} |" in text and f"### {claim}\n" in text
     assert "| [F3](#f3_rebound) |" in text and "| [W1 along training](#w1-along-training) |" in text

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from .common import NOT_MEASURED, NotMeasured, Tables
+from .common import Tables
 from .d1 import D1
 from .d2 import D2
 from .d3 import D3
@@ -21,6 +21,7 @@ from .g1 import G1
 from .g2 import G2
 from .g3 import G3
 from .misalignment import W2, W3
+from .seeds import by_seed, reseeded
 from .w1 import W1
 from .w1_paper import W1_PAPER
 from .w1_training import W1_TRAINING
@@ -28,7 +29,7 @@ from .w4 import W4
 from .w5 import W5
 
 CLAIMS = [D1, D2, D3, D4, W1, W1_TRAINING, W1_PAPER, W2, W3, W4, W5, E8, G1, G2, G3]
-COLUMNS = ["claim", "statement", "statistic", "rule", "verdict", "detail"]
+COLUMNS = ["claim", "statement", "statistic", "rule", "verdict", "per_seed", "detail"]
 CLAIM_FIGURES = {
     "D1": "F1_covariance",
     "D2": "F2_signal_decay",
@@ -50,17 +51,15 @@ CLAIM_FIGURES = {
 
 def claims(tables: Tables, benchmarks: pd.DataFrame | Mapping[str, float] | None = None) -> pd.DataFrame:
     """One row per claim: claim, statement, statistic (the deciding number, ≤ ~200 characters), rule,
-    verdict, detail (how many rows and units, the rest). ``benchmarks`` (columns ``w5.BENCHMARK_COLUMNS``,
-    or one dict of them) overrides ``tables['benchmarks']``."""
+    verdict (on all seeds; ``fragile`` when seeds judged alone disagree), per_seed (each seed's verdict
+    alone, ``seeds``), detail (how many rows and units, the rest). ``benchmarks`` (columns
+    ``w5.BENCHMARK_COLUMNS``, or one dict of them) overrides ``tables['benchmarks']``."""
     tables = dict(tables)
     if benchmarks is not None:
         tables["benchmarks"] = benchmarks if isinstance(benchmarks, pd.DataFrame) else pd.DataFrame([dict(benchmarks)])
-    rows = []
+    seeds, rows = by_seed(tables), []
     for claim in CLAIMS:
-        try:
-            result = claim.evaluate(tables)
-            verdict, statistic, detail = result.verdict, result.statistic, result.detail
-        except NotMeasured as why:
-            verdict, statistic, detail = NOT_MEASURED, str(why), ""
-        rows.append(dict(zip(COLUMNS, [claim.id, claim.statement, statistic, claim.rule, verdict, detail])))
+        result, per_seed = reseeded(claim, claim.judge(tables), seeds)
+        row = [claim.id, claim.statement, result.statistic, claim.rule, result.verdict, per_seed, result.detail]
+        rows.append(dict(zip(COLUMNS, row)))
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -4,7 +4,8 @@ Verdicts (docs/science.md §6–8): ``confirmed`` / ``refuted`` when the decidin
 null in the paper's direction / the opposite one; ``not confirmed`` when a part of the claim fails
 although it is measured; ``not detectable`` when the interval contains the null (the row then states
 the bound of the tested quantity and the minimum detectable effect of its test); ``not measured in
-this configuration`` when a table, a column or enough units are missing.
+this configuration`` when a table, a column or enough units are missing; ``fragile`` when two or more
+seeds, each judged alone, reach different verdicts (``seeds``: never confirmed or refuted then).
 
 Each rule's module names the columns it reads (``READS``: table → columns, after the model keys).
 """
@@ -23,6 +24,7 @@ from ..stats.levels import UCB_LEVEL
 CONFIRMED, NOT_CONFIRMED, REFUTED = "confirmed", "not confirmed", "refuted"
 NOT_DETECTABLE = "not detectable"
 NOT_MEASURED = "not measured in this configuration"
+FRAGILE = "fragile"  # the seeds judged alone disagree (seeds.decided)
 LEVEL = 0.95  # two-sided level of every deciding interval (2.5 % per direction)
 Z_UCB = NormalDist().inv_cdf(UCB_LEVEL)  # one-sided upper confidence bounds (the tables' *_ucb)
 POWER = 0.80  # the power at which a null states its minimum detectable effect
@@ -54,6 +56,13 @@ class Claim:
     statement: str  # what the paper says
     rule: str  # how the verdict is reached
     evaluate: Callable[[Tables], Result]
+
+    def judge(self, tables: Tables) -> Result:
+        """``evaluate``, a NotMeasured as its verdict with the reason as the statistic."""
+        try:
+            return self.evaluate(tables)
+        except NotMeasured as why:
+            return Result(NOT_MEASURED, str(why))
 
 
 def table(tables: Tables, name: str, required: list[str]) -> pd.DataFrame:

@@ -1,7 +1,7 @@
-"""``report.md``: the short verdict table (claim · verdict · deciding number · figure, each claim and
-figure linked to its section), a paragraph per claim with its statement, rule and detail, every figure
-of ``scalemech.figures.FIGURES`` with its caption from ``workflow/report/<stem>.rst``, and the run's job
-times."""
+"""``report.md``: the short verdict table (claim · verdict · per seed · deciding number · figure, each
+claim and figure linked to its section), a paragraph per claim with its statement, rule and detail,
+every figure of ``scalemech.figures.FIGURES`` with its caption from ``workflow/report/<stem>.rst``, and
+the run's job times."""
 
 from __future__ import annotations
 
@@ -29,7 +29,8 @@ CLAIM_TABLES = [
     "trajectory",
     "growth",
 ]
-TABLE = ["claim", "verdict", "deciding number", "figure"]  # the verdict table's columns (each cell ≤ ~200 characters)
+# the verdict table's columns (each cell ≤ ~200 characters)
+TABLE = ["claim", "verdict", "per seed", "deciding number", "figure"]
 _LINK = re.compile(r"\[(.*?)\]\(.*?\)")
 
 
@@ -40,13 +41,14 @@ def anchor(heading: str) -> str:
 
 
 def verdict_table(verdicts: pd.DataFrame) -> pd.DataFrame:
-    """The short table: each claim linked to its section, its verdict, its deciding number and a link
-    to the section of its figure (``CLAIM_FIGURES``; empty for a claim without one)."""
+    """The short table: each claim linked to its section, its verdict, each seed's verdict alone, its
+    deciding number and a link to the section of its figure (``CLAIM_FIGURES``; empty without one)."""
     stems = verdicts["claim"].map(CLAIM_FIGURES)
     return pd.DataFrame(
         {
             "claim": [f"[{claim}](#{anchor(claim)})" for claim in verdicts["claim"]],
             "verdict": verdicts["verdict"].to_list(),
+            "per seed": verdicts["per_seed"].to_list(),
             "deciding number": verdicts["statistic"].to_list(),
             "figure": [f"[{stem.split('_')[0]}](#{anchor(stem)})" if isinstance(stem, str) else "" for stem in stems],
         },
@@ -66,14 +68,16 @@ def _markdown(frame: pd.DataFrame) -> str:
 
 
 def _section(row: tuple) -> list[str]:
-    """A claim's paragraph: its statement, verdict and statistic, the rule, the detail, its figure."""
+    """A claim's paragraph: its statement, verdict and statistic, each seed alone, the rule, the detail,
+    its figure."""
     detail = f" {row.detail}." if row.detail else ""
+    per_seed = f" Per seed: {row.per_seed}." if row.per_seed else ""
     stem = CLAIM_FIGURES.get(row.claim)
     figure = f" Figure: [{stem}](#{anchor(stem)})." if stem else ""
     return [
         f"### {row.claim}",
         "",
-        f"*{row.statement}* **{row.verdict}**: {row.statistic}.",
+        f"*{row.statement}* **{row.verdict}**: {row.statistic}.{per_seed}",
         "",
         f"Rule: {row.rule}.{detail}{figure}",
         "",

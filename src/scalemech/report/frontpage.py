@@ -4,8 +4,8 @@ Snakemake shows the file named by the Snakefile's ``report:`` directive on the r
 page, rendered as reStructuredText (after Jinja), in a narrow column beside the workflow graph,
 centred vertically: a page taller than the window loses its top, out of scrolling reach.
 ``claims_report`` writes that file for the run: a style block that puts the page at the top, as
-wide as the window with the graph below it, the verdict table (claim · verdict · deciding number ·
-figure, linking ``F4_dalign_vs_width.png_``, a link Snakemake defines for every figure of the
+wide as the window with the graph below it, the verdict table (claim · verdict · per seed · deciding
+number · figure, linking ``F4_dalign_vs_width.png_``, a link Snakemake defines for every figure of the
 report), then the static description ``workflow/report/workflow.rst``. The Snakefile points
 ``report:`` at it once it exists, and at the static description before the run has one.
 """
@@ -41,16 +41,18 @@ def rst_text(text: object) -> str:
 
 
 def verdict_table(verdicts: pd.DataFrame, figure_names: set[str]) -> str:
-    """An RST ``list-table`` of ``verdicts``: claim, verdict, deciding number (the statistic) and a
-    link to the report's entry of the claim's figure, where ``figure_names`` (PNG names) has it."""
+    """An RST ``list-table`` of ``verdicts``: claim, verdict, each seed's verdict alone, deciding number
+    (the statistic) and a link to the report's entry of the claim's figure, where ``figure_names`` (PNG
+    names) has it."""
     lines = [
         ".. list-table::",
         "   :header-rows: 1",
-        "   :widths: 12 12 62 14",
+        "   :widths: 10 11 19 50 10",
         f"   :name: {TABLE_ID}",
         "",
         "   * - claim",
         "     - verdict",
+        "     - per seed",
         "     - deciding number",
         "     - figure",
     ]
@@ -60,6 +62,7 @@ def verdict_table(verdicts: pd.DataFrame, figure_names: set[str]) -> str:
         lines += [
             f"   * - {rst_text(row.claim)}",
             f"     - **{rst_text(row.verdict)}**",
+            f"     - {rst_text(row.per_seed)}",
             f"     - {rst_text(row.statistic)}",
             f"     - `{stem.split('_')[0]} <{stem}.png_>`_" if shown else "     -",
         ]
@@ -77,8 +80,9 @@ def front_page(description: str, verdicts: pd.DataFrame, figure_names: set[str])
             "=" * len(HEADING),
             "",
             "Each claim of the two papers, the verdict of its rule (fixed in ``scalemech/report/`` before "
-            "results are seen) and the number that decides it. ``report.md`` (category Claims) has each "
-            "rule and the full statistics; a figure's link opens it with its caption.",
+            "results are seen), the verdict of each seed alone (*fragile* where they disagree) and the number "
+            "that decides it. ``report.md`` (category Claims) has each rule and the full statistics; a "
+            "figure's link opens it with its caption.",
             "",
             "{% raw %}",
             verdict_table(verdicts, figure_names),
