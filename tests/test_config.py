@@ -57,12 +57,13 @@ def test_defaults_are_filled_in() -> None:
     assert config["misalign"]["seed"] == 0
 
 
-def test_quick_grid_is_the_issue_grid() -> None:
+def test_quick_grid_is_a_cross_of_depths_and_widths_at_two_seeds() -> None:
     jobs = model_jobs(validate_config(quick()))
     resnets = {(j.depth, j.width) for j in jobs if j.family == "resnet"}
-    assert resnets == {(d, w) for d in (8, 14, 20) for w in (0.5, 1, 1.5)}
-    assert sorted(j.width for j in jobs if j.family == "llama") == [32, 64, 128]
-    assert "mnist5k/resnet-d8-w0.5-s0" in {j.key for j in jobs}
+    assert resnets == {(8, 0.5), (14, 0.5), (20, 0.5), (8, 1), (8, 1.5)}  # depths at width 0.5, widths at depth 8
+    assert sorted({j.width for j in jobs if j.family == "llama"}) == [16, 32, 64]
+    assert {j.seed for j in jobs} == {0, 1} and len(jobs) == 2 * (len(resnets) + 3)
+    assert "mnist5k/resnet-d8-w0.5-s1" in {j.key for j in jobs}
 
 
 def _set(path: str, value):
@@ -196,8 +197,8 @@ CROSS_CHECKED = {
     ),
     "tvresnet depth": (_grid("tv", TV_GRID), ["grids.tv.depths[1]", "[18, 34, 50, 101, 152]"]),
     "llama width not a multiple of head_dim": (
-        _set("grids.llama_stdlib.widths.1", 80),
-        ["grids.llama_stdlib.widths[1]", "multiples of 32"],
+        _set("grids.llama_stdlib.widths.1", 40),
+        ["grids.llama_stdlib.widths[1]", "multiples of 16"],
     ),
     "llama odd head_dim": (
         _both(_set("grids.llama_stdlib.model.head_dim", 33), _set("grids.llama_stdlib.widths", [66])),
@@ -230,7 +231,7 @@ CROSS_CHECKED = {
     "no grids": (_set("grids", {}), ["grids", "pretrained"]),
     "unknown grow grid": (
         _set("grow.grids", ["resnet_mnist", "resnet_cifar"]),
-        ["grow.grids[1]", "resnet_cifar", "['llama_stdlib', 'resnet_mnist']"],
+        ["grow.grids[1]", "resnet_cifar", "['llama_stdlib', 'resnet_mnist', 'resnet_mnist_widths']"],
     ),
     "unknown point name": (
         _both(_only("resnet_mnist"), _set("measure.points", ["stage1.block1", "stage3.block3"])),
@@ -479,7 +480,7 @@ def test_malformed_cluster_section_is_rejected(cluster: dict, expected: list[str
         (
             {"max_gpus": 0},
             _set("grids.llama_stdlib.resources", {"gpu": 1}),
-            ["grids.llama_stdlib.resources.gpu: 1", "cluster.max_gpus 0", "pystdlib/llama-d2-w64-s0", "gpu: 0"],
+            ["grids.llama_stdlib.resources.gpu: 1", "cluster.max_gpus 0", "pystdlib/llama-d2-w16-s0", "gpu: 0"],
         ),
         (
             {"max_runtime": 30},

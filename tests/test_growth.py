@@ -267,7 +267,7 @@ def test_one_row_per_snapshot_and_point_held_out_beside_the_certificate(trained_
     trajectory = pd.DataFrame({"step": steps, "split": "train", "mu_sq_lo": [1.0] * len(steps)})
     pools = []
 
-    def certificate(at, points):
+    def certificate(at, points, snapshot):
         frame = certify_model(at, data, model_identity(KEYS), points, out / f"pools{len(pools)}", pool=64, M=4, K=4,
                               batch_size=32, view="full", seed=0, device="cpu")  # fmt: skip
         frame["certify_rank"] = point_ranks(frame)
@@ -305,7 +305,7 @@ def test_the_held_out_examples_are_disjoint_from_the_certificates_test_pool(
     monkeypatch.setattr(growth, "draw_disjoint", lambda *a: drawn.append((a, original(*a))) or drawn[-1][1])
     test_pool = []
 
-    def certificate(at, points):
+    def certificate(at, points, snapshot):
         frame = certify_model(at, data, model_identity(KEYS), points, out / "pools-disjoint", pool=64, M=4, K=4,
                               batch_size=32, view="full", seed=0, device="cpu")  # fmt: skip
         frame["certify_rank"] = point_ranks(frame)
@@ -336,7 +336,7 @@ def test_a_hugging_face_model_grows_at_its_weights(tmp_path):
     data = Prepared("play", "text", text["train"], None, text["test"], None, {}, 256)
     keys = {**KEYS, "dataset": "play", "family": "hf", "model": "hf-tiny"}
 
-    def certificate(at, points):
+    def certificate(at, points, snapshot):
         frame = certify_model(at, data, model_identity(keys), points, tmp_path / "pools", pool=16, M=4, K=4,
                               batch_size=8, view="full", seed=0, device="cpu")  # fmt: skip
         frame["certify_rank"] = point_ranks(frame)

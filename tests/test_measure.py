@@ -125,3 +125,24 @@ def test_measure_tables_match_brute_force(tmp_path):
     signal = tables["signal"]
     assert (signal.mu_sq_lo <= signal.mu_sq).all() and (signal.mu_sq <= signal.mu_sq_hi).all()
     assert cov_row.dim == pooled.shape[1]
+
+
+def test_the_certificate_from_measures_pools_is_certifys_own(tmp_path):
+    """E11's final-snapshot certificate reads measure's pools instead of capturing them again: the
+    same examples and seeds, so the same rows as ``certify_model`` capturing its own (float32 pools)."""
+    from scalemech.certify import certify_model, stored_certificate
+
+    data, model = _data(), _model()
+    settings = {**SETTINGS, "points": 2, "train_pool": 16, "test_pool": 16, "batch_size": 8, "pool_dtype": "float32"}
+    measure(model, data, KEYS, tmp_path / "measured", device="cpu", **settings)
+    points = select_points(model, 2)
+    sizes = {"M": 4, "K": 4, "view": "full"}
+    stored = stored_certificate(model, tmp_path / "measured", points, device=torch.device("cpu"), **sizes)
+    captured = certify_model(
+        model, data, model_identity(KEYS), points, tmp_path / "scratch", pool=16, batch_size=8,
+        seed=settings["seed"], device=torch.device("cpu"), **sizes,
+    )  # fmt: skip
+    assert stored.attrs["pools"] == captured.attrs["pools"]  # the same examples
+    numbers = [c for c in captured.columns if captured[c].dtype.kind == "f"]
+    assert stored[numbers].to_numpy() == pytest.approx(captured[numbers].to_numpy(), rel=1e-6, abs=1e-12, nan_ok=True)
+    assert stored["verdict"].tolist() == captured["verdict"].tolist() and stored["point"].tolist() == points

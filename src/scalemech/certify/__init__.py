@@ -21,11 +21,11 @@ The recommendation names the "grow here" points, ranked by ``block_grad_norm`` (
 first-order gain first), or says that no point has a detectable signal.
 
 Modules: ``inputs`` (the model and data given), ``measurement`` (``certify``, ``certify_model`` of a
-model already loaded, ``point_row``),
+model already loaded, ``stored_certificate`` from the pools ``measure`` stored, ``point_row``),
 ``verdict`` (the rule above) and ``text`` (``format_certificate``).
 """
 
-from .measurement import CERTIFICATE_COLUMNS, certify, certify_model, point_row
+from .measurement import CERTIFICATE_COLUMNS, certify, certify_model, point_row, stored_certificate
 from .text import format_certificate, recommendation
 from .verdict import B_GROW, GROW, NO_SIGNAL, VERDICTS, WEAK, grow_ranking, point_ranks, verdict
 
@@ -38,6 +38,7 @@ __all__ = [
     "WEAK",
     "certify",
     "certify_model",
+    "stored_certificate",
     "format_certificate",
     "grow_ranking",
     "point_ranks",

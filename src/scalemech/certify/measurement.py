@@ -22,7 +22,7 @@ from ..data import Prepared
 from ..data.store import SPLITS
 from ..data.tokenized import TokenIds
 from ..experiments.measure import capture_split, ready_pools, select_points
-from ..gradients.pools import GradientPool
+from ..gradients.pools import GradientPool, pool_path
 from ..gradients.views import VIEWS, view_of
 from ..models import build_model, load_model
 from ..models.base import LanguageModel, ResidualModel
@@ -202,12 +202,37 @@ def measure_points(
             require_finite=True,
         ).items()
     }
+    rows, mean_loss = pool_rows(paths, points, M, K, device, verify=False)
+    return rows, {split: examples[split].index.tolist() for split in SPLITS}, mean_loss
+
+
+def pool_rows(
+    paths: dict[tuple[str, str], Path], points: list[str], M: int, K: int, device: torch.device, verify: bool
+) -> tuple[list[dict[str, Any]], float]:
+    """``point_row`` of each of ``points`` from the pools at ``paths[split, point]``, and the model's mean
+    per-example loss on the train pool (the capture passes'); one point's pools mapped at a time."""
     rows, mean_loss = [], math.nan
-    for point in tqdm(points, desc="statistics"):  # one point's pools mapped at a time
-        train, test = (GradientPool(paths[split, point], verify=False) for split in SPLITS)
+    for point in tqdm(points, desc="statistics"):
+        train, test = (GradientPool(paths[split, point], verify=verify) for split in SPLITS)
         rows.append(point_row(train, test, M, K, device))
         mean_loss = train.meta["mean_loss"]  # the same at every point: one pool, one model
-    return rows, {split: examples[split].index.tolist() for split in SPLITS}, mean_loss
+    return rows, mean_loss
+
+
+def stored_certificate(
+    model: ResidualModel, pool_dir: Path, points: list[str], *, M: int, K: int, view: str, device: torch.device
+) -> pd.DataFrame:
+    """``certify_model``'s table from gradient pools ``measure`` stored in ``pool_dir`` (both splits, the
+    new blocks captured), none captured again: the same examples and seeds, so the same rows up to
+    the pools' storage dtype. ``attrs["pools"]``: each split's example index (the pools' provenance)."""
+    paths = {(split, point): pool_path(pool_dir, split, point, view) for split in SPLITS for point in points}
+    rows, mean_loss = pool_rows(paths, points, M, K, device, verify=True)
+    frame = pd.DataFrame(rows, columns=CERTIFICATE_COLUMNS)
+    frame.attrs["pools"] = {split: GradientPool(paths[split, points[0]]).meta["examples"] for split in SPLITS}
+    loss = loss_attrs(model, mean_loss)
+    if loss is not None:
+        frame.attrs["loss"] = loss
+    return frame
 
 
 def size_problems(pool: int, M: int, K: int, batch_size: int, block_size: int | None, view: str) -> list[str]:

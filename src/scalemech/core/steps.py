@@ -174,7 +174,7 @@ STEPS = {
             "growth",
             "grow",
             "grown",
-            inputs=("data", "model", "trajectory"),
+            inputs=("data", "model", "pools", "trajectory"),  # pools: the final weights' certificate is measure's
             outputs=("growth",),
             params=_growth_params,
             trained_only=("trajectory",),  # E10 runs on trained models: a pretrained one grows at its weights

@@ -247,7 +247,7 @@ def growth(
     snapshot_dir: str | Path | None,
     trajectory: pd.DataFrame | None,
     keys: dict[str, Any],
-    certificate: Callable[[ResidualModel, list[str]], pd.DataFrame],
+    certificate: Callable[[ResidualModel, list[str], str], pd.DataFrame],
     *,
     points: str | int | Sequence[str],
     snapshots: Sequence[str],
@@ -259,8 +259,8 @@ def growth(
     """The ``growth`` table of ``model`` (module doc): one row per snapshot × point of ``points``.
 
     ``snapshot_dir`` holds training's weight snapshots (``signal``); ``trajectory`` is the model's E10
-    table (either None: no ``signal`` snapshot, as for a pretrained model). ``certificate(model, names)``
-    returns certify's table of a model at those points (``CERTIFICATE`` columns) with
+    table (either None: no ``signal`` snapshot, as for a pretrained model). ``certificate(model, names,
+    snapshot)`` returns certify's table of a model at those points (``CERTIFICATE`` columns) with
     ``attrs["pools"]["test"]``, its test pool's index. The jumpboard and the fallback use a train pool
     of ``pool`` examples. ``config`` holds the ``ArmConfig`` fields."""
     settings = ArmConfig(**config)
@@ -294,7 +294,7 @@ def _snapshot_rows(
     step: int | None,
     task: Task,
     points: str | int | Sequence[str],
-    certificate: Callable[[ResidualModel, list[str]], pd.DataFrame],
+    certificate: Callable[[ResidualModel, list[str], str], pd.DataFrame],
     pool: int,
     heldout: int,
     config: ArmConfig,
@@ -304,7 +304,7 @@ def _snapshot_rows(
     """The rows of one snapshot: its certificate, then ``grow_points`` at every chosen point."""
     seed = derive_seed(config.seed, identity, snapshot)
     chosen = select_points(model, points)
-    certified = certificate(model, chosen).set_index("point")
+    certified = certificate(model, chosen, snapshot).set_index("point")
     exclude = torch.as_tensor(certified.attrs["pools"]["test"], dtype=torch.int64)
     held = draw_disjoint(task, "test", min(heldout, task.count("test") - len(exclude)), derive_seed(seed, "heldout"),
                          exclude)  # fmt: skip
