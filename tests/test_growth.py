@@ -70,7 +70,10 @@ def _setup():
 def _rows(model, points, train, test, config, task=None, seed=0) -> pd.DataFrame:
     """``grow_points`` of ``model`` at ``points``: batches from ``train`` (or ``task``), held out ``test``."""
     task = TensorTask(*train) if task is None else task
-    old = per_example_losses(model, *test, config.eval_batch_size, PREPARE)
+    old = (
+        mean_loss(model, *train, config.eval_batch_size, PREPARE),
+        per_example_losses(model, *test, config.eval_batch_size, PREPARE),
+    )
     return pd.DataFrame(grow_points(model, points, task, train, test, old, config, PREPARE, seed))
 
 
@@ -156,8 +159,9 @@ def test_a_control_of_k_steps_is_the_first_k_steps_of_a_longer_run():
     model, train, test = _setup()
     config = settings(steps=4, batch_size=8, lr_factors=[1.0], lr=0.05)
     task = TensorTask(*train)
-    both = growth.controls(model, task, train, test, config, PREPARE, order_seed=3, counts=[2, 4])
-    alone = growth.controls(model, task, train, test, config, PREPARE, order_seed=3, counts=[2])
+    old = mean_loss(model, *train, 40, PREPARE), per_example_losses(model, *test, 40, PREPARE)
+    both = growth.controls(model, task, train, test, config, PREPARE, order_seed=3, counts=[2, 4], old=old)
+    alone = growth.controls(model, task, train, test, config, PREPARE, order_seed=3, counts=[2], old=old)
     torch.testing.assert_close(both[2][0], alone[2][0], rtol=0, atol=0)
     assert not torch.equal(both[2][0], both[4][0])
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -84,24 +85,30 @@ def controls(
     prepare_batch: PrepareBatch,
     order_seed: int,
     counts: Sequence[int],
+    old: tuple[float, Tensor],
 ) -> dict[int, tuple[Tensor, float]]:
     """``{steps: (held-out losses, lr)}`` of ``f_old`` trained on every weight for each of ``counts``
     steps at the learning rate of the grid whose train-pool loss is lowest there (non-finite: worst;
     ties: the first factor). Each learning rate trains once, to the most steps: the learning rate is
-    constant and the batches one order, so ``k`` steps are the first ``k`` of that run."""
+    constant and the batches one order, so ``k`` steps are the first ``k`` of that run. ``old``:
+    ``f_old``'s train-pool loss and held-out losses, which a learning rate of 0 keeps."""
     wanted, best = sorted(set(counts)), {}
 
-    def keep(at: Sequence[int], candidate: ResidualModel, lr: float) -> None:
-        loss = arms.train_loss(candidate, train_pool, config, prepare_batch)
+    def keep(at: Sequence[int], candidate: ResidualModel | None, lr: float) -> None:
+        if candidate is None:
+            loss = old[0] if math.isfinite(old[0]) else math.inf  # as arms.train_loss counts it
+        else:
+            loss = arms.train_loss(candidate, train_pool, config, prepare_batch)
         better = [count for count in at if count not in best or loss < best[count][0]]
         if better:
-            losses = per_example_losses(candidate, *heldout, config.eval_batch_size, prepare_batch)
+            losses = old[1] if candidate is None else per_example_losses(candidate, *heldout, config.eval_batch_size,
+                                                                        prepare_batch)  # fmt: skip
             best.update({count: (loss, losses, lr) for count in better})
 
     for factor in config.lr_factors:
         lr = config.lr * factor
         if lr == 0:  # the model as it started, at every count
-            keep(wanted, model, lr)
+            keep(wanted, None, lr)
             continue
         candidate = copy.deepcopy(model)
         trained = arms.train_steps(candidate, candidate.parameters(), task, config, prepare_batch, order_seed, lr,
@@ -190,13 +197,15 @@ def grow_points(
     task: Task,
     train_pool: tuple[Tensor, Tensor],
     heldout: tuple[Tensor, Tensor],
-    old_heldout: Tensor,
+    old: tuple[float, Tensor],
     config: ArmConfig,
     prepare_batch: PrepareBatch,
     seed: int,
 ) -> list[dict[str, Any]]:
     """``grow_at`` every point, then the controls at equal steps and at each point's equal FLOPs
-    (``controls``), every arm on one batch order; the arms' columns, held-out losses and paired gains."""
+    (``controls``), every arm on one batch order; the arms' columns, held-out losses and paired gains.
+    ``old``: ``f_old``'s train-pool loss and held-out losses."""
+    old_heldout = old[1]
     order_seed = derive_seed(seed, "order")
     probe = prepare_batch(*(t[: config.batch_size] for t in train_pool))
     control_step = _flops_per_step(model, list(model.parameters()), probe)  # f_old: the same at every point
@@ -216,7 +225,7 @@ def grow_points(
         for point in tqdm(points, desc="growth")
     ]
     counts = [config.steps, *(arm.steps_flops for arm in arms_at)]
-    trained = controls(model, task, train_pool, heldout, config, prepare_batch, order_seed, counts)
+    trained = controls(model, task, train_pool, heldout, config, prepare_batch, order_seed, counts, old)
     rows = []
     for arm in arms_at:
         (tokens, lr_tokens), (flops, lr_flops) = trained[config.steps], trained[arm.steps_flops]
@@ -312,7 +321,8 @@ def _snapshot_rows(
     train_pool, heldout_pool = (train.x, train.y), (held.x, held.y)
     old_heldout = per_example_losses(model, *heldout_pool, config.eval_batch_size, prepare_batch)
     old_train = mean_loss(model, *train_pool, config.eval_batch_size, prepare_batch)
-    grown = grow_points(model, chosen, task, train_pool, heldout_pool, old_heldout, config, prepare_batch, seed)
+    grown = grow_points(model, chosen, task, train_pool, heldout_pool, (old_train, old_heldout), config, prepare_batch,
+                        seed)  # fmt: skip
     return [
         {
             "snapshot": snapshot,
