@@ -19,7 +19,8 @@ with a single depth shows no trend in depth: F2 and F3 leave it out and say so u
 of the package, by ``k``); it loads matplotlib and seaborn on first use (PEP 562).
 ``FIGURE_TABLES`` maps each stem to its tables as the modules' sources state them, without importing
 them: the workflow's parse reads it, and so plans every figure without loading the plotting stack.
-``make_figure`` draws one from a tables folder.
+``make_figure`` draws one from a tables folder, importing its module only (a figure job loads neither
+seaborn nor scipy unless its figure uses them).
 
 F3 and F7 show per-model values: seeds aggregated by the mean (``over_seeds``); F6 one value per
 model, the median over its insertion points with their range (``f6_intervention._per_model``).
@@ -67,6 +68,7 @@ def _declared(name: str) -> tuple[str, list[str]]:
 
 
 FIGURE_TABLES: dict[str, list[str]] = dict(_declared(name) for name in _module_names())
+_MODULE_OF: dict[str, str] = {_declared(name)[0]: name for name in _module_names()}  # stem -> module name
 
 
 @cache
@@ -87,7 +89,8 @@ def make_figure(stem: str, tables_dir: str | Path, out_dir: str | Path, *, dpi: 
 
     if stem not in FIGURE_TABLES:
         raise KeyError(f"unknown figure {stem!r}; known figures: {sorted(FIGURE_TABLES)}")
-    draw, tables = _figures()[stem]
+    module = importlib.import_module(f"{__name__}.{_MODULE_OF[stem]}")  # its module only: a job loads what it draws
+    draw, tables = module.draw, module.TABLES
     frames = [read_table(table_path(tables_dir, table), table) for table in tables]
     out = Path(out_dir) / f"{stem}.pdf"
     draw(*frames, out, dpi=DPI if dpi is None else dpi)

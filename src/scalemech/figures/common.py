@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
+from matplotlib import colormaps
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -52,7 +52,7 @@ def _clean(
 
 def _palette(n: int) -> list:
     """``n`` viridis colours, dark purple to green (the pale yellow end, invisible on white, left out)."""
-    return [tuple(c) for c in sns.color_palette("viridis", as_cmap=True)(np.linspace(0, 0.85, max(n, 1)))]
+    return [tuple(c) for c in colormaps["viridis"](np.linspace(0, 0.85, max(n, 1)))]
 
 
 def _style(i: int, n: int) -> dict:

@@ -20,6 +20,7 @@ read from the ``growth`` rows of a model and snapshot, and the realized gains of
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 
 import numpy as np
 import pandas as pd
@@ -72,16 +73,31 @@ def chosen(growth: pd.DataFrame, strategy: str) -> pd.DataFrame:
     return picks[strategy]()
 
 
+@cache
+def _draw_positions(seed: int, identity: str, snapshot: str, rows: int) -> list[int]:
+    """The ``RANDOM_DRAWS`` positions (among ``rows`` points in ``point_index`` order) drawn for one model
+    and snapshot: a function of the model and snapshot alone, so computed once per process."""
+    seeds = [derive_seed(seed, identity, snapshot, "random placement", draw) for draw in range(RANDOM_DRAWS)]
+    return [int(np.random.default_rng(s).integers(rows)) for s in seeds]
+
+
 def random_draws(growth: pd.DataFrame) -> pd.DataFrame:
     """``RANDOM_DRAWS`` rows drawn uniformly (with replacement) from each model's and snapshot's rows."""
-    drawn = []
-    for _, rows in growth.groupby(model_keys() + UNIT, sort=False):
-        first = rows.iloc[0]
-        identity = model_identity(first.to_dict()), first["snapshot"], "random placement"
-        seeds = [derive_seed(int(first["seed"]), *identity, draw) for draw in range(RANDOM_DRAWS)]
-        ordered = rows.sort_values("point_index", kind="stable")
-        drawn.append(ordered.iloc[[np.random.default_rng(seed).integers(len(ordered)) for seed in seeds]])
-    return pd.concat(drawn) if drawn else growth.head(0)
+    groups = growth.groupby(model_keys() + UNIT, sort=False)
+    group = groups.ngroup().fillna(-1).astype(int)  # first appearance order, as iterating the groups; NaN keys: -1
+    if not groups.ngroups:
+        return growth.head(0)
+    ordered = growth.assign(_group=group.to_numpy()).sort_values(["_group", "point_index"], kind="stable")
+    ordered = ordered[ordered["_group"] >= 0]
+    sizes = np.bincount(ordered["_group"].to_numpy(), minlength=groups.ngroups)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    firsts = growth[~group.duplicated() & (group >= 0)]
+    taken = [
+        start + position
+        for start, size, first in zip(starts, sizes, firsts.to_dict("records"))
+        for position in _draw_positions(int(first["seed"]), model_identity(first), str(first["snapshot"]), int(size))
+    ]
+    return ordered.iloc[taken].drop(columns="_group")
 
 
 def _mean_of_draws(drawn: pd.DataFrame, values: list[str]) -> pd.DataFrame:
