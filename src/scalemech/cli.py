@@ -2,8 +2,8 @@
 
     scalemech check     --config my-config.yaml
     scalemech prepare   --config config/config.yaml --dataset mnist5k
-    scalemech train     --config config/config.yaml --model mnist5k/resnet-d20-w1-s0
-    scalemech measure   --config config/config.yaml --model mnist5k/resnet-d20-w1-s0
+    scalemech train     --config config/config.yaml --model mnist5k/resnet-d20-w0.5-s0
+    scalemech measure   --config config/config.yaml --model mnist5k/resnet-d20-w0.5-s0
     scalemech misalign | intervene | growth   (same arguments)
     scalemech figure    --config config/config.yaml --figure F4_dalign_vs_width
     scalemech report    --config config/config.yaml
@@ -267,7 +267,7 @@ def parser() -> argparse.ArgumentParser:
     for name, step in MODEL_COMMANDS.items():
         sub = command(name, step.help)
         config_option(sub)
-        sub.add_argument("--model", required=True, help="<dataset>/<model>, e.g. mnist5k/resnet-d20-w1-s0")
+        sub.add_argument("--model", required=True, help="<dataset>/<model>, e.g. mnist5k/resnet-d20-w0.5-s0")
         if step.device:
             sub.add_argument("--device", choices=DEVICES, help="where to compute (default: the config's device)")
         sub.set_defaults(func=_model_command)
