@@ -26,20 +26,20 @@ RECORD = (
 def test_runtime_table_reads_every_record_and_the_report_names_the_longest(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     records = {
-        "benchmarks/quick/train/mnist5k/resnet-d8-w1-s0.tsv": (12.5, 300.0, 24.0),
+        "benchmarks/quick/train/mnist5k/resnet-d8-w0.5-s0.tsv": (12.5, 300.0, 24.0),
         "benchmarks/quick/measure/mnist5k/resnet-d8-w1-s0.tsv": (3.0, 100.0, 5.5),
         "benchmarks/quick/data/mnist5k.tsv": (1.0, "-", 0.9),
     }
     for path, (seconds, rss, cpu) in records.items():
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(RECORD.format(s=seconds, rss=rss, cpu=cpu))
-    own = jobs.cpu_record("logs/quick/train/mnist5k/resnet-d8-w1-s0.log")  # the train job counted its own CPU
+    own = jobs.cpu_record("logs/quick/train/mnist5k/resnet-d8-w0.5-s0.log")  # the train job counted its own CPU
     own.parent.mkdir(parents=True)
     own.write_text('{"cpu_seconds": 12.0}')
     jobs.runtime_table(records=list(records), table="runtime.csv")
     table = read_table("runtime.csv", "runtime")
     assert table[["step", "job", "cpu_from"]].values.tolist() == [
-        ["train", "mnist5k/resnet-d8-w1-s0", "job"],
+        ["train", "mnist5k/resnet-d8-w0.5-s0", "job"],
         ["measure", "mnist5k/resnet-d8-w1-s0", "benchmark"],
         ["data", "mnist5k", "benchmark"],
     ]

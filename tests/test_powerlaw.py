@@ -76,3 +76,13 @@ def test_a_two_by_two_grid_is_not_measured():
     assert powerlaw_table(small).empty
     row = claims({"training": small, "powerlaw": powerlaw_table(small)}).set_index("claim").loc["D4"]
     assert row["verdict"] == NOT_MEASURED and "≥ 3 depths" in row["statistic"]
+
+
+def test_a_cross_at_one_seed_has_no_fit_but_at_two_seeds_has_one():
+    """The quick run's cross (depths 8/14/20 at width 0.5, widths 0.5/1/1.5 at depth 8) is 5 models a
+    seed: as many as the law's parameters, so one seed alone has no residual df, two seeds have 5."""
+    cross = [(8, 0.5), (14, 0.5), (20, 0.5), (8, 1), (8, 1.5)]
+    both = training(planted(np.random.default_rng(0)), depths=[8, 14, 20], widths=[0.5, 1, 1.5])
+    both = both[[(d, w) in cross for d, w in zip(both.depth, both.width)]]
+    assert powerlaw_table(both[both.seed == 0]).empty
+    assert set(powerlaw_table(both)["df"]) == {len(both) - 5} and len(both) == 10

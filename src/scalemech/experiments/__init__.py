@@ -10,12 +10,30 @@ Each returns tidy tables with the columns of ``schemas/tables.schema.yaml``; non
 model family it has.
 """
 
-from .arms import ArmConfig
-from .growth import growth
-from .intervene import intervene, intervene_at
-from .measure import draw_pools, measure, select_points
-from .misalign import misalignment, wilson_interval
-from .trajectory import trajectory
+import importlib
+from typing import Any
+
+_HOMES = {
+    "ArmConfig": "arms",
+    "growth": "growth",
+    "intervene": "intervene",
+    "intervene_at": "intervene",
+    "draw_pools": "measure",
+    "measure": "measure",
+    "select_points": "measure",
+    "misalignment": "misalign",
+    "wilson_interval": "misalign",
+    "trajectory": "trajectory",
+}
+"""Each name's module, imported on first use (PEP 562): a job loads only its own experiment's stack
+(E6 needs statsmodels and no training code; growth needs the optimizers)."""
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
+
 
 __all__ = [
     "ArmConfig",

@@ -423,7 +423,7 @@ def runtime_table(*, records: Sequence[str], table: str) -> None:
     for path in map(Path, records):
         record = pd.read_csv(path, sep="\t").iloc[-1]
         run_name, step, *name = path.with_suffix("").parts[1:]
-        own = cpu_record(Path("logs", run_name, step, *name).with_suffix(".log"))
+        own = cpu_record(f"{Path('logs', run_name, step, *name)}.log")  # not with_suffix: "w0.5" has a dot
         cpu, cpu_from = (
             (json.loads(own.read_text())["cpu_seconds"], "job") if own.is_file() else (record["cpu_time"], "benchmark")
         )

@@ -86,9 +86,10 @@ def fit_power_law(depth: np.ndarray, width: np.ndarray, loss: np.ndarray) -> Pow
 
 def fit_grid(grid: pd.DataFrame) -> PowerLawFit | None:
     """The fit over the models of ``grid`` (training rows of one dataset and family) with a finite test
-    loss; None with fewer than ``MIN_LEVELS`` depths or widths among them."""
+    loss; None with fewer than ``MIN_LEVELS`` depths or widths among them, or no more models than the
+    law has parameters (no residual degree of freedom: a cross of 3 depths and 3 widths has 5)."""
     grid = grid[np.isfinite(grid["test_loss"].astype(float))]
-    if grid["depth"].nunique() < MIN_LEVELS or grid["width"].nunique() < MIN_LEVELS:
+    if grid["depth"].nunique() < MIN_LEVELS or grid["width"].nunique() < MIN_LEVELS or len(grid) <= len(PARAMETERS):
         return None
     return fit_power_law(grid["depth"], grid["width"], grid["test_loss"])
 
