@@ -80,3 +80,13 @@ def test_a_job_records_its_own_cpu_seconds_beside_its_log(tmp_path: Path) -> Non
     jobs.run(Smk)
     recorded = json.loads(jobs.cpu_record(Smk.log[0]).read_text())["cpu_seconds"]
     assert before <= recorded <= jobs.process_cpu_seconds() + 0.01
+
+
+def test_every_experiment_name_is_its_function_not_its_module() -> None:
+    """``scalemech.experiments`` binds each name to the function (several share their module's name)."""
+    import types
+
+    import scalemech.experiments as experiments
+
+    for name in experiments.__all__:
+        assert not isinstance(getattr(experiments, name), types.ModuleType), name
