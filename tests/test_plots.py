@@ -440,3 +440,22 @@ def test_figure_tables_are_read_from_the_modules_without_the_plotting_stack() ->
     )
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
     assert loaded.stdout.strip() == "[]", loaded.stdout
+
+
+def test_the_power_law_is_drawn_only_over_the_depths_measured_at_each_width(tmp_path, monkeypatch):
+    """A cross (depths 8/14/20 at width 0.5, widths 1 and 1.5 at depth 8 only): one dashed fit curve,
+    width 0.5's, from depth 8 to 20; none where no model tests the law."""
+    seen = _drawn(monkeypatch)
+    cross = [(8, 0.5), (14, 0.5), (20, 0.5), (8, 1.0), (8, 1.5)]
+    rows = [
+        dict(run="t", dataset="synth", family="resnet", depth=d, width=w, seed=s, model=f"d{d}-w{w}-s{s}",
+             test_loss=2 * (d / 8) ** -0.5 + (w / 0.5) ** -0.8 + 0.5 + 0.01 * s)
+        for d, w in cross
+        for s in range(3)
+    ]  # fmt: skip
+    training = pd.DataFrame(rows)
+    fits = powerlaw_table(training)
+    assert not fits.empty
+    f3_rebound.fig_rebound(training, fits, tmp_path / "f.pdf", dpi=DPI)
+    curves = [line for line in seen[-1][0].axes[0].lines if line.get_color() == "k" and len(line.get_xdata()) == 100]
+    assert len(curves) == 1 and (curves[0].get_xdata().min(), curves[0].get_xdata().max()) == (8, 20)

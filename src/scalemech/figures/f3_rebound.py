@@ -43,7 +43,7 @@ def fig_rebound(training: pd.DataFrame, powerlaw: pd.DataFrame, out: str | Path,
         grid = over_seeds(part, ["test_loss"])
         _lines(axes[0, c], grid, "depth", "test_loss", "width", "width")
         _finish(axes[0, c], "depth (layers)", "test loss (nats)", name, xticks=grid["depth"])
-        powerlaw_overlay(axes[0, c], powerlaw.merge(part[["run", "dataset", "family"]].drop_duplicates()))
+        powerlaw_overlay(axes[0, c], powerlaw.merge(part[["run", "dataset", "family"]].drop_duplicates()), grid)
         cells = part.groupby(["depth", "width"])["test_loss"].agg(test_loss="mean", se="sem").reset_index()
         cells = cells.assign(near=near_best(cells))
         table = cells.pivot(index="depth", columns="width", values="test_loss")  # (depths, widths)
@@ -71,22 +71,21 @@ def fig_rebound(training: pd.DataFrame, powerlaw: pd.DataFrame, out: str | Path,
     common._save(fig, out, title, notes, dpi)
 
 
-def powerlaw_overlay(ax: Axes, fits: pd.DataFrame) -> None:
+def powerlaw_overlay(ax: Axes, fits: pd.DataFrame, measured: pd.DataFrame) -> None:
     """D4's fitted law ``L(D, W) = a·(D/D₀)^(−α) + b·(W/W₀)^(−β) + c`` of each run in ``fits`` (its
     ``powerlaw`` rows of one dataset/family, one per parameter, D₀ ``depth_ref``, W₀ ``width_ref``) as
-    thin black dashed curves over depth at each width of ``ax``'s lines (their labels ``width w``);
-    nothing without rows (the grid had too few depths or widths for a fit)."""
+    thin black dashed curves over depth at each width of ``measured`` (depth, width rows), each over
+    the depths measured at that width only (a width measured at one depth has no curve: the law is
+    not drawn where no model tests it); nothing without rows (too few depths or widths for a fit)."""
     if fits.empty:
         return
     low, high = ax.get_xlim()
-    widths = [
-        float(label.removeprefix("width ")) for label in ax.get_legend_handles_labels()[1] if label.startswith("width ")
-    ]
+    spans = measured.groupby("width")["depth"].agg(["min", "max"])
     for _, fit in fits.groupby("run"):
         a, alpha, b, beta, c = fit.set_index("parameter").loc[["a", "alpha", "b", "beta", "c"], "value"]
         depth_ref, width_ref = fit[["depth_ref", "width_ref"]].iloc[0]
-        depths = np.linspace(max(low, depth_ref / 2), high, 100)
-        for width in widths:
+        for width, (shallowest, deepest) in spans[spans["min"] < spans["max"]].iterrows():
+            depths = np.linspace(shallowest, deepest, 100)
             loss = a * (depths / depth_ref) ** -alpha + b * (np.full_like(depths, width) / width_ref) ** -beta + c
             ax.plot(depths, loss, "k--", linewidth=0.7, alpha=0.6)
     ax.set_xlim(low, high)
