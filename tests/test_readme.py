@@ -141,3 +141,14 @@ def test_suite_block_states_each_record_of_make_test(tmp_path, monkeypatch):
     assert f"of an {record['cpu']} (no GPU, CPU kernels capped with ATEN_CPU_CAPABILITY=avx2)" in block
     assert "`results/test/failed.json`, exit status 1)" in block and "`results/test/avx2.json`)" in block
     assert "Not measured yet" in suite_block({})
+
+
+def test_a_run_recorded_before_keeps_its_block_when_its_results_are_gone(tmp_path, monkeypatch):
+    """``make docs`` on a clone that never ran paper-widths keeps the block its docs/paper-widths/ backs."""
+    monkeypatch.chdir(tmp_path)
+    widths = markers("paper-widths")
+    (tmp_path / "README.md").write_text(f"{widths[0]}\nrecorded table\n{widths[1]}\n")
+    (tmp_path / "docs" / "paper-widths").mkdir(parents=True)
+    (tmp_path / "docs" / "paper-widths" / "report.md").write_text("# Claims report\n")
+    main(["--run", "paper-widths", "--not-run-ok"])
+    assert "recorded table" in (tmp_path / "README.md").read_text()

@@ -228,7 +228,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m scalemech.pipeline.readme", description=__doc__.split("\n")[0])
     parser.add_argument("--run", default="quick", help="the run whose results are shown")
     parser.add_argument("--readme", default="README.md")
-    parser.add_argument("--not-run-ok", action="store_true", help="a run without a report: say so in its block")
+    parser.add_argument(
+        "--not-run-ok", action="store_true",
+        help="a run without a report: keep the block of the one recorded in docs/<run>/, else say it was not run",
+    )  # fmt: skip
     parser.add_argument("--tests", action="store_true", help="write the test suite's times (results/test/*.json)")
     args = parser.parse_args(argv)
     if args.tests:
@@ -237,7 +240,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     results = Path("results", args.run)
     if args.not_run_ok and not (results / "report.md").exists():
-        replace_block(Path(args.readme), args.run, not_run_block(args.run))
+        if not Path("docs", args.run, "report.md").exists():  # a run recorded before (docs/<run>/) keeps its block
+            replace_block(Path(args.readme), args.run, not_run_block(args.run))
         return
     update(Path(args.readme), results, Path("figures", args.run), Path("docs", args.run), args.run)
 
