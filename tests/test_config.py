@@ -162,10 +162,16 @@ def _grid(name: str, grid: dict):
 
 
 def _only(*names: str):
-    """Keep only the grids ``names`` (and their datasets)."""
+    """Keep only the grids ``names`` (and their datasets); ``grow.grids`` keeps those it names, or goes
+    (its default: every trained grid) when it names none of them."""
 
     def edit(config: dict) -> None:
         config["grids"] = {n: g for n, g in config["grids"].items() if n in names}
+        grown = [n for n in config.get("grow", {}).get("grids", []) if n in names]
+        if grown:
+            config["grow"]["grids"] = grown
+        else:
+            config.get("grow", {}).pop("grids", None)
         config["datasets"] = {
             d: s for d, s in config["datasets"].items() if d in {g["dataset"] for g in config["grids"].values()}
         }
@@ -228,7 +234,7 @@ CROSS_CHECKED = {
         _set("grids.resnet_mnist.widths.0", 0.05),
         ["grids.resnet_mnist.widths[0]", "1 channel", "at least 2"],
     ),
-    "no grids": (_set("grids", {}), ["grids", "pretrained"]),
+    "no grids": (_both(_set("grids", {}), _set("grow.grids", KeyError)), ["grids", "pretrained"]),
     "unknown grow grid": (
         _set("grow.grids", ["resnet_mnist", "resnet_cifar"]),
         ["grow.grids[1]", "resnet_cifar", "['llama_stdlib', 'resnet_mnist', 'resnet_mnist_widths']"],

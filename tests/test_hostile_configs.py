@@ -337,6 +337,8 @@ def test_the_deepest_allowed_models_plan_at_once() -> None:
     del llama["grids"]["resnet_mnist"], llama["grids"]["resnet_mnist_widths"], llama["datasets"]["mnist5k"]
     llama["grids"]["llama_stdlib"]["depths"] = [10000]
     llama["measure"]["points"], llama["grow"]["points"] = ["layer.9999"], 10000
+    del llama["grow"]["grids"]  # its default: every trained grid
+    resnet["grow"]["grids"] = ["resnet_mnist"]
     start = time.process_time()
     validate_config(copy.deepcopy(resnet))
     validate_config(copy.deepcopy(llama))

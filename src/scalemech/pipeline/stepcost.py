@@ -28,7 +28,7 @@ def against(current: pd.DataFrame, recorded: pd.DataFrame) -> pd.DataFrame:
     """``per_step`` of both runs side by side (suffixes ``_now``, ``_before``), with ``cpu_ratio``, the
     steps by this run's CPU, largest first, and a ``total`` row."""
     now, before = per_step(current), per_step(recorded)
-    table = now.join(before, how="outer", lsuffix="_now", rsuffix="_before")
+    table = now.add_suffix("_now").join(before.add_suffix("_before"), how="outer")
     numeric = [f"{c}{s}" for c in COLUMNS for s in ("_now", "_before")]
     table.loc["total", numeric] = table[numeric].sum()
     table[["jobs_now", "jobs_before"]] = table[["jobs_now", "jobs_before"]].fillna(0).astype(int)
