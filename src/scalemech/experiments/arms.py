@@ -76,13 +76,16 @@ def train_only(model: ResidualModel, params: Iterable[nn.Parameter]) -> list[nn.
     return params
 
 
+def ranked(loss: float) -> float:
+    """A loss as arms are ranked by it: ``inf`` when not finite (the lowest wins; a diverged run never does)."""
+    return loss if math.isfinite(loss) else math.inf
+
+
 def train_loss(
     model: ResidualModel, pool: tuple[Tensor, Tensor], config: ArmConfig, prepare_batch: PrepareBatch
 ) -> float:
-    """``model``'s mean loss on the train ``pool``, ``inf`` when not finite: what an arm's learning rate
-    is chosen by (the lowest wins; a diverged run never does)."""
-    loss = mean_loss(model, *pool, config.eval_batch_size, prepare_batch)
-    return loss if math.isfinite(loss) else math.inf
+    """``model``'s mean loss on the train ``pool``, ``ranked``: what an arm's learning rate is chosen by."""
+    return ranked(mean_loss(model, *pool, config.eval_batch_size, prepare_batch))
 
 
 def train_steps(
@@ -188,7 +191,7 @@ def jumpboard(
     losses = {t: step_to(t / norm) for t in lengths}
 
     def best() -> float:
-        return min(losses, key=lambda t: losses[t] if math.isfinite(losses[t]) else math.inf)
+        return min(losses, key=lambda t: ranked(losses[t]))
 
     for _ in range(MAX_WIDENINGS):
         lengths = sorted(losses)

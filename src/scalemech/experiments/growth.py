@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -95,10 +94,9 @@ def controls(
     wanted, best = sorted(set(counts)), {}
 
     def keep(at: Sequence[int], candidate: ResidualModel | None, lr: float) -> None:
-        if candidate is None:
-            loss = old[0] if math.isfinite(old[0]) else math.inf  # as arms.train_loss counts it
-        else:
-            loss = arms.train_loss(candidate, train_pool, config, prepare_batch)
+        loss = (
+            arms.ranked(old[0]) if candidate is None else arms.train_loss(candidate, train_pool, config, prepare_batch)
+        )
         better = [count for count in at if count not in best or loss < best[count][0]]
         if better:
             losses = old[1] if candidate is None else per_example_losses(candidate, *heldout, config.eval_batch_size,
