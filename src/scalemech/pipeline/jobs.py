@@ -32,6 +32,7 @@ import pandas as pd
 
 from ..core import tables
 from ..core.integrity import save_torch, write_text
+from ..core.layout import Layout
 from ..models import build_model, load_model
 
 if TYPE_CHECKING:
@@ -423,7 +424,7 @@ def runtime_table(*, records: Sequence[str], table: str) -> None:
     for path in map(Path, records):
         record = pd.read_csv(path, sep="\t").iloc[-1]
         run_name, step, *name = path.with_suffix("").parts[1:]
-        own = cpu_record(f"{Path('logs', run_name, step, *name)}.log")  # not with_suffix: "w0.5" has a dot
+        own = cpu_record(Layout(run_name).log(step, "/".join(name)))
         cpu, cpu_from = (
             (json.loads(own.read_text())["cpu_seconds"], "job") if own.is_file() else (record["cpu_time"], "benchmark")
         )
