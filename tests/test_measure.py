@@ -137,7 +137,8 @@ def test_the_certificate_from_measures_pools_is_certifys_own(tmp_path):
     measure(model, data, KEYS, tmp_path / "measured", device="cpu", **settings)
     points = select_points(model, 2)
     sizes = {"M": 4, "K": 4, "view": "full"}
-    stored = stored_certificate(model, tmp_path / "measured", points, device=torch.device("cpu"), **sizes)
+    stored = stored_certificate(model, tmp_path / "measured", points, pool=16, device=torch.device("cpu"), **sizes)
+    assert stored_certificate(model, tmp_path / "measured", points, pool=8, device=torch.device("cpu"), **sizes) is None
     captured = certify_model(
         model, data, model_identity(KEYS), points, tmp_path / "scratch", pool=16, batch_size=8,
         seed=settings["seed"], device=torch.device("cpu"), **sizes,

@@ -220,15 +220,37 @@ def pool_rows(
 
 
 def stored_certificate(
-    model: ResidualModel, pool_dir: Path, points: list[str], *, M: int, K: int, view: str, device: torch.device
-) -> pd.DataFrame:
+    model: ResidualModel,
+    pool_dir: Path,
+    points: list[str],
+    *,
+    pool: int,
+    M: int,
+    K: int,
+    view: str,
+    device: torch.device,
+) -> pd.DataFrame | None:
     """``certify_model``'s table from gradient pools ``measure`` stored in ``pool_dir`` (both splits, the
     new blocks captured), none captured again: the same examples and seeds, so the same rows up to
-    the pools' storage dtype. ``attrs["pools"]``: each split's example index (the pools' provenance)."""
+    the pools' storage dtype; None unless it holds every one of ``points`` in ``view`` with ``pool``
+    examples per split. ``attrs["pools"]``: each split's example index (the pools' provenance)."""
     paths = {(split, point): pool_path(pool_dir, split, point, view) for split in SPLITS for point in points}
+    if not all(path.with_suffix(".json").is_file() for path in paths.values()):
+        return None
+    metas = {key: GradientPool(path, verify=False).meta for key, path in paths.items()}
+    if any(meta["n"] != pool for meta in metas.values()):
+        return None
     rows, mean_loss = pool_rows(paths, points, M, K, device, verify=True)
+    return certificate_frame(model, rows, {split: metas[split, points[0]]["examples"] for split in SPLITS}, mean_loss)
+
+
+def certificate_frame(
+    model: ResidualModel, rows: list[dict[str, Any]], pools: dict[str, list[int]], mean_loss: float
+) -> pd.DataFrame:
+    """certify's table of ``rows``: ``attrs["pools"]`` each split's example index, and for a language
+    model ``attrs["loss"]`` its mean per-token loss on the train pool (``loss_attrs``)."""
     frame = pd.DataFrame(rows, columns=CERTIFICATE_COLUMNS)
-    frame.attrs["pools"] = {split: GradientPool(paths[split, points[0]]).meta["examples"] for split in SPLITS}
+    frame.attrs["pools"] = pools
     loss = loss_attrs(model, mean_loss)
     if loss is not None:
         frame.attrs["loss"] = loss
@@ -383,9 +405,4 @@ def certify_model(
         seed=seed,
         device=device,
     )
-    frame = pd.DataFrame(rows, columns=CERTIFICATE_COLUMNS)
-    frame.attrs["pools"] = pools
-    loss = loss_attrs(model, mean_loss)
-    if loss is not None:
-        frame.attrs["loss"] = loss
-    return frame
+    return certificate_frame(model, rows, pools, mean_loss)

@@ -367,24 +367,18 @@ def growth_model(
 
     from ..certify import certify_model, point_ranks, stored_certificate
     from ..core.seeding import model_identity
-    from ..data.store import SPLITS
     from ..experiments import growth as growth_table
-    from ..gradients.pools import GradientPool, measured_points, pool_path
 
     loaded, prepared, keys, payload = _loaded(model, data, model_keys, device)
     settings = {k: v for k, v in grow.items() if k not in ("grids", "certificate")}  # grids: which models
-    sizes = {k: grow["certificate"][k] for k in ("M", "K", "view")}
-    stored = measured_points(pools)
-    sizes_stored = {
-        GradientPool(pool_path(pools, split, stored[0], sizes["view"]), verify=False).meta["n"] for split in SPLITS
-    }
     Path(growth).parent.mkdir(parents=True, exist_ok=True)  # by hand (scalemech growth) as under Snakemake
     with tempfile.TemporaryDirectory(prefix=".growth-pools-", dir=Path(growth).parent) as scratch:
 
         def certificate(at: Any, points: list[str], snapshot: str) -> pd.DataFrame:
-            if snapshot == "final" and set(points) <= set(stored) and sizes_stored == {grow["certificate"]["pool"]}:
-                frame = stored_certificate(at, Path(pools), points, device=device, **sizes)
-            else:
+            frame = None
+            if snapshot == "final":  # measure's pools hold the final weights' gradients
+                frame = stored_certificate(at, Path(pools), points, device=device, **grow["certificate"])
+            if frame is None:
                 frame = certify_model(
                     at, prepared, model_identity(keys), points, Path(tempfile.mkdtemp(dir=scratch)),
                     batch_size=measure["batch_size"], seed=measure["seed"], device=device, **grow["certificate"],
