@@ -67,8 +67,9 @@ def _declared(name: str) -> tuple[str, list[str]]:
     return values["STEM"], list(values["TABLES"])
 
 
-FIGURE_TABLES: dict[str, list[str]] = dict(_declared(name) for name in _module_names())
-_MODULE_OF: dict[str, str] = {_declared(name)[0]: name for name in _module_names()}  # stem -> module name
+_DECLARED = {name: _declared(name) for name in _module_names()}  # module name -> (STEM, TABLES), one parse each
+FIGURE_TABLES: dict[str, list[str]] = dict(_DECLARED.values())
+_MODULE_OF: dict[str, str] = {stem: name for name, (stem, _) in _DECLARED.items()}  # stem -> module name
 
 
 @cache
