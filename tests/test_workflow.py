@@ -20,8 +20,10 @@ from snakemake_run import ROOT, snakemake
 
 import scalemech.figures
 from scalemech import cli
-from scalemech.core.steps import PER_MODEL_TABLES
+from scalemech.config import load_config, model_jobs
+from scalemech.core.steps import PER_MODEL_TABLES, STEPS, arguments
 from scalemech.core.tables import timing_columns
+from scalemech.pipeline import jobs
 
 pytestmark = pytest.mark.workflow
 
@@ -138,12 +140,26 @@ def test_tiny_run_html_report(tiny_run: TinyRun) -> None:
 RERUN_MODELS = ("pystdlib/llama-d1-w64-s0", "mnist5k/resnet-d8-w0.5-s0")  # one of each family: every per-model step
 
 
-@pytest.mark.timeout(900)
+def run_jobs_here(config_path: Path, models: tuple[str, ...]) -> None:
+    """Every job behind ``models``' per-model results, in this process and this directory, as the workflow
+    calls them (``jobs.call`` with ``steps.arguments``: the rules' own paths and params, the CLI's path)."""
+    config = load_config(config_path)
+    found = {job.key: job for job in model_jobs(config)}
+    for dataset in sorted({model.split("/")[0] for model in models}):
+        assert cli.main(["prepare", "--config", str(config_path), "--dataset", dataset]) == 0
+    for model in models:
+        for rule in STEPS:  # in the workflow's order; these models are trained, not pinned
+            if rule != "pin_pretrained":
+                jobs.call(rule, arguments(rule, config, found[model]), jobs.execution(config))
+
+
+@pytest.mark.timeout(600)
 def test_same_config_elsewhere_gives_the_same_model_results_and_one_job_twice_the_same_rows(tiny_run: TinyRun) -> None:
-    """The same config in another directory, asked for every per-model result of one model of each family:
-    the same weights, and every per-model table identical but for the timing columns. Then one job twice in
-    one process, after different global random draws: the workflow's rows."""
+    """The same config in another directory, every per-model job of one model of each family run again in
+    one process after a different global random draw: the same weights, and every per-model table identical
+    but for the timing columns. Then the growth job twice more, after other global draws: the same rows."""
     again = tiny_run.folder / "again"
+    again.mkdir()
     results = [
         path.relative_to(tiny_run.folder)
         for model in RERUN_MODELS
@@ -152,20 +168,19 @@ def test_same_config_elsewhere_gives_the_same_model_results_and_one_job_twice_th
     ]
     assert len(results) == len(RERUN_MODELS) * len(PER_MODEL_TABLES), results
     weights = [Path("results", "tiny", "models", model, "model.pt") for model in RERUN_MODELS]
-    rerun = snakemake(
-        "--cores", "2", "--configfile", str(tiny_run.config), "--directory", str(again), *map(str, results + weights),
-        timeout=900, env=tiny_run.env,
-    )  # fmt: skip
-    assert rerun.returncode == 0, rerun.stderr[-4000:]
-    for path in weights:
-        first, second = (torch.load(d / path, weights_only=True)["state_dict"] for d in (tiny_run.folder, again))
-        assert first.keys() == second.keys() and all(torch.equal(first[k], second[k]) for k in first), path
-    for path in results:
-        assert_same_frames(tiny_run.folder / path, again / path)
     job = Path("results", "tiny", "growth", RERUN_MODELS[0] + ".csv")
     os.chdir(again)
     try:
+        torch.manual_seed(3)
+        torch.rand(3)
+        run_jobs_here(tiny_run.config, RERUN_MODELS)
+        for path in weights:
+            first, second = (torch.load(d / path, weights_only=True)["state_dict"] for d in (tiny_run.folder, again))
+            assert first.keys() == second.keys() and all(torch.equal(first[k], second[k]) for k in first), path
+        for path in results:
+            assert_same_frames(tiny_run.folder / path, again / path)
         for global_seed in (1, 2):
+            (again / job).unlink()
             torch.manual_seed(global_seed)
             torch.rand(global_seed)
             growth = ["growth", "--config", str(tiny_run.config), "--model", RERUN_MODELS[0], "--device", "cpu"]
@@ -173,7 +188,6 @@ def test_same_config_elsewhere_gives_the_same_model_results_and_one_job_twice_th
             pd.testing.assert_frame_equal(
                 pd.read_csv(again / job), pd.read_csv(tiny_run.folder / job), check_exact=True
             )
-            (again / job).unlink()
     finally:
         os.chdir(ROOT)
 
