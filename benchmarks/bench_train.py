@@ -38,7 +38,8 @@ from scalemech.core.device import resolve_device
 from scalemech.core.recipe import Recipe
 from scalemech.data import Prepared, load_prepared, prepare_dataset
 from scalemech.models import build_model
-from scalemech.training.train import make_optimizer, memory_format_for, train
+from scalemech.models.memory import memory_format_for
+from scalemech.training.train import make_optimizer, train
 
 SPEC = {
     "family": "resnet",

@@ -19,10 +19,11 @@ from scalemech.core.recipe import Recipe
 from scalemech.core.tables import timing_columns
 from scalemech.data import Prepared, load_prepared, normalize_images, prepare_dataset
 from scalemech.models import build_model, load_model
+from scalemech.models.memory import memory_format_for
 from scalemech.tasks.images import augment, crop_flip
 from scalemech.training import train as train_module
 from scalemech.training.checkpoints import snapshot_paths, snapshot_schedule
-from scalemech.training.train import NonFiniteLossError, evaluate, lr_at, memory_format_for, total_steps_of, train
+from scalemech.training.train import NonFiniteLossError, evaluate, lr_at, total_steps_of, train
 
 RESNET = {
     "family": "resnet",

@@ -21,6 +21,7 @@ import contextlib
 import inspect
 import json
 import logging
+import os
 import resource
 import sys
 import traceback
@@ -141,6 +142,16 @@ def run(smk: Any) -> None:
         cpu_record(log_path).write_text(json.dumps({"cpu_seconds": round(process_cpu_seconds(), 3)}) + "\n")
 
 
+def exit_now() -> None:
+    """End a job's process at once, once ``run`` returned: its outputs and log are written and closed,
+    so the interpreter's teardown of torch, pandas and their modules (about 0.5 s of CPU a job,
+    measured: 2.5 s in all against 2.0 s at the end of the work, a tenth of the quick run's CPU) does
+    nothing a later job needs. Flushes the standard streams first."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 # -- data and training -------------------------------------------------------------------------
 @job
 def prepare_data(*, data: str, dataset: str, settings: dict[str, Any], offline: bool) -> None:
@@ -229,11 +240,14 @@ def powerlaw_table(*, training: str, table: str) -> None:
 
 # -- measurement and experiments ---------------------------------------------------------------
 def _loaded(model: str, data: str, keys: dict[str, Any], device: torch.device):
-    """``(model, data, keys, payload)`` for a model job: the model in eval mode on ``device``, and what
+    """``(model, data, keys, payload)`` for a model job: the model in eval mode on ``device``, in the
+    memory layout training used there (``models.memory``: channels-last convolutions, faster), and what
     ``model.pt`` holds beside the weights."""
     from ..data import load_prepared
+    from ..models.memory import memory_format_for
 
     loaded, payload = load_model(model, map_location=device)
+    loaded = loaded.to(memory_format=memory_format_for(loaded, device))
     return loaded, load_prepared(data), keys_of(keys, payload["spec"]), payload
 
 

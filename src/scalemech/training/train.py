@@ -45,6 +45,7 @@ from ..core.recipe import Recipe
 from ..core.tables import timing_columns
 from ..data import Prepared
 from ..models import build_model, save_model
+from ..models.memory import memory_format_for
 from ..tasks import Task
 from ..tasks.images import ImageBatches
 from ..tasks.windows import TextBatches
@@ -168,20 +169,6 @@ class TrainingData:
     block_size: int | None  # tokens per example of a language model; None for images
     memory_format: torch.memory_format  # of the model and its image inputs
     augmented: bool
-
-
-def memory_format_for(model: nn.Module, device: torch.device) -> torch.memory_format:
-    """``channels_last`` for image models, but NCHW on CPU when a strided 1×1 conv has fewer than 8
-    input channels: torch 2.14.1's oneDNN ``brgconv_strided:avx2`` backward-data kernel hangs or
-    aborts on it (AVX2 CPUs without AVX-512; the shortcut of a width-0.25 ResNet, 4 → 8 channels)."""
-    fragile = any(
-        isinstance(m, nn.Conv2d) and m.kernel_size == (1, 1) and m.stride != (1, 1) and m.in_channels < 8
-        for m in model.modules()
-    )
-    convolutional = any(isinstance(m, nn.Conv2d) for m in model.modules())
-    if not convolutional or (device.type == "cpu" and fragile):
-        return torch.contiguous_format
-    return torch.channels_last
 
 
 def training_data(
