@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import inspect
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -90,3 +92,18 @@ def test_every_experiment_name_is_its_function_not_its_module() -> None:
 
     for name in experiments.__all__:
         assert not isinstance(getattr(experiments, name), types.ModuleType), name
+
+
+def test_exit_now_ends_the_process_at_once_with_its_output_flushed():
+    code = "\n".join(
+        [
+            "import atexit, sys",
+            "from scalemech.pipeline.jobs import exit_now",
+            "atexit.register(lambda: print(' torn down'))",
+            "print('written', end='')",
+            "sys.stderr.write('logged')",
+            "exit_now()",
+        ]
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "written", "logged")  # no teardown: no atexit
