@@ -7,10 +7,12 @@ Column lists live in ``scalemech/schemas/tables.schema.yaml`` (linked from
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
 from importlib import resources
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import yaml
 
@@ -25,6 +27,26 @@ def _schema() -> dict:
 def model_keys() -> list[str]:
     """The key columns that identify a model in every table."""
     return list(_schema()["model_keys"])
+
+
+def group_codes(frame: pd.DataFrame, keys: Sequence[str]) -> np.ndarray:
+    """Each row's group among the distinct values of ``keys``, numbered 0, 1, … in order of first
+    appearance, −1 where a key is missing: ``frame.groupby(keys, sort=False).ngroup()`` at a fraction
+    of its cost (one ``pandas.factorize`` per key)."""
+    codes, missing = np.zeros(len(frame), np.int64), np.zeros(len(frame), bool)
+    for key in keys:
+        column, uniques = pd.factorize(frame[key])
+        missing |= column < 0
+        codes = pd.factorize(codes * len(uniques) + column)[0]  # compact: no overflow
+    out = np.full(len(frame), -1, np.int64)
+    out[~missing] = pd.factorize(codes[~missing])[0]
+    return out
+
+
+def first_rows(codes: np.ndarray) -> np.ndarray:
+    """The position of each group's first row, in the order of the groups (``codes`` from ``group_codes``)."""
+    kept = np.flatnonzero(codes >= 0)
+    return kept[np.unique(codes[kept], return_index=True)[1]]
 
 
 def timing_columns() -> list[str]:

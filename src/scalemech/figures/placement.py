@@ -26,12 +26,17 @@ import numpy as np
 import pandas as pd
 
 from ..core.seeding import derive_seed, model_identity
-from ..core.tables import model_keys
+from ..core.tables import first_rows, group_codes, model_keys
 
 GAINS = ["gain_old", "gain_tokens", "gain_flops"]  # realized held-out gains; each has its paired ``<gain>_se``
 RANDOM_DRAWS = 10
 STRATEGIES = ["certificate", "lowest certificate", "grad norm", "top", "middle", "bottom", "uniform", "random"]
 UNIT = ["snapshot"]  # within a model: the rows one placement chooses among
+
+
+def units_of(growth: pd.DataFrame) -> np.ndarray:
+    """Each row's model × snapshot, numbered by first appearance (−1 where a key is missing): ``group_codes``."""
+    return group_codes(growth, model_keys() + UNIT)
 
 
 def certified(growth: pd.DataFrame) -> pd.DataFrame:
@@ -40,33 +45,46 @@ def certified(growth: pd.DataFrame) -> pd.DataFrame:
     return growth[growth["certify_rank"] == 1].drop_duplicates(model_keys() + UNIT)
 
 
-def _last(growth: pd.DataFrame, order: list[str], ascending: list[bool]) -> pd.DataFrame:
-    """Each model's and snapshot's last row in the ``order`` (stable)."""
-    ordered = growth.sort_values(order, ascending=ascending, kind="stable")
-    return ordered.groupby(model_keys() + UNIT, sort=False).tail(1)
+def _sorted(growth: pd.DataFrame, order: list[str], ascending: list[bool] | bool = True) -> np.ndarray:
+    """The positions of ``growth``'s rows sorted by ``order`` (stable)."""
+    by = growth[order].reset_index(drop=True)
+    return by.sort_values(order, ascending=ascending, kind="stable").index.to_numpy()
 
 
-def _middle(growth: pd.DataFrame) -> pd.DataFrame:
+def _last(growth: pd.DataFrame, units: np.ndarray, order: list[str], ascending: list[bool]) -> pd.DataFrame:
+    """Each model's and snapshot's last row in the ``order`` (stable); ``units``: the rows' ``units_of``."""
+    ordered = _sorted(growth, order, ascending)
+    last = ~pd.Series(units[ordered]).duplicated(keep="last").to_numpy() & (units[ordered] >= 0)
+    return growth.iloc[ordered[last]]
+
+
+def _middle(growth: pd.DataFrame, units: np.ndarray) -> pd.DataFrame:
     """Each model's and snapshot's lower-median ``point_index`` row."""
-    ordered = growth.sort_values("point_index", kind="stable")
-    groups = ordered.groupby(model_keys() + UNIT, sort=False)
-    return ordered[groups.cumcount() == (groups["point_index"].transform("size") - 1) // 2]
+    ordered = _sorted(growth, ["point_index"])
+    groups = pd.Series(units[ordered]).groupby(units[ordered])
+    middle = (groups.cumcount() == (groups.transform("size") - 1) // 2).to_numpy() & (units[ordered] >= 0)
+    return growth.iloc[ordered[middle]]
 
 
-def chosen(growth: pd.DataFrame, strategy: str) -> pd.DataFrame:
-    """The row ``strategy`` picks in each model and snapshot (random: every draw, ``random_draws``)."""
-    ranked = growth.assign(unranked=growth["certify_rank"].isna())
+def chosen(growth: pd.DataFrame, strategy: str, units: np.ndarray | None = None) -> pd.DataFrame:
+    """The row ``strategy`` picks in each model and snapshot (random: every draw, ``random_draws``);
+    ``units``: the rows' ``units_of`` (computed if not given)."""
+    units = units_of(growth) if units is None else units
+    graded = growth["block_grad_norm"].notna().to_numpy()
     picks = {
         "certificate": lambda: certified(growth),
         "lowest certificate": lambda: _last(
-            ranked, ["unranked", "certify_rank", "block_grad_norm"], [True, True, False]
+            growth.assign(unranked=growth["certify_rank"].isna()),
+            units,
+            ["unranked", "certify_rank", "block_grad_norm"],
+            [True, True, False],
         ).drop(columns="unranked"),
-        "grad norm": lambda: _last(growth[growth["block_grad_norm"].notna()], ["block_grad_norm"], [True]),
-        "top": lambda: _last(growth, ["point_index"], [True]),
-        "uniform": lambda: _last(growth, ["point_index"], [True]),
-        "middle": lambda: _middle(growth),
-        "bottom": lambda: _last(growth, ["point_index"], [False]),
-        "random": lambda: random_draws(growth),
+        "grad norm": lambda: _last(growth[graded], units[graded], ["block_grad_norm"], [True]),
+        "top": lambda: _last(growth, units, ["point_index"], [True]),
+        "uniform": lambda: _last(growth, units, ["point_index"], [True]),
+        "middle": lambda: _middle(growth, units),
+        "bottom": lambda: _last(growth, units, ["point_index"], [False]),
+        "random": lambda: random_draws(growth, units),
     }
     if strategy not in picks:
         raise KeyError(f"unknown placement strategy {strategy!r}; known: {STRATEGIES}")
@@ -81,37 +99,36 @@ def _draw_positions(seed: int, identity: str, snapshot: str, rows: int) -> list[
     return [int(np.random.default_rng(s).integers(rows)) for s in seeds]
 
 
-def random_draws(growth: pd.DataFrame) -> pd.DataFrame:
-    """``RANDOM_DRAWS`` rows drawn uniformly (with replacement) from each model's and snapshot's rows."""
-    groups = growth.groupby(model_keys() + UNIT, sort=False)
-    group = groups.ngroup().fillna(-1).astype(int)  # first appearance order, as iterating the groups; NaN keys: -1
-    if not groups.ngroups:
-        return growth.head(0)
-    ordered = growth.assign(_group=group.to_numpy()).sort_values(["_group", "point_index"], kind="stable")
-    ordered = ordered[ordered["_group"] >= 0]
-    sizes = np.bincount(ordered["_group"].to_numpy(), minlength=groups.ngroups)
+def random_draws(growth: pd.DataFrame, units: np.ndarray | None = None) -> pd.DataFrame:
+    """``RANDOM_DRAWS`` rows drawn uniformly (with replacement) from each model's and snapshot's rows;
+    ``units``: the rows' ``units_of`` (computed if not given)."""
+    units = units_of(growth) if units is None else units
+    ordered = _sorted(pd.DataFrame({"unit": units, "point_index": growth["point_index"]}), ["unit", "point_index"])
+    ordered = ordered[units[ordered] >= 0]
+    sizes = np.bincount(units[ordered])
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    firsts = growth[~group.duplicated() & (group >= 0)]
+    firsts = growth[["dataset", "model", "seed", "snapshot"]].iloc[first_rows(units)].to_dict("records")
     taken = [
         start + position
-        for start, size, first in zip(starts, sizes, firsts.to_dict("records"))
+        for start, size, first in zip(starts, sizes, firsts)
         for position in _draw_positions(int(first["seed"]), model_identity(first), str(first["snapshot"]), int(size))
     ]
-    return ordered.iloc[taken].drop(columns="_group")
+    return growth.iloc[ordered[taken]]
 
 
 def _mean_of_draws(drawn: pd.DataFrame, values: list[str]) -> pd.DataFrame:
     """One row per model and snapshot of the random draws: ``values`` averaged (NaN if a draw's is),
     the drawn points joined by "+", ``draws`` their number, ``point_index`` NaN."""
-    keys = model_keys() + UNIT
-    groups = drawn.groupby(keys, sort=False)
-    missing = drawn[values].isna().groupby([drawn[key] for key in keys], sort=False).any()
-    return (
-        groups[values]
-        .mean()
-        .mask(missing)
-        .assign(point_index=np.nan, point=groups["point"].agg("+".join), draws=groups.size())
-        .reset_index()
+    units = units_of(drawn)
+    groups = drawn[values].groupby(units)
+    means = groups.mean().mask(drawn[values].isna().groupby(units).any())
+    firsts = first_rows(units)
+    return pd.DataFrame(
+        {key: drawn[key].array[firsts] for key in model_keys() + UNIT}
+        | {value: means[value].to_numpy() for value in values}
+        | dict(
+            point_index=np.nan, point=drawn["point"].groupby(units).agg("+".join).array, draws=groups.size().to_numpy()
+        )
     )
 
 
@@ -124,9 +141,9 @@ def placements(growth: pd.DataFrame, gains: Sequence[str] = GAINS) -> pd.DataFra
     values = ["predicted_gain", *gains, *(f"{gain}_se" for gain in gains)]
     frame = growth[[*keys, "point", "point_index", "certify_rank", "block_grad_norm", *values]]
     frame = frame.astype({"point": str, **dict.fromkeys(values, float)})
-    out = []
+    units, out = units_of(frame), []
     for strategy in STRATEGIES:
-        rows = chosen(frame, strategy)
+        rows = chosen(frame, strategy, units)
         rows = _mean_of_draws(rows, values) if strategy == "random" else rows.assign(draws=1)
         out.append(rows.assign(strategy=strategy))
     columns = [*keys, "strategy", "point_index", "point", "draws", *values]

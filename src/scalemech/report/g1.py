@@ -16,7 +16,7 @@ The helpers the three growth rules share live here (``growth_rows``, ``over_mode
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -35,19 +35,36 @@ def growth_rows(tables: Tables, columns: Sequence[str]) -> pd.DataFrame:
     return table(tables, "growth", ["snapshot", *columns])
 
 
+def _units(
+    frame: pd.DataFrame, value: str, se: str | None, by: Sequence[str] = (), scaled: bool = False
+) -> pd.DataFrame:
+    """``per_model`` (× ``by``) of the rows with a finite ``value`` (and ``se``); ``scaled``: within each family
+    (× ``by``) divided by their RMS first."""
+    finite = np.isfinite(frame[value].astype(float))
+    if se is not None:
+        finite &= np.isfinite(frame[se].astype(float))
+    cells = list(dict.fromkeys(["family", *by])) if scaled else ()
+    return per_model(frame[finite], value, se, by, scale_cells=cells)
+
+
 def over_models(frame: pd.DataFrame, value: str, se: str | None = None, scaled: bool = False) -> Estimate:
     """Per model the mean of ``value`` over its rows (snapshots; SE the mean of ``se``), across models
     the random-effects mean with a t interval (``units``); ``scaled``: each family's values and SEs
     first divided by their RMS (families of different loss scales weigh alike)."""
-    finite = np.isfinite(frame[value].astype(float))
-    if se is not None:
-        finite &= np.isfinite(frame[se].astype(float))
-    return across_models(per_model(frame[finite], value, se, scale_cells=["family"] if scaled else ()))
+    return across_models(_units(frame, value, se, scaled=scaled))
 
 
-def split(frame: pd.DataFrame, column: str, estimate: Callable[[pd.DataFrame], Estimate]) -> dict[str, Estimate]:
-    """``estimate`` of the rows of each value of ``column`` (a family, a snapshot)."""
-    return {str(value): estimate(part) for value, part in frame.groupby(column, sort=True)}
+def split(
+    frame: pd.DataFrame, column: str, value: str, se: str | None = None, scaled: bool = False
+) -> dict[str, Estimate]:
+    """``over_models`` of the rows of each value of ``column`` (a family, a snapshot, a strategy), in sorted
+    order; the per-model means of all values in one grouping."""
+    units = _units(frame, value, se, [column], scaled)
+    parts = dict(tuple(units.groupby(column, sort=False)))  # a value without a finite row: none
+    return {
+        str(v): across_models(parts.get(v, units.head(0)))
+        for v in frame[column].dropna().drop_duplicates().sort_values()
+    }
 
 
 def fisher_z(rho: float, n: int) -> float:
@@ -87,13 +104,13 @@ def rule_g1(tables: Tables) -> Result:
         raise NotMeasured(f"no model × snapshot of growth has ≥ {MIN_POINTS} points with finite gains")
     pooled = over_models(usable, "z")
     verdict = pooled.verdict(sign=1)
-    snapshots = split(usable, "snapshot", lambda part: over_models(part, "z"))
+    snapshots = split(usable, "snapshot", "z")
     statistic = f"ρ {rho_text(pooled)} ({pooled.units} models); " + "; ".join(
         f"{name} {rho_text(estimate)}" for name, estimate in snapshots.items()
     )
     if verdict == NOT_DETECTABLE:
         statistic += "; " + pooled.null_text("mean z")
-    families = split(usable, "family", lambda part: over_models(part, "z"))
+    families = split(usable, "family", "z")
     detail = (
         f"{len(rows)} rows; {len(usable)} of {len(units)} model × snapshot units with ≥ {MIN_POINTS} points "
         f"(median {usable['n'].median():g}) entered, {len(units) - len(usable)} not usable; per model the mean "

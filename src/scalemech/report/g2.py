@@ -21,7 +21,7 @@ import pandas as pd
 from ..core.tables import model_keys
 from ..figures.placement import STRATEGIES, UNIT, placements
 from .common import NOT_DETECTABLE, Claim, NotMeasured, Result, Tables, combined
-from .g1 import growth_rows, over_models, split
+from .g1 import growth_rows, split
 
 DECIDING = ["random", "uniform"]  # the baselines G2 decides on
 READS = {
@@ -49,11 +49,11 @@ def rule_g2(tables: Tables) -> Result:
     chosen = picks[picks["strategy"] == "certificate"]
     if chosen.empty:
         raise NotMeasured("no model × snapshot of growth has a point of certify_rank 1")
-    frames = dict(tuple(contrasts(picks).groupby("strategy")))
-    if not set(DECIDING) <= set(frames):
+    frame = contrasts(picks)
+    means = split(frame, "strategy", "c", "c_se", scaled=True)
+    if not set(DECIDING) <= set(means):
         raise NotMeasured("no model × snapshot of growth has a finite gain_old at the certificate's point")
-    others = [strategy for strategy in STRATEGIES if strategy in frames]  # all but the certificate
-    means = {strategy: over_models(frame, "c", "c_se", scaled=True) for strategy, frame in frames.items()}
+    others = [strategy for strategy in STRATEGIES if strategy in means]  # all but the certificate
     parts = {strategy: means[strategy].verdict(sign=1) for strategy in DECIDING}
     verdict = combined(*parts.values())
     statistic = "; ".join(f"certificate − {strategy} {means[strategy].text(2)}" for strategy in DECIDING)
@@ -62,10 +62,7 @@ def rule_g2(tables: Tables) -> Result:
     if verdict == NOT_DETECTABLE:
         statistic += "; MDE " + ", ".join(f"{means[s].mde():.2g} ({s})" for s in DECIDING)
     units = len(rows.groupby(model_keys() + UNIT))
-    by_family = {
-        strategy: split(frames[strategy], "family", lambda part: over_models(part, "c", "c_se"))
-        for strategy in DECIDING
-    }
+    by_family = {strategy: split(frame[frame["strategy"] == strategy], "family", "c", "c_se") for strategy in DECIDING}
     detail = (
         f"c = gain_old(certificate) − gain_old(strategy), SE √(SE² + SE²); {len(rows)} rows, "
         f"{len(chosen)} of {units} model × snapshot units with a point of certify_rank 1; per model the mean over "

@@ -45,14 +45,8 @@ def rule_g3(tables: Tables) -> Result:
     if verdict == NOT_DETECTABLE:
         statistic += "; MDE " + ", ".join(f"{e.mde():.2g} ({name})" for name, e in means.items())
     units = len(rows.groupby(model_keys() + UNIT))
-    by_family = {
-        name: split(chosen, "family", lambda part, gain=gain: over_models(part, gain, f"{gain}_se"))
-        for name, gain in CONTROLS.items()
-    }
-    by_snapshot = {
-        name: split(chosen, "snapshot", lambda part, gain=gain: over_models(part, gain, f"{gain}_se", scaled=True))
-        for name, gain in CONTROLS.items()
-    }
+    by_family = {name: split(chosen, "family", gain, f"{gain}_se") for name, gain in CONTROLS.items()}
+    by_snapshot = {name: split(chosen, "snapshot", gain, f"{gain}_se", scaled=True) for name, gain in CONTROLS.items()}
     detail = (
         f"{len(rows)} rows, {len(chosen)} of {units} model × snapshot units with a point of certify_rank 1; per model "
         f"the mean over its snapshots, across models t with {means['tokens'].df} df; "

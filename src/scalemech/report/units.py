@@ -22,7 +22,7 @@ import pandas as pd
 import statsmodels.api as sm
 from scipy import stats
 
-from ..core.tables import model_keys
+from ..core.tables import first_rows, group_codes, model_keys
 from .common import CONFIRMED, LEVEL, NOT_DETECTABLE, POWER, REFUTED
 
 MIN_DF = 2  # residual degrees of freedom an interval needs (t with 1 df spans ±12.7 SE)
@@ -88,12 +88,18 @@ def per_model(
     """Stage 1: one row per model (× ``by``), columns model keys, ``by``, ``y``, ``s`` (NaN without ``se``).
     ``scale_cells``: first divide value and SE by the root mean square of the values within each cell
     (so strata or steps whose magnitudes differ by decades weigh alike)."""
-    frame = rows.assign(y=rows[value].astype(float), s=rows[se].astype(float) if se else np.nan)
+    y = rows[value].astype(float).to_numpy()
+    s = rows[se].astype(float).to_numpy() if se else np.full(len(rows), np.nan)
     if scale_cells:
-        rms = np.sqrt(frame.assign(y2=frame["y"] ** 2).groupby(list(scale_cells))["y2"].transform("mean"))
+        rms = np.sqrt((pd.Series(y) ** 2).groupby([rows[c].to_numpy() for c in scale_cells]).transform("mean"))
         rms = rms.where(rms > 0, 1.0)
-        frame = frame.assign(y=frame["y"] / rms, s=frame["s"] / rms)
-    return frame.groupby(model_keys() + list(by), as_index=False, sort=False)[["y", "s"]].mean()
+        y, s = (y / rms).to_numpy(), (s / rms).to_numpy()
+    keys = model_keys() + list(by)
+    codes = group_codes(rows, keys)
+    kept = codes >= 0
+    means = pd.DataFrame({"y": y[kept], "s": s[kept]}).groupby(codes[kept]).mean()
+    firsts = first_rows(codes)
+    return pd.DataFrame({key: rows[key].array[firsts] for key in keys} | {c: means[c].to_numpy() for c in means})
 
 
 def _weights(y: np.ndarray, s: np.ndarray, design: np.ndarray) -> np.ndarray:
