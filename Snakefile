@@ -77,7 +77,7 @@ if workflow.is_main_process:
 
 
 onsuccess:
-    from scalemech.report import verdict_summary
+    if Path(LAYOUT.report).exists():  # a run that made no report (snakemake train) loads no report code
+        from scalemech.report import verdict_summary
 
-    if Path(LAYOUT.report).exists():
         print(verdict_summary(LAYOUT.report, LAYOUT.figures), file=sys.stderr)

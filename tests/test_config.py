@@ -60,7 +60,7 @@ def test_defaults_are_filled_in() -> None:
 def test_quick_grid_is_a_cross_of_depths_and_widths_at_two_seeds() -> None:
     jobs = model_jobs(validate_config(quick()))
     resnets = {(j.depth, j.width) for j in jobs if j.family == "resnet"}
-    assert resnets == {(8, 0.5), (14, 0.5), (20, 0.5), (8, 1), (8, 1.5)}  # depths at width 0.5, widths at depth 8
+    assert resnets == {(8, 0.5), (14, 0.5), (20, 0.5), (8, 0.25), (8, 1)}  # depths at width 0.5, widths at depth 8
     assert sorted({j.width for j in jobs if j.family == "llama"}) == [16, 32, 64]
     assert {j.seed for j in jobs} == {0, 1} and len(jobs) == 2 * (len(resnets) + 3)
     assert "mnist5k/resnet-d8-w0.5-s1" in {j.key for j in jobs}
