@@ -148,8 +148,8 @@ def run_jobs_here(config_path: Path, models: tuple[str, ...]) -> None:
     for dataset in sorted({model.split("/")[0] for model in models}):
         assert cli.main(["prepare", "--config", str(config_path), "--dataset", dataset]) == 0
     for model in models:
-        for rule in STEPS:  # in the workflow's order; these models are trained, not pinned
-            if rule != "pin_pretrained":
+        for rule, step in STEPS.items():  # in the workflow's order; these models are trained
+            if step.models != "pretrained":
                 jobs.call(rule, arguments(rule, config, found[model]), jobs.execution(config))
 
 
