@@ -15,6 +15,7 @@ from jinja2 import Environment
 from scalemech.report import CLAIMS
 from scalemech.report.claims import CLAIM_FIGURES
 from scalemech.report.frontpage import HEADING, front_page, rst_text
+from scalemech.report.trained import TRAINED, training_check
 
 CAPTIONS = Path(__file__).parents[1] / "workflow" / "report"
 DESCRIPTION = (CAPTIONS / "workflow.rst").read_text()
@@ -26,8 +27,24 @@ VERDICTS = pd.DataFrame(
         "rule": ["r", "r", "r"],
         "verdict": ["refuted", "fragile", "confirmed"],
         "per_seed": ["one seed (0): not checked against a reseed", "seed 0: confirmed; seed 1: *not* detectable", ""],
+        "models": ["3", "2 of 3 (1 not trained)", ""],
     }
 )
+KEYS = {"run": "quick", "dataset": "mnist5k", "family": "resnet", "depth": 8, "seed": 0, "steps": 460, "epochs": 20}
+# two digits classifiers: one trained to its plateau above 97 %, one stopped while its loss still fell
+CHECK = training_check(
+    pd.DataFrame(
+        [
+            {**KEYS, "model": "resnet-d8-w1-s0", "width": 1.0, "test_acc": 0.975, "loss_late": 0.0056},
+            {**KEYS, "model": "resnet-d8-w0.5-s0", "width": 0.5, "test_acc": 0.93, "loss_late": 0.2},
+        ]
+    ).assign(train_loss=0.005, test_loss=0.09, loss_end=0.005, tokens_per_parameter=float("nan")),
+    TRAINED,
+)
+
+
+def page(verdicts: pd.DataFrame, figures: set[str]) -> str:
+    return front_page(DESCRIPTION, verdicts, figures, CHECK, TRAINED)
 
 
 def render(text: str, figures: list[str]) -> str:
@@ -52,25 +69,37 @@ def cells(html: str) -> list[list[str]]:
 
 def test_first_page_shows_every_verdict_in_an_html_table_with_figure_links():
     figures = [f"{CLAIM_FIGURES['D1']}.png", f"{CLAIM_FIGURES['W1']}.png"]  # F4 missing from the run
-    html = render(front_page(DESCRIPTION, VERDICTS, set(figures)), figures)
+    html = render(page(VERDICTS, set(figures)), figures)
     rows = cells(html)
     assert [row[0] for row in rows] == ["D1", "W1", "W5"]
     assert [row[1] for row in rows] == ["refuted", "fragile", "confirmed"]
     assert rows[1][2] == "seed 0: confirmed; seed 1: *not* detectable"  # each seed alone, literally
     # statistics come through literally: no RST emphasis, no Jinja expression evaluated
-    assert rows[0][3] == "median r_off = 0.12 [0.1, 0.2]; *3 of 4* rows"
-    assert rows[1][3] == "ρ = 0.5 {{ not jinja }} |x|_2"
-    assert rows[2][3] == "x`y"
+    assert rows[1][3] == "2 of 3 (1 not trained)"  # the models each claim rests on
+    assert rows[0][4] == "median r_off = 0.12 [0.1, 0.2]; *3 of 4* rows"
+    assert rows[1][4] == "ρ = 0.5 {{ not jinja }} |x|_2"
+    assert rows[2][4] == "x`y"
     assert "javascript:app.showResultInfo('F1_covariance.png')" in html  # D1 links to its figure
     assert "javascript:app.showResultInfo('F4_dalign_vs_width.png')" in html
-    assert [row[4] for row in rows] == ["F1", "F4", ""]  # W5 has no figure
+    assert [row[5] for row in rows] == ["F1", "F4", ""]  # W5 has no figure
     assert html.index(HEADING) < html.index("scalemech reproduces")  # the table before the description
     assert "problematic" not in html and "System Message" not in html
 
 
+def test_first_page_names_the_untrained_model_and_shows_the_training_table():
+    html = render(page(VERDICTS, set()), [])
+    summary = html.index("Training criterion")
+    assert summary < html.index("<table")  # named above the verdicts
+    assert "1 of 2 trained models meet it; left out of every claim: mnist5k/resnet-d8-w0.5-s0" in html
+    training = cells(html[html.index("Trained models") :])
+    assert [row[0] for row in training] == ["mnist5k/resnet-d8-w1-s0", "mnist5k/resnet-d8-w0.5-s0"]
+    assert training[0][7].startswith("yes") and training[1][7].startswith("NO")
+    assert "no plateau" in training[1][7] and "test accuracy 0.9300 &lt; 0.97" in training[1][7]
+
+
 def test_link_only_to_figures_the_run_made():
-    page = front_page(DESCRIPTION, VERDICTS, {"F1_covariance.png"})
-    assert "`F1 <F1_covariance.png_>`_" in page and "F4_dalign_vs_width.png" not in page
+    text = page(VERDICTS, {"F1_covariance.png"})
+    assert "`F1 <F1_covariance.png_>`_" in text and "F4_dalign_vs_width.png" not in text
 
 
 def test_rst_text_escapes_markup_and_joins_lines():
@@ -146,10 +175,14 @@ def test_verdict_heading_is_in_view_at_1400x900(tmp_path):
     centres the page vertically; a page taller than the window would start above its top)."""
     long = "slope of d_align per doubling of width: 0.5 [0.438, 0.561] (24 models); " * 3
     verdicts = pd.DataFrame({"claim": [claim.id for claim in CLAIMS], "verdict": "not detectable"}).assign(
-        statement="s", rule="r", statistic=long[:200], per_seed="seed 0: not detectable; seed 1: not detectable"
+        statement="s",
+        rule="r",
+        statistic=long[:200],
+        per_seed="seed 0: not detectable; seed 1: not detectable",
+        models="24",
     )
     figures = {f"{stem}.png" for stem in CLAIM_FIGURES.values()}
-    report = snakemake_report(tmp_path, front_page(DESCRIPTION, verdicts, figures))
+    report = snakemake_report(tmp_path, page(verdicts, figures))
     top = heading_top(report, tmp_path / "front.png")
     assert top.startswith("top="), top
     assert top != "top=missing" and float(top.removeprefix("top=")) >= 0, top

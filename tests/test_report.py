@@ -163,6 +163,10 @@ def make_tables(trend: int = 1, families: tuple[str, ...] = ("resnet",)) -> dict
         wall_seconds=1.0,
         examples_per_second=1e3,
         device="cpu",
+        parameters=1000,
+        tokens_per_parameter=np.nan,  # image classifiers, trained to a plateau (no accuracy floor for synth)
+        loss_late=training["test_loss"] - 0.1,
+        loss_end=training["test_loss"] - 0.1,
     )
 
     covariance = _points(_grid(families, point_index=POINTS))
@@ -379,7 +383,7 @@ def rule_verdict(claim: str, **replaced: pd.DataFrame) -> str:
 
 def test_claims_table_has_one_row_per_claim_and_short_statistics():
     table = claims(make_tables(1))
-    assert list(table.columns) == ["claim", "statement", "statistic", "rule", "verdict", "per_seed", "detail"]
+    assert list(table.columns) == ["claim", "statement", "statistic", "rule", "verdict", "per_seed", "models", "detail"]
     assert list(table["claim"]) == CLAIM_IDS and table["rule"].str.len().min() > 20
     assert table["statistic"].str.len().max() <= 200, table["statistic"].str.len().max()
     assert set(table.set_index("claim").loc[GRID_IDS, "per_seed"]) == {"one seed (0): not checked against a reseed"}
@@ -459,7 +463,7 @@ def test_write_report_lists_all_claims_figures_and_captions(tmp_path):
     verdicts = write_report(tables_dir, figures_dir, out, captions_dir=CAPTIONS)
     assert verdicts["claim"].tolist() == [claim.id for claim in report.CLAIMS]
     text = out.read_text()
-    assert "| claim | verdict | per seed | deciding number | figure |" in text
+    assert "| claim | verdict | per seed | models | deciding number | figure |" in text
     for claim in GRID_IDS:  # each claim linked to its section; the CSV round trip changes nothing
         assert f"| [{claim}](#{report.document.anchor(claim)}) | {CONFIRMED} |" in text and f"### {claim}\n" in text
     assert "| [F3](#f3_rebound) |" in text and "| [W1 along training](#w1-along-training) |" in text

@@ -309,6 +309,8 @@ def test_budgets_in_steps():
     assert total_steps_of(Recipe(epochs=3), steps_per_epoch=7, block_size=None) == 21
     assert total_steps_of(Recipe(steps=5), steps_per_epoch=7, block_size=None) == 5
     assert total_steps_of(Recipe(tokens=10_000, batch_size=4), steps_per_epoch=7, block_size=25) == 100
+    # 20 tokens per parameter of 1 001 parameters: 20 020 tokens, 200.2 steps of 4 × 25, rounded up
+    assert total_steps_of(Recipe(tokens_per_parameter=20, batch_size=4), 7, block_size=25, parameters=1001) == 201
     with pytest.raises(ValueError, match="tokens=10000 is a budget for language models"):
         total_steps_of(Recipe(tokens=10_000), steps_per_epoch=7, block_size=None)
 

@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from ..core.steps import STEPS
-from ..data import DATASETS
+from ..data import DATASETS, mnist
 from ..data import text as text_data
 from ..models import FAMILIES, family_config, insertion_points
 from ..models.configs import resnet, tvresnet
@@ -71,12 +71,14 @@ def check_gpu_device(config: dict[str, Any]) -> Iterator[str]:
 
 
 def check_budget(name: str, grid: dict[str, Any]) -> Iterator[str]:
-    """A ``tokens`` budget counts the tokens of a language model's windows; image grids take epochs or steps."""
-    if "tokens" in grid["recipe"] and FAMILY_DATA[grid["family"]] == "image":
-        yield (
-            f"grids.{name}.recipe.tokens: a budget in tokens is for language models and {grid['family']!r} "
-            "trains on images; allowed here: epochs or steps"
-        )
+    """A ``tokens`` or ``tokens_per_parameter`` budget counts the tokens of a language model's windows; image
+    grids take epochs or steps."""
+    for key in ("tokens", "tokens_per_parameter"):
+        if key in grid["recipe"] and FAMILY_DATA[grid["family"]] == "image":
+            yield (
+                f"grids.{name}.recipe.{key}: a budget in tokens is for language models and {grid['family']!r} "
+                "trains on images; allowed here: epochs or steps"
+            )
 
 
 def check_family_data(name: str, grid: dict[str, Any]) -> Iterator[str]:
@@ -289,10 +291,16 @@ def split_sizes(name: str, settings: dict[str, Any]) -> dict[str, int]:
 
 
 def check_split_fractions(config: dict[str, Any]) -> Iterator[str]:
-    """A ``test_fraction`` leaves both splits at least one example where the size is known (mnist5k)."""
+    """A ``test_fraction`` leaves both splits at least one example where the size is known (mnist5k), and
+    mnist5k's ``resolution`` divides its 28 pixels into whole blocks."""
     for name, settings in config["datasets"].items():
         if name != "mnist5k":  # text corpora: data/text.py checks once the byte count is known
             continue
+        if settings.get("resolution", mnist.SIDE) not in mnist.RESOLUTIONS:
+            yield (
+                f"datasets.{name}.resolution: {settings['resolution']!r} is not a side that divides the 28 pixels "
+                f"into whole blocks; allowed: {list(mnist.RESOLUTIONS)}"
+            )
         sizes = split_sizes(name, settings)
         empty = [split for split, n in sizes.items() if n < 1]
         if empty:
@@ -382,10 +390,11 @@ def check_block_size(name: str, grid: dict[str, Any]) -> Iterator[str]:
 
 
 def check_augment(name: str, grid: dict[str, Any]) -> Iterator[str]:
-    """``recipe.augment: true`` crops and flips images: a grid on text refuses it."""
-    if grid["recipe"].get("augment") is True and FAMILY_DATA[grid["family"]] == "text":
+    """``recipe.augment: true`` (crops and flips) and ``shift`` move images: a grid on text refuses them."""
+    augment = grid["recipe"].get("augment")
+    if augment in (True, "shift") and FAMILY_DATA[grid["family"]] == "text":
         yield (
-            f"grids.{name}.recipe.augment: true crops and flips images and {grid['family']!r} trains on text "
+            f"grids.{name}.recipe.augment: {str(augment).lower()} moves images and {grid['family']!r} trains on text "
             f"({grid['dataset']}); allowed here: auto or false"
         )
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+BUDGETS = ("epochs", "steps", "tokens", "tokens_per_parameter")  # a recipe names exactly one
+
 
 @dataclass
 class Recipe:
@@ -23,12 +25,13 @@ class Recipe:
     batch_size: int = 128  # examples (LM: sequences of block_size tokens) per step
     epochs: int | None = None  # budget: passes over the train split ...
     steps: int | None = None  # ... or optimizer steps ...
-    tokens: int | None = None  # ... or tokens (LMs): steps = tokens // (batch_size·block_size)
+    tokens: int | None = None  # ... or tokens (LMs): steps = tokens // (batch_size·block_size) ...
+    tokens_per_parameter: float | None = None  # ... or tokens per non-embedding parameter (LMs; Chinchilla ~20)
     warmup_fraction: float = 0.0  # share of the steps with linear warmup from lr/warmup_steps
     min_lr_fraction: float = 0.0  # cosine floor as a fraction of lr
     grad_clip: float | None = None  # max global gradient norm, None = no clipping
     eval_batch_size: int = 512  # examples per evaluation batch
-    augment: bool | str = "auto"  # auto: crop+flip for 3×32×32 images only; or true/false
+    augment: bool | str = "auto"  # auto: crop+flip for 3×32×32 images only; true/false; shift: translations only
     eval_every_epoch: int = 1  # images: test-split evaluation every this many epochs
     eval_every_steps: int = 200  # LMs: test-window evaluation every this many steps
     eval_examples: int = 10_000  # images: final train-split metrics on at most this many examples
@@ -38,11 +41,13 @@ class Recipe:
     def __post_init__(self) -> None:
         if self.optimizer not in ("sgd", "adamw"):
             raise ValueError(f"recipe optimizer {self.optimizer!r} is not one of ('sgd', 'adamw')")
-        budgets = {k: getattr(self, k) for k in ("epochs", "steps", "tokens") if getattr(self, k) is not None}
+        budgets = {k: getattr(self, k) for k in BUDGETS if getattr(self, k) is not None}
         if len(budgets) != 1:
-            raise ValueError(f"a recipe needs exactly one budget of epochs | steps | tokens, got {budgets or 'none'}")
+            raise ValueError(f"a recipe needs exactly one budget of {' | '.join(BUDGETS)}, got {budgets or 'none'}")
+        if self.tokens_per_parameter is not None and not self.tokens_per_parameter > 0:
+            raise ValueError(f"recipe tokens_per_parameter must be > 0, got {self.tokens_per_parameter!r}")
         for key, value in (
-            *budgets.items(),
+            *((k, v) for k, v in budgets.items() if k != "tokens_per_parameter"),
             ("batch_size", self.batch_size),
             ("eval_batch_size", self.eval_batch_size),
             ("eval_every_epoch", self.eval_every_epoch),
@@ -59,8 +64,8 @@ class Recipe:
                 raise ValueError(f"recipe {key} must lie in [0, 1), got {getattr(self, key)!r}")
         if self.grad_clip is not None and not self.grad_clip > 0:
             raise ValueError(f"recipe grad_clip must be None or > 0, got {self.grad_clip!r}")
-        if self.augment not in ("auto", True, False):
-            raise ValueError(f"recipe augment must be 'auto', true or false, got {self.augment!r}")
+        if self.augment not in ("auto", True, False, "shift"):
+            raise ValueError(f"recipe augment must be 'auto', true, false or 'shift', got {self.augment!r}")
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Recipe:

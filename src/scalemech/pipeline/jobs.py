@@ -476,15 +476,21 @@ def claims_report(
     captions: Sequence[str],
     report: str,
     front_page: str,
+    criterion: str,
 ) -> None:
     """``report.md``: the claims table with verdicts, every figure with its caption (``captions``:
     ``workflow/report/*.rst``) and the runtime of the run's jobs (``cost`` and ``runtime`` are read
-    from the tables directory); ``front_page``: the description and the verdicts for the first
-    page of ``snakemake --report``."""
+    from the tables directory); ``front_page``: the description, the training ``criterion``'s table and
+    the verdicts for the first page of ``snakemake --report``."""
+    from ..core.layout import table_path
+    from ..core.tables import read_table
     from ..report import write_report
     from ..report.frontpage import front_page as first_page
+    from ..report.trained import training_check
 
-    captions_dir = Path(captions[0]).parent
-    verdicts = write_report(Path(tables[0]).parent, Path(figures[0]).parent, report, captions_dir=captions_dir)
+    captions_dir, tables_dir = Path(captions[0]).parent, Path(tables[0]).parent
+    verdicts = write_report(tables_dir, Path(figures[0]).parent, report, captions_dir=captions_dir, criterion=criterion)
+    training = table_path(tables_dir, "training")
+    check = training_check(read_table(training, "training") if training.exists() else None, criterion)
     description = (captions_dir / "workflow.rst").read_text()
-    write_text(front_page, first_page(description, verdicts, {Path(f).name for f in figures}))
+    write_text(front_page, first_page(description, verdicts, {Path(f).name for f in figures}, check, criterion))

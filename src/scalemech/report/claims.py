@@ -22,6 +22,7 @@ from .g2 import G2
 from .g3 import G3
 from .misalignment import W2, W3
 from .seeds import by_seed, reseeded
+from .trained import TRAINED, models_of, rests_on, trained_only, training_check
 from .w1 import W1
 from .w1_paper import W1_PAPER
 from .w1_training import W1_TRAINING
@@ -29,7 +30,7 @@ from .w4 import W4
 from .w5 import W5
 
 CLAIMS = [D1, D2, D3, D4, W1, W1_TRAINING, W1_PAPER, W2, W3, W4, W5, E8, G1, G2, G3]
-COLUMNS = ["claim", "statement", "statistic", "rule", "verdict", "per_seed", "detail"]
+COLUMNS = ["claim", "statement", "statistic", "rule", "verdict", "per_seed", "models", "detail"]
 CLAIM_FIGURES = {
     "D1": "F1_covariance",
     "D2": "F2_signal_decay",
@@ -49,17 +50,25 @@ CLAIM_FIGURES = {
 """The figure that shows each claim's statistic (W5 has none: its numbers are the cost table's)."""
 
 
-def claims(tables: Tables, benchmarks: pd.DataFrame | Mapping[str, float] | None = None) -> pd.DataFrame:
+def claims(
+    tables: Tables,
+    benchmarks: pd.DataFrame | Mapping[str, float] | None = None,
+    criterion: str = TRAINED,
+) -> pd.DataFrame:
     """One row per claim: claim, statement, statistic (the deciding number, ≤ ~200 characters), rule,
     verdict (on all seeds; ``fragile`` when seeds judged alone disagree), per_seed (each seed's verdict
-    alone, ``seeds``), detail (how many rows and units, the rest). ``benchmarks`` (columns
-    ``w5.BENCHMARK_COLUMNS``, or one dict of them) overrides ``tables['benchmarks']``."""
+    alone, ``seeds``), models (how many trained models of the tables it reads it rests on), detail (how
+    many rows and units, the rest). Models that fail the training ``criterion`` (``trained``) are left out
+    of every claim first. ``benchmarks`` (columns ``w5.BENCHMARK_COLUMNS``, or one dict of them) overrides
+    ``tables['benchmarks']``."""
     tables = dict(tables)
     if benchmarks is not None:
         tables["benchmarks"] = benchmarks if isinstance(benchmarks, pd.DataFrame) else pd.DataFrame([dict(benchmarks)])
-    seeds, rows = by_seed(tables), []
+    kept = trained_only(tables, training_check(tables.get("training"), criterion))
+    seeds, rows = by_seed(kept), []
     for claim in CLAIMS:
-        result, per_seed = reseeded(claim, claim.judge(tables), seeds)
-        row = [claim.id, claim.statement, result.statistic, claim.rule, result.verdict, per_seed, result.detail]
+        result, per_seed = reseeded(claim, claim.judge(kept), seeds)
+        models = rests_on(models_of(kept, claim), models_of(tables, claim))
+        row = [claim.id, claim.statement, result.statistic, claim.rule, result.verdict, per_seed, models, result.detail]
         rows.append(dict(zip(COLUMNS, row)))
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -56,6 +56,7 @@ class Claim:
     statement: str  # what the paper says
     rule: str  # how the verdict is reached
     evaluate: Callable[[Tables], Result]
+    reads: Mapping[str, list[str]]  # table -> the columns the rule reads (its module's READS)
 
     def judge(self, tables: Tables) -> Result:
         """``evaluate``, a NotMeasured as its verdict with the reason as the statistic."""

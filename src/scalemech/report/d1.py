@@ -55,4 +55,5 @@ D1 = Claim(
     f"below {D1_MAX_MEAN_SQ_CORR:g}, refuted if above, else not detectable with its lower limit and the minimum "
     f"detectable distance from {D1_MAX_MEAN_SQ_CORR:g} (80 % power) at the run's number of models",
     rule_d1,
+    READS,
 )

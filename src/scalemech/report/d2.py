@@ -33,4 +33,5 @@ D2 = Claim(
     "if the slope's 95 % t interval is below 0, refuted if above, else not detectable with the slope's limit and the "
     "minimum detectable slope (80 % power) at the run's number of models (each row's ‖μ‖² UCB in the detail)",
     rule_d2,
+    READS,
 )

@@ -191,4 +191,5 @@ D3 = Claim(
     "every (dataset, family), refuted if any part is (not confirmed if another is confirmed), else not detectable "
     "with the contrasts' MDE",
     rule_d3,
+    READS,
 )

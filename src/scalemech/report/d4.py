@@ -71,4 +71,5 @@ D4 = Claim(
     f"β from the fit's covariance are all above (below) 0, not confirmed if they disagree, else not detectable "
     f"(each exponent's limit and minimum detectable value in the detail)",
     rule_d4,
+    READS,
 )

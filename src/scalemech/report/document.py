@@ -17,6 +17,7 @@ from ..core.layout import table_path
 from ..core.tables import read_table
 from ..figures import FIGURES
 from .claims import CLAIM_FIGURES, claims
+from .trained import EARLY, TRAINED, failed, training_check
 
 CLAIM_TABLES = [
     "covariance",
@@ -30,7 +31,8 @@ CLAIM_TABLES = [
     "growth",
 ]
 # the verdict table's columns (each cell ≤ ~200 characters)
-TABLE = ["claim", "verdict", "per seed", "deciding number", "figure"]
+TABLE = ["claim", "verdict", "per seed", "models", "deciding number", "figure"]
+TRAINING_HEADING = "Trained models"
 _LINK = re.compile(r"\[(.*?)\]\(.*?\)")
 
 
@@ -49,10 +51,47 @@ def verdict_table(verdicts: pd.DataFrame) -> pd.DataFrame:
             "claim": [f"[{claim}](#{anchor(claim)})" for claim in verdicts["claim"]],
             "verdict": verdicts["verdict"].to_list(),
             "per seed": verdicts["per_seed"].to_list(),
+            "models": verdicts["models"].to_list(),
             "deciding number": verdicts["statistic"].to_list(),
             "figure": [f"[{stem.split('_')[0]}](#{anchor(stem)})" if isinstance(stem, str) else "" for stem in stems],
         },
         columns=TABLE,
+    )
+
+
+def training_table(check: pd.DataFrame) -> str:
+    """The training criterion's table (markdown): one row per trained model with its steps, budget, final
+    training loss, the loss's fall over the last 20 % of the steps, test loss and accuracy, and whether it
+    passed and why (docs/science.md §7.1)."""
+    table = pd.DataFrame(
+        {
+            "model": check["dataset"] + "/" + check["model"],
+            "steps": check["steps"],
+            "epochs or tokens per parameter": check["budget"],
+            "train loss": check["train_loss"].map(lambda v: f"{v:.3g}"),
+            "fall over the last 20 %": check["loss_decrease"].map(lambda v: f"{v:.1%}"),
+            "test loss": check["test_loss"].map(lambda v: f"{v:.3g}"),
+            "test accuracy": check["test_acc"].map(lambda v: f"{v:.4f}"),
+            "passed": [("yes" if ok else "**no**") + f": {why}" for ok, why in zip(check["passed"], check["why"])],
+        }
+    )
+    return _markdown(table) if len(check) else "(no model trained in this run)"
+
+
+def training_summary(check: pd.DataFrame, criterion: str) -> str:
+    """One line: how many trained models meet the criterion and which do not (every claim leaves them out),
+    or, for an early-training run, that its claims are about early training."""
+    if criterion == EARLY:
+        return (
+            f"**Training criterion**: not held. This run is about early training (`train.criterion: {EARLY}`): "
+            f"its {len(check)} models are measured early in training on purpose, and every verdict below is "
+            f"about models early in training, not about trained reference models."
+        )
+    out = failed(check)
+    named = f"; left out of every claim: {', '.join(out)}" if out else ""
+    return (
+        f"**Training criterion** (docs/science.md §7.1): {len(check) - len(out)} of {len(check)} trained "
+        f"models meet it{named}. Pretrained checkpoints are trained by their authors and kept."
     )
 
 
@@ -142,17 +181,21 @@ def write_report(
     *,
     captions_dir: str | Path = "workflow/report",
     benchmarks: pd.DataFrame | Mapping[str, float] | None = None,
+    criterion: str = TRAINED,
 ) -> pd.DataFrame:
     """Write ``out_md``: the claims table from the tables in ``tables_dir`` (missing ones count as
     not measured; ``benchmarks.csv`` there is read if present), then each figure of ``figures_dir``
-    (relative PNG link) with its caption ``captions_dir/<stem>.rst`` (claims table: ``claims.rst``);
-    return the claims table."""
+    (relative PNG link) with its caption ``captions_dir/<stem>.rst`` (claims table: ``claims.rst``); the
+    training ``criterion``'s table of the trained models comes first (``training_lines``), and the claims rest
+    on the models that meet it (``claims``). Return the claims table."""
     tables_dir, figures_dir, out_md, captions_dir = map(Path, (tables_dir, figures_dir, out_md, captions_dir))
     tables = {name: read_table(path, name) for name in CLAIM_TABLES if (path := table_path(tables_dir, name)).exists()}
     if benchmarks is None and (tables_dir / "benchmarks.csv").exists():
         benchmarks = pd.read_csv(tables_dir / "benchmarks.csv")
-    verdicts = claims(tables, benchmarks)
-    lines = ["# Claims report", "", _caption(captions_dir, "claims"), "", _markdown(verdict_table(verdicts)), ""]
+    verdicts = claims(tables, benchmarks, criterion)
+    check = training_check(tables.get("training"), criterion)
+    lines = ["# Claims report", "", _caption(captions_dir, "claims"), "", training_summary(check, criterion), ""]
+    lines += [_markdown(verdict_table(verdicts)), "", f"## {TRAINING_HEADING}", "", training_table(check), ""]
     lines += ["## Claims in detail", ""] + [line for row in verdicts.itertuples() for line in _section(row)]
     lines += ["## Figures", ""]
     for stem in FIGURES:

@@ -100,4 +100,5 @@ E8 = Claim(
     "(not confirmed if a control is damaged), refuted if its interval at 1 − 0.05/(families + 1) is below 0, else "
     "not detectable with its limit and MDE; every family's verdict in the headline",
     rule_expansion,
+    READS,
 )

@@ -6,7 +6,8 @@ centred vertically: a page taller than the window loses its top, out of scrollin
 ``claims_report`` writes that file for the run: a style block that puts the page at the top, as
 wide as the window with the graph below it, the verdict table (claim · verdict · per seed · deciding
 number · figure, linking ``F4_dalign_vs_width.png_``, a link Snakemake defines for every figure of the
-report), then the static description ``workflow/report/workflow.rst``. The Snakefile points
+report), the training criterion's verdict and its table of the trained models (``trained``), then the
+static description ``workflow/report/workflow.rst``. The Snakefile points
 ``report:`` at it once it exists, and at the static description before the run has one.
 """
 
@@ -17,6 +18,7 @@ import re
 import pandas as pd
 
 from .claims import CLAIM_FIGURES
+from .document import training_summary
 
 HEADING = "Verdicts of this run"
 TABLE_ID = "verdicts"  # the list-table's HTML id, which the style block keys on
@@ -47,12 +49,13 @@ def verdict_table(verdicts: pd.DataFrame, figure_names: set[str]) -> str:
     lines = [
         ".. list-table::",
         "   :header-rows: 1",
-        "   :widths: 10 11 19 50 10",
+        "   :widths: 10 11 19 6 44 10",
         f"   :name: {TABLE_ID}",
         "",
         "   * - claim",
         "     - verdict",
         "     - per seed",
+        "     - models",
         "     - deciding number",
         "     - figure",
     ]
@@ -63,16 +66,49 @@ def verdict_table(verdicts: pd.DataFrame, figure_names: set[str]) -> str:
             f"   * - {rst_text(row.claim)}",
             f"     - **{rst_text(row.verdict)}**",
             f"     - {rst_text(row.per_seed)}",
+            f"     - {rst_text(row.models)}",
             f"     - {rst_text(row.statistic)}",
             f"     - `{stem.split('_')[0]} <{stem}.png_>`_" if shown else "     -",
         ]
     return "\n".join(lines)
 
 
-def front_page(description: str, verdicts: pd.DataFrame, figure_names: set[str]) -> str:
-    """The report's first page: the style block, the heading and the verdict table (guarded from
-    Jinja), then ``description`` (RST, may hold Snakemake's Jinja). Links go only to figures in
-    ``figure_names`` (PNG names)."""
+def training_table(check: pd.DataFrame) -> str:
+    """An RST ``list-table`` of the training criterion's ``check`` (``trained.training_check``): one row per
+    trained model, its steps, budget, losses, accuracy and whether it passed, and why."""
+    lines = [
+        ".. list-table::",
+        "   :header-rows: 1",
+        "   :widths: 22 6 14 8 9 8 8 25",
+        "",
+        *(
+            f"   {'*' if i == 0 else ' '} - {name}"
+            for i, name in enumerate(
+                ["model", "steps", "budget", "train loss", "fall, last 20 %", "test loss", "test acc.", "passed"]
+            )
+        ),
+    ]
+    for r in check.itertuples(index=False):
+        cells = [
+            f"{r.dataset}/{r.model}",
+            str(r.steps),
+            r.budget,
+            f"{r.train_loss:.3g}",
+            f"{r.loss_decrease:.1%}",
+            f"{r.test_loss:.3g}",
+            f"{r.test_acc:.4f}",
+            f"{'yes' if r.passed else 'NO'}: {r.why}",
+        ]
+        lines += [f"   {'*' if i == 0 else ' '} - {rst_text(cell)}" for i, cell in enumerate(cells)]
+    return "\n".join(lines)
+
+
+def front_page(
+    description: str, verdicts: pd.DataFrame, figure_names: set[str], check: pd.DataFrame, criterion: str
+) -> str:
+    """The report's first page: the style block, the heading, the training criterion's verdict on the run,
+    the verdict table, the table of the trained models (both guarded from Jinja), then ``description``
+    (RST, may hold Snakemake's Jinja). Links go only to figures in ``figure_names`` (PNG names)."""
     return "\n".join(
         [
             STYLE,
@@ -85,7 +121,14 @@ def front_page(description: str, verdicts: pd.DataFrame, figure_names: set[str])
             "figure's link opens it with its caption.",
             "",
             "{% raw %}",
+            rst_text(training_summary(check, criterion).replace("**", "")),
+            "",
             verdict_table(verdicts, figure_names),
+            "",
+            "Trained models",
+            "--------------",
+            "",
+            training_table(check) if len(check) else "(no model trained in this run)",
             "{% endraw %}",
             "",
             description.rstrip(),

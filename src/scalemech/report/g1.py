@@ -132,4 +132,5 @@ G1 = Claim(
     "interval: confirmed if above 0, refuted if below 0, else not detectable with its limit and MDE; ρ per "
     "snapshot (final, signal) and per family beside it, not decided on",
     rule_g1,
+    READS,
 )

@@ -90,4 +90,5 @@ G2 = Claim(
     "models a random-effects mean with a 95 % t interval: confirmed if both are above 0, refuted if one is "
     "below 0 (not confirmed if the other is above), else not detectable with each limit and MDE",
     rule_g2,
+    READS,
 )

@@ -76,4 +76,5 @@ G3 = Claim(
     "damaged control), refuted if one is below 0 (not confirmed if the other is above), else not detectable "
     "with each limit and MDE",
     rule_g3,
+    READS,
 )

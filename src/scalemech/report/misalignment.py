@@ -107,6 +107,7 @@ W2 = Claim(
     "family, depth), with a 95 % t interval: confirmed if the slope's interval is above 0, refuted if below, "
     "else not detectable with its limit and minimum detectable slope; the median B_exact UCB and P̂ are description",
     rule_w2,
+    READS,
 )
 W3 = Claim(
     "W3",
@@ -116,4 +117,5 @@ W3 = Claim(
     "below, else not detectable with its limit and MDE; B_exact UCB at the smallest and largest M = K and P̂ "
     "are description",
     rule_w3,
+    READS,
 )

@@ -7,30 +7,21 @@ is ``fragile``: a verdict that a reseed undoes is not a finding, whatever all se
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 import pandas as pd
 
-from ..stats.powerlaw import powerlaw_table
 from .common import FRAGILE, NOT_MEASURED, Claim, Result, Tables
+from .subset import restricted
 
 SEED = "seed"
-# tables fitted over models rather than keyed by one: fitted again on the seed's rows of their source
-REFIT: dict[str, tuple[str, Callable[[pd.DataFrame], pd.DataFrame]]] = {"powerlaw": ("training", powerlaw_table)}
 UNCHECKED = "not checked against a reseed"
 
 
 def of_seed(tables: Tables, seed: int) -> dict[str, pd.DataFrame]:
-    """The tables restricted to ``seed``'s rows; one without a ``seed`` column passes unchanged, one of
-    ``REFIT`` is fitted again on the seed's rows of its source (dropped when the source is missing)."""
-    alone = {name: frame[frame[SEED] == seed] if SEED in frame else frame for name, frame in tables.items()}
-    for name, (source, fit) in REFIT.items():
-        if name in alone:
-            if source in alone:
-                alone[name] = fit(alone[source])
-            else:
-                del alone[name]
-    return alone
+    """The tables restricted to ``seed``'s rows (``subset.restricted``); one without a ``seed`` column passes
+    unchanged, one of ``subset.REFIT`` is fitted again on the seed's rows of its source."""
+    return restricted(tables, lambda frame: frame[SEED] == seed if SEED in frame else None)
 
 
 def by_seed(tables: Tables) -> dict[int, Tables]:

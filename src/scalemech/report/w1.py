@@ -36,4 +36,5 @@ W1 = Claim(
     f"detectable with the slope's limit and the minimum detectable slope (80 % power) at the run's number of "
     f"models (the largest row UCB of d_align beside the paper's values in the detail)",
     rule_w1,
+    READS,
 )

@@ -105,4 +105,5 @@ W1_PAPER = Claim(
     f"it excludes it, else not detectable with its limit and MDE; every step's γ and the mean d_align at the "
     f"smallest and largest width stated beside the paper's",
     rule_w1_paper,
+    READS,
 )

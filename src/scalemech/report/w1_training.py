@@ -126,4 +126,5 @@ W1_TRAINING = Claim(
     f"and minimum detectable slope; the same at {W1_LOSS_LEVELS} common train-loss levels per (dataset, family, "
     f"depth), interpolated at the first crossing, is reported and not decided on (it reacts to training speed)",
     rule_w1_training,
+    READS,
 )

@@ -140,4 +140,5 @@ W4 = Claim(
     f"[{W4_RATIO_BAND[0]:g}, {W4_RATIO_BAND[1]:g}], the paper's), refuted if it lies outside, else not detectable; "
     f"confirmed if both are, refuted if either is (not confirmed if one is confirmed and the other refuted)",
     rule_w4,
+    READS,
 )

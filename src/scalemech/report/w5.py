@@ -110,4 +110,5 @@ W5 = Claim(
     f"≤ {W5_MAX_TIME_RATIO:g} in most families, refuted if > {W5_REFUTE_TIME_RATIO:g} in most, else not "
     f"detectable",
     rule_w5,
+    {"benchmarks": BENCHMARK_COLUMNS},
 )

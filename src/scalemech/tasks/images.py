@@ -49,8 +49,10 @@ class ImageTask:
     def to_input(self, x: Tensor) -> Tensor:
         return normalize_images(x, self.data.manifest)
 
-    def batches(self, recipe: Recipe, generator: torch.Generator, device: torch.device) -> tuple[ImageBatches, bool]:
-        """Shuffled epochs of the train split on ``device``, with crop+flip when ``wants_augment``."""
+    def batches(
+        self, recipe: Recipe, generator: torch.Generator, device: torch.device
+    ) -> tuple[ImageBatches, str | None]:
+        """Shuffled epochs of the train split on ``device``, augmented as ``wants_augment`` says."""
         train_x = torch.as_tensor(self.data.train_x).to(device)
         augmented = wants_augment(recipe.augment, train_x)
         return ImageBatches(
@@ -81,12 +83,18 @@ def crop_flip(x: Tensor, shifts: Tensor, flips: Tensor, pad: int = 4) -> Tensor:
     return picked_rows.gather(3, cols[:, None, None, :].expand(B, C, H, W))  # (B, C, H, W)
 
 
-def augment(x: Tensor, generator: torch.Generator, pad: int = 4) -> Tensor:
-    """``crop_flip`` with offsets uniform in [0, 2·pad]² and flips with probability ½ drawn from
-    ``generator`` (CPU), as torchvision's RandomCrop(padding=pad) + RandomHorizontalFlip."""
+def augment(x: Tensor, generator: torch.Generator, pad: int = 4, flip: bool = True) -> Tensor:
+    """``crop_flip`` with offsets uniform in [0, 2·pad]² and (with ``flip``) flips with probability ½
+    drawn from ``generator`` (CPU), as torchvision's RandomCrop(padding=pad) + RandomHorizontalFlip."""
     shifts = torch.randint(0, 2 * pad + 1, (len(x), 2), generator=generator)
-    flips = torch.rand(len(x), generator=generator) < 0.5
+    flips = torch.rand(len(x), generator=generator) < 0.5 if flip else torch.zeros(len(x), dtype=torch.bool)
     return crop_flip(x, shifts.to(x.device), flips.to(x.device), pad)
+
+
+def shift_pad(height: int) -> int:
+    """Padding of the ``shift`` augmentation: ``max(1, H // 14)`` pixels, so a digit moves by up to ±2
+    pixels at 28 × 28 and ±1 at 14 × 14 (no flip: a mirrored digit is another symbol)."""
+    return max(1, height // 14)
 
 
 # -- batches ----------------------------------------------------------------------------------
@@ -94,7 +102,7 @@ class ImageBatches:
     """Shuffled epochs of an on-device uint8 image split: batch ``k`` of an epoch is
     ``order[k·B:(k+1)·B]`` of a fresh permutation (the last partial batch is dropped)."""
 
-    def __init__(self, x: Tensor, y: Tensor, batch_size: int, generator: torch.Generator, augmented: bool):
+    def __init__(self, x: Tensor, y: Tensor, batch_size: int, generator: torch.Generator, augmented: str | None):
         self.x, self.y, self.generator, self.augmented = x, y, generator, augmented
         self.batch_size = min(batch_size, len(x))
         self.steps_per_epoch = len(x) // self.batch_size
@@ -106,7 +114,11 @@ class ImageBatches:
             self.order = torch.randperm(len(self.x), generator=self.generator)
         index = self.order[k * self.batch_size : (k + 1) * self.batch_size].to(self.x.device)
         x = self.x.index_select(0, index)  # (B, C, H, W) uint8
-        return (augment(x, self.generator) if self.augmented else x), self.y.index_select(0, index)
+        if self.augmented == "crop_flip":
+            x = augment(x, self.generator)
+        elif self.augmented == "shift":
+            x = augment(x, self.generator, shift_pad(x.shape[-2]), flip=False)
+        return x, self.y.index_select(0, index)
 
     def state_dict(self) -> dict[str, Any]:
         return {"order": self.order}
@@ -115,8 +127,11 @@ class ImageBatches:
         self.order = state["order"]
 
 
-def wants_augment(augment: bool | str, train_x: Tensor) -> bool:
-    """Crop+flip for ``augment=True``, or for ``"auto"`` when the images are 3×32×32 (CIFAR-like)."""
+def wants_augment(augment: bool | str, train_x: Tensor) -> str | None:
+    """The batches' augmentation: ``"crop_flip"`` (pad 4, flips) for ``augment=True``, or for ``"auto"`` when
+    the images are 3×32×32 (CIFAR-like); ``"shift"`` (``shift_pad``, no flips) for ``"shift"``; else None."""
     if augment == "auto":
-        return tuple(train_x.shape[1:]) == (3, 32, 32)
-    return bool(augment)
+        return "crop_flip" if tuple(train_x.shape[1:]) == (3, 32, 32) else None
+    if augment == "shift":
+        return "shift"
+    return "crop_flip" if augment else None

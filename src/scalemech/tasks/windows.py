@@ -74,12 +74,12 @@ class TextTask(WindowTask):
     def examples(self, split: str, index: Tensor) -> tuple[Tensor, Tensor]:
         return self.data.take(split, index, self.block_size)
 
-    def batches(self, recipe: Recipe, generator: torch.Generator, device: torch.device) -> tuple[TextBatches, bool]:
+    def batches(self, recipe: Recipe, generator: torch.Generator, device: torch.device) -> tuple[TextBatches, None]:
         """Random windows of the train stream on ``device`` (no augmentation)."""
-        if recipe.augment is True:
-            raise ValueError(f"recipe augment=true is for images; dataset {self.data.name!r} is text")
+        if recipe.augment in (True, "shift"):
+            raise ValueError(f"recipe augment={recipe.augment} is for images; dataset {self.data.name!r} is text")
         stream = torch.as_tensor(self.data.train_x).to(device)
-        return TextBatches(stream, recipe.batch_size, self.block_size, generator), False
+        return TextBatches(stream, recipe.batch_size, self.block_size, generator), None
 
     def evaluation_sets(self, recipe: Recipe, seed: int) -> tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor], str]:
         """``eval_windows`` fixed windows of each split."""

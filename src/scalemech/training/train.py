@@ -168,7 +168,7 @@ class TrainingData:
     eval_every: int  # steps between test evaluations
     block_size: int | None  # tokens per example of a language model; None for images
     memory_format: torch.memory_format  # of the model and its image inputs
-    augmented: bool
+    augmented: str | None  # the augmentation of the batches (images.wants_augment), None for none
 
 
 def training_data(
@@ -243,7 +243,8 @@ def train(
         step_model = torch.compile(model) if compile else model
         optimizer = make_optimizer(model, recipe)
         batches, spe = task.batches, task.batches.steps_per_epoch
-        total_steps = total_steps_of(recipe, spe, task.block_size)
+        parameters = non_embedding_parameters(model)
+        total_steps = total_steps_of(recipe, spe, task.block_size, parameters)
         run = run_identity(spec, asdict(recipe), seed, data.name, data.fingerprint)
         snapshot_steps = set(snapshot_schedule(total_steps, snapshots))
         snapshot_run = Path(snapshot_dir or out_dir / "snapshots") / identity_hash(run)
@@ -260,8 +261,10 @@ def train(
             }
 
         state = resume_state(checkpoint_dir, run)
+        windows = loss_windows(total_steps)
         if state is None:
             step, curve, train_seconds, loss_sum, loss_count = 0, [test_point(0, math.nan)], 0.0, 0.0, 0
+            window_loss = {name: [0.0, 0] for name in windows}
             if 0 in snapshot_steps:
                 save_snapshot(snapshot_run, 0, model)
         else:
@@ -274,6 +277,7 @@ def train(
             batches.load_state_dict(state["batches"])
             step, curve, train_seconds = state["step"], state["curve"], state["train_seconds"]
             loss_sum, loss_count = state["loss_sum"], state["loss_count"]  # running train loss since the last eval
+            window_loss = state["window_loss"]
 
         pending: list[Tensor] = []  # step losses not yet checked on the host
         bar = tqdm(
@@ -312,6 +316,8 @@ def train(
                 losses = torch.stack(pending).double().cpu()  # the host sync of this interval
                 check_finite(losses, step - len(pending) + 1, total_steps, recipe)
                 loss_sum, loss_count = loss_sum + losses.sum().item(), loss_count + len(pending)
+                for name, (add, n) in window_sums(losses, step - len(pending) + 1, windows).items():
+                    window_loss[name] = [window_loss[name][0] + add, window_loss[name][1] + n]
                 seconds = time.perf_counter() - tick
                 train_seconds += seconds
                 bar.update(step - tick_step)
@@ -339,6 +345,7 @@ def train(
                             "curve": curve,
                             "loss_sum": loss_sum,
                             "loss_count": loss_count,
+                            "window_loss": window_loss,
                             "train_seconds": train_seconds,
                         },
                     )
@@ -349,6 +356,7 @@ def train(
 
         train_loss, train_acc = evaluate(step_model, *task.train_eval, recipe.eval_batch_size, device, task.to_input)
         examples_per_second = step * batches.batch_size / max(train_seconds, 1e-9)
+        tokens = step * batches.batch_size * task.block_size if task.block_size else None
         metrics = {
             **(labels or {}),
             "train_loss": train_loss,
@@ -357,12 +365,15 @@ def train(
             "test_acc": curve[-1]["test_acc"],
             "steps": step,
             "epochs": step / spe,
+            "parameters": parameters,
+            "tokens_per_parameter": tokens / parameters if tokens else None,
+            **{f"loss_{name}": total / n if n else None for name, (total, n) in window_loss.items()},
             "batch_size": batches.batch_size,
             "examples_per_second": examples_per_second,
             "tokens_per_second": examples_per_second * task.block_size if task.block_size else None,
             "train_seconds": train_seconds,
             "wall_seconds": time.perf_counter() - wall_start,
-            "augment": task.augmented,
+            "augment": task.augmented or "none",
             "train_eval": task.train_eval_note,
             "device": str(device),
             "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.machine(),
@@ -386,14 +397,45 @@ def train(
         return metrics
 
 
-def total_steps_of(recipe: Recipe, steps_per_epoch: int, block_size: int | None) -> int:
-    """Optimizer steps of the recipe's budget; ``tokens`` needs a language model (``block_size``)."""
+def total_steps_of(recipe: Recipe, steps_per_epoch: int, block_size: int | None, parameters: int = 0) -> int:
+    """Optimizer steps of the recipe's budget; ``tokens`` and ``tokens_per_parameter`` need a language model
+    (``block_size``), the latter its non-embedding ``parameters``: ``⌈tpp·N / (B·T)⌉``."""
     if recipe.steps is not None:
         return recipe.steps
     if recipe.epochs is not None:
         return recipe.epochs * steps_per_epoch
     if block_size is None:
+        budget = "tokens" if recipe.tokens is not None else "tokens_per_parameter"
         raise ValueError(
-            f"recipe tokens={recipe.tokens} is a budget for language models; use epochs or steps for images"
+            f"recipe {budget}={getattr(recipe, budget)} is a budget for language models; use epochs or steps for images"
         )
+    if recipe.tokens_per_parameter is not None:
+        return max(1, math.ceil(recipe.tokens_per_parameter * parameters / (recipe.batch_size * block_size)))
     return max(1, recipe.tokens // (recipe.batch_size * block_size))
+
+
+def non_embedding_parameters(model: nn.Module) -> int:
+    """Parameters of ``model`` but its input embeddings (``nn.Embedding``; an output head, tied or not,
+    counts once): the ``N`` of a tokens-per-parameter budget (Kaplan et al. 2020 leave out the embeddings)."""
+    embeddings = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
+    return sum(p.numel() for p in model.parameters() if id(p) not in embeddings)
+
+
+def loss_windows(total_steps: int) -> dict[str, tuple[int, int]]:
+    """The two windows of steps (1-based, ``(first, last]``) whose mean training loss the training
+    criterion compares (docs/science.md §7.1): the tenth of the steps ending at 80 % and the last tenth,
+    ``w = max(1, round(S/10))``: ``late`` = ``(round(0.8·S) − w, round(0.8·S)]``, ``end`` = ``(S − w, S]``."""
+    w = max(1, round(total_steps / 10))
+    at_80 = round(0.8 * total_steps)
+    return {"late": (at_80 - w, at_80), "end": (total_steps - w, total_steps)}
+
+
+def window_sums(losses: Tensor, first_step: int, windows: dict[str, tuple[int, int]]) -> dict[str, list[float]]:
+    """``{window: [Σ loss, count]}`` of the step losses ``losses`` (steps ``first_step, first_step+1, …``) that
+    fall in each window of ``loss_windows``."""
+    steps = torch.arange(first_step, first_step + len(losses))
+    sums = {}
+    for name, (lo, hi) in windows.items():
+        inside = (steps > lo) & (steps <= hi)
+        sums[name] = [losses[inside].sum().item(), int(inside.sum())]
+    return sums
