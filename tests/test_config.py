@@ -57,11 +57,11 @@ def test_defaults_are_filled_in() -> None:
     assert config["misalign"]["seed"] == 0
 
 
-def test_quick_grid_is_a_cross_of_depths_and_widths_at_two_seeds() -> None:
+def test_quick_grid_is_a_square_of_depths_and_widths_at_two_seeds() -> None:
     jobs = model_jobs(validate_config(quick()))
     resnets = {(j.depth, j.width) for j in jobs if j.family == "resnet"}
-    assert resnets == {(8, 0.5), (14, 0.5), (20, 0.5), (8, 0.25), (8, 1)}  # depths at width 0.5, widths at depth 8
-    assert sorted({j.width for j in jobs if j.family == "llama"}) == [16, 32, 64]
+    assert resnets == {(d, w) for d in (8, 14, 20) for w in (0.25, 0.5, 1)}  # D3: 3 depths a width; D4: 9 cells
+    assert sorted({j.width for j in jobs if j.family == "llama"}) == [8, 16, 32]
     assert {j.seed for j in jobs} == {0, 1} and len(jobs) == 2 * (len(resnets) + 3)
     assert "mnist5k/resnet-d8-w0.5-s1" in {j.key for j in jobs}
 
@@ -92,7 +92,10 @@ MALFORMED = {
     "unknown device": (_set("device", "tpu"), ["device", "cuda"]),
     "width as text": (_set("grids.llama_stdlib.widths.0", "wide"), ["grids.llama_stdlib.widths[0]", "number"]),
     "two budgets": (_set("grids.resnet_mnist.recipe.steps", 10), ["grids.resnet_mnist.recipe", "epochs"]),
-    "no budget": (_set("grids.llama_stdlib.recipe.tokens", KeyError), ["grids.llama_stdlib.recipe", "tokens"]),
+    "no budget": (
+        _set("grids.llama_stdlib.recipe.tokens_per_parameter", KeyError),
+        ["grids.llama_stdlib.recipe", "tokens_per_parameter"],
+    ),
     "unknown optimizer": (_set("grids.resnet_mnist.recipe.optimizer", "lion"), ["recipe.optimizer", "adamw"]),
     "zero learning rate": (_set("grids.resnet_mnist.recipe.lr", 0), ["recipe.lr", "minimum"]),
     "typo recipe key": (_set("grids.resnet_mnist.recipe.epoch", 3), ["recipe", "epoch", "epochs"]),
@@ -203,8 +206,8 @@ CROSS_CHECKED = {
     ),
     "tvresnet depth": (_grid("tv", TV_GRID), ["grids.tv.depths[1]", "[18, 34, 50, 101, 152]"]),
     "llama width not a multiple of head_dim": (
-        _set("grids.llama_stdlib.widths.1", 40),
-        ["grids.llama_stdlib.widths[1]", "multiples of 16"],
+        _set("grids.llama_stdlib.widths.1", 20),
+        ["grids.llama_stdlib.widths[1]", "multiples of 8"],
     ),
     "llama odd head_dim": (
         _both(_set("grids.llama_stdlib.model.head_dim", 33), _set("grids.llama_stdlib.widths", [66])),
@@ -237,7 +240,7 @@ CROSS_CHECKED = {
     "no grids": (_both(_set("grids", {}), _set("grow.grids", KeyError)), ["grids", "pretrained"]),
     "unknown grow grid": (
         _set("grow.grids", ["resnet_mnist", "resnet_cifar"]),
-        ["grow.grids[1]", "resnet_cifar", "['llama_stdlib', 'resnet_mnist', 'resnet_mnist_widths']"],
+        ["grow.grids[1]", "resnet_cifar", "['llama_stdlib', 'resnet_mnist']"],
     ),
     "unknown point name": (
         _both(_only("resnet_mnist"), _set("measure.points", ["stage1.block1", "stage3.block3"])),

@@ -23,7 +23,9 @@ def training(loss, depths=DEPTHS, widths=WIDTHS) -> pd.DataFrame:
         for w in widths
         for s in SEEDS
     ]
-    frame = pd.DataFrame(rows).assign(loss_late=0.01, loss_end=0.01, tokens_per_parameter=np.nan)  # at a plateau
+    frame = pd.DataFrame(rows).assign(
+        loss_first=2.3, loss_late=0.01, loss_end=0.01, tokens_per_parameter=np.nan
+    )  # at a plateau
     return frame.assign(test_loss=[loss(r.depth, r.width, r.seed) for r in frame.itertuples()])
 
 

@@ -165,6 +165,7 @@ def make_tables(trend: int = 1, families: tuple[str, ...] = ("resnet",)) -> dict
         device="cpu",
         parameters=1000,
         tokens_per_parameter=np.nan,  # image classifiers, trained to a plateau (no accuracy floor for synth)
+        loss_first=training["test_loss"] + 2,
         loss_late=training["test_loss"] - 0.1,
         loss_end=training["test_loss"] - 0.1,
     )

@@ -464,7 +464,12 @@ def training_tables(k: float, offset: bool, rng, seeds=D3_SEEDS, evaluation_se: 
     per_seed = offsets(base, OFFSET * D3_SD if offset else 0, rng)  # a model is one seed of a cell
     loss = 0.8 + delta * (f + g) + per_seed + rng.normal(0, D3_SD, len(base))
     training = base.drop(columns=["points", "level"]).assign(
-        test_loss=loss, train_loss=loss - 0.05, loss_late=loss - 0.05, loss_end=loss - 0.05, tokens_per_parameter=np.nan
+        test_loss=loss,
+        train_loss=loss - 0.05,
+        loss_first=loss + 2,
+        loss_late=loss - 0.05,
+        loss_end=loss - 0.05,
+        tokens_per_parameter=np.nan,
     )  # trained to a plateau (docs/science.md §7.1)
     if evaluation_se:
         training = training.assign(test_loss_se=D3_SD)

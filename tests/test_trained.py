@@ -54,15 +54,15 @@ def test_loss_windows_sum_the_steps_they_name_in_any_chunking(total):
 def row(**values) -> dict:
     keys = {"run": "t", "dataset": "mnist5k", "family": "resnet", "depth": 8, "width": 1.0, "seed": 0}
     model = {"model": "resnet-d8-w1-s0", "steps": 460, "epochs": 20, "train_loss": 0.01, "test_loss": 0.1}
-    return {**keys, **model, "tokens_per_parameter": np.nan, "test_acc": 0.975, **values}
+    return {**keys, **model, "tokens_per_parameter": np.nan, "test_acc": 0.975, "loss_first": 2.3, **values}
 
 
 def test_image_classifiers_need_a_plateau_and_the_accuracy_floor():
     check = training_check(
         pd.DataFrame(
             [
-                row(model="converged", loss_late=0.0056, loss_end=0.0049),  # 12.5 % but 0.0007 nats: a plateau
-                row(model="falling", loss_late=0.40, loss_end=0.30),  # 25 %, 0.1 nats: still being trained
+                row(model="converged", loss_late=0.0056, loss_end=0.0049),  # 0.0007 of 2.3 nats: a plateau
+                row(model="falling", loss_late=0.50, loss_end=0.30),  # 0.2 of 2 nats: still being trained
                 row(model="inaccurate", loss_late=0.10, loss_end=0.099, test_acc=0.96),
                 row(model="narrow", width=0.25, loss_late=0.08, loss_end=0.079, test_acc=0.96),  # its own floor
                 row(model="elsewhere", dataset="cifar10", loss_late=0.5, loss_end=0.49, test_acc=0.6),  # no floor
@@ -78,13 +78,13 @@ def test_image_classifiers_need_a_plateau_and_the_accuracy_floor():
         "elsewhere": True,
         "unrecorded": False,
     }
-    assert "no plateau: loss fell 25.0% (0.1 nats)" in check.loc["falling", "why"]
+    assert "no plateau: the last 20 % brought 10.0% of the loss's fall (0.2 of 2 nats)" in check.loc["falling", "why"]
     assert "test accuracy 0.9600 < 0.97" in check.loc["inaccurate", "why"]
     assert check.loc["elsewhere", "why"] == "plateau (no accuracy floor)"
 
 
 def test_language_models_need_the_tokens_or_a_plateau():
-    lm = dict(family="llama", model="llama", test_acc=0.5)
+    lm = dict(family="llama", model="llama", test_acc=0.5, loss_first=5.5)
     check = training_check(
         pd.DataFrame(
             [

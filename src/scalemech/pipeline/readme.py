@@ -69,6 +69,12 @@ def claims_table(report_md: str) -> list[str]:
     return lines[start:end]
 
 
+def training_line(report_md: str) -> list[str]:
+    """The training criterion's line of a ``report.md`` and a blank line (none in a report written before it)."""
+    found = [line for line in report_md.splitlines() if line.startswith("**Training criterion**")]
+    return [found[0], ""] if found else []
+
+
 def linked_from(folder: str, lines: list[str]) -> list[str]:
     """``lines`` of ``folder/report.md`` with their relative links pointed into ``folder``
     (``(#d1)`` → ``(folder/report.md#d1)``, ``(F4.png)`` → ``(folder/F4.png)``)."""
@@ -135,6 +141,7 @@ def results_block(run: str, report_md: str, record: dict, shown: list[str], move
             f"(`results/{run}/reproduce.json`; regenerate this block with `make docs`). Claims and figures "
             f"link to their sections of [`docs/{run}/report.md`](docs/{run}/report.md): rule, full statistics.",
             "",
+            *training_line(report_md),
             *linked_from(f"docs/{run}", claims_table(report_md)),
             "",
             *moved,

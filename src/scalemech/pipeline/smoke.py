@@ -38,6 +38,7 @@ from ..config import read_yaml, validate_config
 TOY = {
     "epochs": 1,  # image grids: one pass over the fixture's train split
     "steps": 4,  # step budgets and token budgets (tokens = steps x batch x block)
+    "tokens_per_parameter": 1e-3,  # a toy llama of width 64, 12 layers (~0.66 M parameters): 6 steps of 4 x 32
     "image_batch": 16,
     "text_batch": 4,
     "block_size": 32,  # llama windows and pretrained windows, in tokens
@@ -70,7 +71,8 @@ def _two_smallest(values: list) -> list:
 
 
 def _shrunk_recipe(recipe: dict[str, Any], text: bool) -> dict[str, Any]:
-    """The recipe with its budget kind kept (epochs, steps or tokens) and its sizes shrunk; an SGD lr
+    """The recipe with its budget kind kept (epochs, steps, tokens or tokens per parameter) and its sizes
+    shrunk; an SGD lr
     scales with the batch (Goyal et al. 2017: the paper's 0.2 at batch 512 diverges at batch 16 in the
     few steps a toy run takes, too few for any warmup)."""
     batch = min(recipe["batch_size"], TOY["text_batch"] if text else TOY["image_batch"])
@@ -81,6 +83,8 @@ def _shrunk_recipe(recipe: dict[str, Any], text: bool) -> dict[str, Any]:
         shrunk["epochs"] = TOY["epochs"]
     elif "steps" in recipe:
         shrunk["steps"] = min(recipe["steps"], TOY["steps"])
+    elif "tokens_per_parameter" in recipe:
+        shrunk["tokens_per_parameter"] = TOY["tokens_per_parameter"]
     else:
         shrunk["tokens"] = TOY["steps"] * shrunk["batch_size"] * TOY["block_size"]
     if text:  # fixed evaluation windows, as many as the fixture's test split holds
@@ -146,7 +150,8 @@ def paper_smoke(paper: dict[str, Any], fixtures: str | Path, compile: bool = Fal
             entry["checkpoint"] = str(standin_dir(fixtures, entry["checkpoint"]))
     pool = TOY["pool"]
     train = smoke.setdefault("train", {})
-    train.update(checkpoint_every=TOY["checkpoint_every"], snapshots=TOY["snapshots"])
+    # a toy's few steps train no model: its report is about early training (docs/science.md §7.1)
+    train.update(checkpoint_every=TOY["checkpoint_every"], snapshots=TOY["snapshots"], criterion="early-training")
     train["compile"] = train.get("compile", False) and compile
     smoke.setdefault("trajectory", {})["pool"] = TOY["trajectory_pool"]
     smoke.setdefault("measure", {}).update(train_pool=pool, test_pool=pool, batch_size=TOY["measure_batch"])

@@ -3,10 +3,10 @@
 Both papers reason about a *trained* reference model ``f_old``, so every model a run trains is checked, before
 any claim is judged, by a rule fixed here before results are seen (one row of ``training`` per model):
 
-- **plateau**: the mean training loss over the last tenth of the steps, ``L_end``, lies at most
-  ``PLATEAU_RELATIVE`` of its value, or at most ``PLATEAU_NATS``, below its mean over the tenth of the steps
-  that ends at 80 %, ``L_late`` (``training.train.loss_windows``):
-  ``L_late − L_end ≤ max(PLATEAU_RELATIVE · L_late, PLATEAU_NATS)``;
+- **plateau**: the last fifth of the steps brought at most ``PLATEAU_SHARE`` of the whole fall of the
+  training loss, from its first step ``L_first`` to its mean over the last tenth of the steps ``L_end``; the
+  last fifth's fall runs from the mean over the tenth that ends at 80 %, ``L_late``
+  (``training.train.loss_windows``): ``L_late − L_end ≤ PLATEAU_SHARE · (L_first − L_end)``;
 - **image classifiers** (no ``tokens_per_parameter``): plateau, and test accuracy at least the dataset's floor
   (``ACCURACY_FLOORS``, or a width's own measured floor in ``WIDTH_FLOORS``); a dataset without a floor is
   held to the plateau alone;
@@ -27,8 +27,7 @@ from .common import Claim, Tables
 from .subset import REFIT, restricted
 
 TRAINED, EARLY = "trained", "early-training"  # train.criterion: the run's models are held to it, or not
-PLATEAU_RELATIVE = 0.05  # a loss still falling by more than 5 % of itself over the last fifth of training ...
-PLATEAU_NATS = 0.01  # ... and by more than 0.01 nats (the SE of a test loss over 2 000 examples) is not at a plateau
+PLATEAU_SHARE = 0.05  # a loss whose last fifth of training brought over 5 % of its whole fall is still falling
 ACCURACY_FLOORS = {"mnist5k": 0.97}  # test accuracy of a trained image classifier, per dataset
 # A narrower model's floor where its capacity was measured to stop short of the dataset's (docs/science.md
 # §7.1): mnist5k at 14 × 14, width 0.25 (4/8/16 channels) reached 0.956–0.965 test accuracy under four
@@ -36,7 +35,17 @@ ACCURACY_FLOORS = {"mnist5k": 0.97}  # test accuracy of a trained image classifi
 # 0.08–0.10 and widths 0.5 and 1 fit it to 0.005 and reach 0.97.
 WIDTH_FLOORS = {("mnist5k", 0.25): 0.95}
 MIN_TOKENS_PER_PARAMETER = 20.0  # Chinchilla's compute-optimal ratio (Hoffmann et al. 2022)
-RECORDED = ["steps", "epochs", "train_loss", "test_loss", "test_acc", "tokens_per_parameter", "loss_late", "loss_end"]
+RECORDED = [
+    "steps",
+    "epochs",
+    "train_loss",
+    "test_loss",
+    "test_acc",
+    "tokens_per_parameter",
+    "loss_first",
+    "loss_late",
+    "loss_end",
+]
 COLUMNS = ["dataset", "model", "steps", "budget", "train_loss", "loss_decrease", "test_loss", "test_acc", "passed"]
 
 
@@ -45,10 +54,14 @@ def loss_decrease(row: pd.Series) -> float:
     return (row["loss_late"] - row["loss_end"]) / row["loss_late"]
 
 
+def tail_share(row: pd.Series) -> float:
+    """``(L_late − L_end) / (L_first − L_end)``: the share of the loss's whole fall that its last fifth brought."""
+    return (row["loss_late"] - row["loss_end"]) / (row["loss_first"] - row["loss_end"])
+
+
 def at_plateau(row: pd.Series) -> bool:
-    """``L_late − L_end ≤ max(PLATEAU_RELATIVE · L_late, PLATEAU_NATS)`` (False where a window is empty)."""
-    fall = row["loss_late"] - row["loss_end"]
-    return bool(fall <= max(PLATEAU_RELATIVE * row["loss_late"], PLATEAU_NATS))
+    """``L_late − L_end ≤ PLATEAU_SHARE · (L_first − L_end)`` (False where a window is empty or nothing fell)."""
+    return bool(row["loss_first"] > row["loss_end"] and tail_share(row) <= PLATEAU_SHARE)
 
 
 def is_language_model(row: pd.Series) -> bool:
@@ -63,7 +76,10 @@ def accuracy_floor(row: pd.Series) -> float | None:
 def judged(row: pd.Series) -> tuple[bool, str]:
     """``(passed, why)`` of one model's row of ``training`` under the criterion (module docstring)."""
     plateau = at_plateau(row)
-    fall = f"loss fell {loss_decrease(row):.1%} ({row['loss_late'] - row['loss_end']:.3g} nats) over the last 20 %"
+    fall = (
+        f"the last 20 % brought {tail_share(row):.1%} of the loss's fall "
+        f"({row['loss_late'] - row['loss_end']:.3g} of {row['loss_first'] - row['loss_end']:.3g} nats)"
+    )
     if is_language_model(row):
         enough = row["tokens_per_parameter"] >= MIN_TOKENS_PER_PARAMETER
         tokens = f"{row['tokens_per_parameter']:.3g} tokens per parameter"

@@ -422,12 +422,13 @@ def non_embedding_parameters(model: nn.Module) -> int:
 
 
 def loss_windows(total_steps: int) -> dict[str, tuple[int, int]]:
-    """The two windows of steps (1-based, ``(first, last]``) whose mean training loss the training
-    criterion compares (docs/science.md §7.1): the tenth of the steps ending at 80 % and the last tenth,
-    ``w = max(1, round(S/10))``: ``late`` = ``(round(0.8·S) − w, round(0.8·S)]``, ``end`` = ``(S − w, S]``."""
+    """The windows of steps (1-based, ``(first, last]``) whose mean training loss the training criterion
+    compares (docs/science.md §7.1): ``first``, the first step (the loss at initialization); ``late``, the tenth
+    of the steps ending at 80 %; ``end``, the last tenth: ``w = max(1, round(S/10))``, ``late`` =
+    ``(round(0.8·S) − w, round(0.8·S)]``, ``end`` = ``(S − w, S]``."""
     w = max(1, round(total_steps / 10))
     at_80 = round(0.8 * total_steps)
-    return {"late": (at_80 - w, at_80), "end": (total_steps - w, total_steps)}
+    return {"first": (0, 1), "late": (at_80 - w, at_80), "end": (total_steps - w, total_steps)}
 
 
 def window_sums(losses: Tensor, first_step: int, windows: dict[str, tuple[int, int]]) -> dict[str, list[float]]:
