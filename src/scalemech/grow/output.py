@@ -75,9 +75,10 @@ def check_out(out: Path, source: Path, source_sha256: str) -> None:
         raise ValueError(f"{where} is a file; give a new or empty directory")
     if real.is_dir():
         _check_previous(where, real, source_sha256)
-    probe_dir = real if real.is_dir() else next(p for p in real.parents if p.exists())
-    if not (os.access(probe_dir, os.W_OK | os.X_OK) and os.access(real.parent, os.W_OK | os.X_OK)):
-        raise PermissionError(f"{where}: {str(probe_dir)!r} is not writable; give a directory you can write")
+    nearest = next(p for p in (real, *real.parents) if p.exists())  # where out is made, or out itself
+    for place in {nearest, real.parent} if real.exists() else {nearest}:  # the parent takes the final swap
+        if not os.access(place, os.W_OK | os.X_OK):
+            raise PermissionError(f"{where}: {str(place)!r} is not writable; give a directory you can write")
 
 
 def _check_previous(where: str, out: Path, source_sha256: str) -> None:
@@ -127,7 +128,7 @@ def write_output(out: Path, write: Callable[[Path], None]) -> None:
     shutil.rmtree(aside, ignore_errors=True)
 
 
-def save_checkpoint(
+def write_checkpoint(
     model: PreTrainedModel, directory: Path, dtype: torch.dtype, tokenizer: tuple[str, bool] | None
 ) -> bool:
     """``model`` in ``dtype`` as safetensors with its config into ``directory`` (``save_pretrained``; tied
@@ -149,14 +150,14 @@ def write_growth(directory: Path, record: dict[str, Any]) -> Path:
     return directory / GROWTH_JSON
 
 
-def tidy(out: Path) -> None:
+def tidy(out: Path, created: bool) -> None:
     """After a run, as it ends: without an arm's resume state to keep (a ``step-*.pt`` or a finished
-    arm), ``out``'s resume directory and lock file go, and ``out`` itself when that leaves it empty (a
-    refused run leaves no trace)."""
+    arm), ``out``'s resume directory and lock file go, and ``out`` itself when the run ``created`` it
+    and that leaves it empty (a refused run leaves no trace)."""
     state = out / STATE_DIR
     if any(state.glob("*/step-*.pt")) or any(state.glob(f"*/{COMPLETE}")):
         return
     shutil.rmtree(state, ignore_errors=True)
     lock_path(state).unlink(missing_ok=True)
-    if out.is_dir() and not any(out.iterdir()):
+    if created and out.is_dir() and not any(out.iterdir()):
         out.rmdir()

@@ -40,10 +40,10 @@ from .output import (
     STATE_DIR,
     check_out,
     data_digest,
-    save_checkpoint,
     source_digest,
     source_directory,
     tidy,
+    write_checkpoint,
     write_growth,
     write_output,
 )
@@ -171,49 +171,20 @@ class Grower:
     def __init__(self, checkpoint: str, data: str, out: Path, settings: GrowSettings):
         """Every refusal before any weight loads: options, checkpoint config, ``--out``, data, memory,
         and the identity of a run to resume (``resume``)."""
-        from transformers import AutoConfig
-
-        s, self.settings, self.checkpoint = settings, settings, checkpoint
+        self.settings, self.checkpoint = settings, checkpoint
         self.placement = settings.check()
         if not Path(data).exists():
             raise FileNotFoundError(f"--data {data!r} does not exist")
-        spec = checkpoint_spec(checkpoint, None, settings.block_size, settings.tokenizer, data)
-        if spec is None:
-            raise ValueError(
-                f"grow takes a Hugging Face decoder-only causal LM (hub name or directory); {checkpoint!r} is a "
-                "scalemech model.pt (certify serves it; its growth is the pipeline's experiment)"
-            )
-        local = bool(spec.get("local_files_only"))
-        source = decoder_config(checkpoint, spec.get("revision"), local)
-        if (why := index_dependence(source)) is not None:
-            raise ValueError(why)
-        config = AutoConfig.from_pretrained(checkpoint, local_files_only=local, trust_remote_code=False)
-        config = config.get_text_config()
+        config = self.read_checkpoint(data)
         new_layers = (
             self.placement.blocks if self.placement.auto else len(resolve(self.placement, config.num_hidden_layers))
         )
-        check_block_size(spec["block_size"], config, checkpoint)
         self.device = resolve_device(settings.device)
-        self.source_dir = source_directory(checkpoint, spec.get("revision"), local)
-        self.source = source_digest(self.source_dir)
         check_out(out, self.source_dir, self.source["sha256"])
-        self.out = out.resolve()
-        self.spec = {**spec, "dtype": "float32"}  # trained and checked in float32, written in the source's dtype
-        dtype = DTYPES.get(str(source.get("dtype") or source.get("torch_dtype") or "float32"), torch.float32)
-        self.source_dtype = dtype if isinstance(dtype, torch.dtype) else torch.float32
-        self.name = checkpoint_name(checkpoint)  # seeds: ./fx/llama and fx/llama draw the same
-        training_windows = s.steps * new_layers * s.batch_size
-        windows = max(2 * s.pool + s.eval_windows, math.ceil(training_windows / TEXT_SLACK))  # per split (read_data)
-        with tempfile.TemporaryDirectory() as unused:  # token ids are memory-mapped, text tokenized in memory
-            self.prepared = read_data(data, Path(unused), self.spec, windows)
-        if getattr(self.prepared, "kind", None) != "tokens":
-            raise ValueError(f"--data {data!r} holds {self.prepared.kind} data; grow trains on text or token ids")
-        self.task = token_id_task(self.prepared, self.spec["block_size"], config.vocab_size)
-        check_windows(self.task, s.pool, s.eval_windows)
-        check_ids(self.task)
-        check_memory(config, s.batch_size, self.task.block_size, new_layers, self.device)
-        self.data = {"path": data, "sha256": data_digest(data)}
-        options = {name: getattr(s, name) for name in IDENTITY_OPTIONS}
+        self.out, self.created = out.resolve(), not out.exists()
+        self.read_data(data, config, new_layers)
+        check_memory(config, settings.batch_size, self.task.block_size, new_layers, self.device)
+        options = {name: getattr(settings, name) for name in IDENTITY_OPTIONS}
         self.record = RunRecord(
             self.out,
             {
@@ -226,6 +197,50 @@ class Grower:
         )
         self.record.check()
         self.pool_loss: dict[str, float] | None = None
+
+    def read_checkpoint(self, data: str) -> Any:
+        """The checkpoint's spec, source directory, weights' digest and dtype, from its config alone
+        (refused: a ``model.pt``, a config whose layers depend on their index); its text config. The
+        block size defaults to ``data``'s documents' (``certify.inputs.checkpoint_spec``)."""
+        from transformers import AutoConfig
+
+        checkpoint, settings = self.checkpoint, self.settings
+        spec = checkpoint_spec(checkpoint, None, settings.block_size, settings.tokenizer, data)
+        if spec is None:
+            raise ValueError(
+                f"grow takes a Hugging Face decoder-only causal LM (hub name or directory); {checkpoint!r} is a "
+                "scalemech model.pt (certify serves it; its growth is the pipeline's experiment)"
+            )
+        local = bool(spec.get("local_files_only"))
+        source = decoder_config(checkpoint, spec.get("revision"), local)
+        if (why := index_dependence(source)) is not None:
+            raise ValueError(why)
+        config = AutoConfig.from_pretrained(checkpoint, local_files_only=local, trust_remote_code=False)
+        config = config.get_text_config()
+        self.source_dir = source_directory(checkpoint, spec.get("revision"), local)
+        self.source = source_digest(self.source_dir)
+        self.spec = {**spec, "dtype": "float32"}  # trained and checked in float32, written in the source's dtype
+        dtype = DTYPES.get(str(source.get("dtype") or source.get("torch_dtype") or "float32"), torch.float32)
+        self.source_dtype = dtype if isinstance(dtype, torch.dtype) else torch.float32
+        self.name = checkpoint_name(checkpoint)  # seeds: ./fx/llama and fx/llama draw the same
+        return config
+
+    def read_data(self, data: str, config: Any, new_layers: int) -> None:
+        """The data as token ids (memory-mapped, or text tokenized as far as the run needs) and their
+        task, checked: the certificate's pools and the held-out windows fit, every id is in the
+        vocabulary; their sha256."""
+        s = self.settings
+        training_windows = s.steps * new_layers * s.batch_size
+        windows = max(2 * s.pool + s.eval_windows, math.ceil(training_windows / TEXT_SLACK))  # per split (read_data)
+        with tempfile.TemporaryDirectory() as unused:  # token ids are memory-mapped, text tokenized in memory
+            self.prepared = read_data(data, Path(unused), self.spec, windows)
+        if getattr(self.prepared, "kind", None) != "tokens":
+            raise ValueError(f"--data {data!r} holds {self.prepared.kind} data; grow trains on text or token ids")
+        check_block_size(self.spec["block_size"], config, self.checkpoint)
+        self.task = token_id_task(self.prepared, self.spec["block_size"], config.vocab_size)
+        check_windows(self.task, s.pool, s.eval_windows)
+        check_ids(self.task)
+        self.data = {"path": data, "sha256": data_digest(data)}
 
     # -- inputs -------------------------------------------------------------------------------------
     def load(self) -> None:
@@ -413,7 +428,7 @@ class Grower:
         tokenizer = (self.spec["tokenizer"], bool(self.spec.get("local_files_only")))
 
         def write(directory: Path) -> None:
-            record["tokenizer_copied"] = save_checkpoint(model, directory, self.source_dtype, tokenizer)
+            record["tokenizer_copied"] = write_checkpoint(model, directory, self.source_dtype, tokenizer)
             write_growth(directory, record)  # last: a directory with growth.json is whole
 
         write_output(self.out, write)
@@ -450,4 +465,4 @@ def grow(checkpoint: str, data: str, out: str | Path, settings: GrowSettings | N
             shutil.rmtree(grower.scratch, ignore_errors=True)
             if not done and (grower.out / STATE_DIR).is_dir():
                 grower.record.save()  # the wall time so far, for the rerun that resumes
-            tidy(grower.out)
+            tidy(grower.out, grower.created)
