@@ -32,6 +32,9 @@ TINY = GrowSettings(
     at="layer.0", steps=3, lr=1e-3, batch_size=4, block_size=8, eval_windows=8, pool=6, M=2, K=2, device="cpu"
 )
 """A grow at toy size: one new layer after layer 0, three steps per arm, 8 held-out windows."""
+TINY_ARGV = ["--at", "layer.0", "--steps", "3", "--batch-size", "4", "--block-size", "8", "--eval-windows", "8",
+             "--pool", "6", "--M", "2", "--K", "2", "--device", "cpu"]  # fmt: skip
+"""``TINY`` on the command line."""
 
 
 def token_file(path: Path, n: int = 6000, seed: int = 0) -> Path:
@@ -338,10 +341,11 @@ def test_a_second_grow_into_a_locked_out_is_refused(tmp_path: Path, capsys) -> N
     from scalemech.training.checkpoints import checkpoint_lock
 
     source = save_tiny("llama", tmp_path / "llama")
-    data = token_file(tmp_path / "ids.npy", n=400)
+    data = token_file(tmp_path / "ids.npy")
     capsys.readouterr()
+    argv = ["grow", "--checkpoint", source, "--data", str(data), "--out", str(tmp_path / "out"), *TINY_ARGV]
     with checkpoint_lock(tmp_path / "out" / STATE_DIR):
-        assert main(["grow", "--checkpoint", source, "--data", str(data), "--out", str(tmp_path / "out")]) == 2
+        assert main(argv) == 2
     error = capsys.readouterr().err.strip()
     assert error.startswith("scalemech: error: checkpoint directory") and "in use" in error, error
     assert not (tmp_path / "out" / "model.safetensors").exists()

@@ -11,6 +11,7 @@ import pickle
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -218,6 +219,12 @@ BAD = {
     "same width twice": ("grids.resnet_mnist.widths", [1, 1.0], "grids.resnet_mnist.widths"),
     "same seed twice": ("grids.resnet_mnist.seeds", [0, 0], "grids.resnet_mnist.seeds"),
     "two GPUs": ("grids.resnet_mnist.resources.gpu", 2, "grids.resnet_mnist.resources.gpu"),
+    "certificate M over its pool": (
+        "grow.certificate",
+        {"pool": 128, "M": 100000},
+        "grow.certificate.M: 100000 is more than the 128 examples of each pool measured; allowed: 1 <= M <= 128",
+    ),
+    "grow points 0": ("grow.points", 0, "grow.points: 0 is not allowed; allowed: 'all' or an integer from 1 to 100000"),
 }
 
 
@@ -256,7 +263,7 @@ def test_cli_device_cuda_without_a_gpu_is_one_line(capsys, model_pt, tmp_path) -
     message = one_line_error(
         capsys, ["certify", "--checkpoint", str(model_pt), "--data", str(tmp_path)] + ["--device", "cuda"]
     )
-    assert message.startswith("device cuda was requested but torch")
+    assert message.startswith("device cuda was requested but torch") and "resources.gpu" not in message
 
 
 # -- the CLI and the workflow -----------------------------------------------------------------
@@ -292,3 +299,350 @@ def test_check_names_the_file_and_line_of_a_yaml_error(capsys, tmp_path) -> None
     assert message.startswith(f"{path}:") and "YAML syntax error" in message
     assert main(["check", "--config", str(ROOT / "config" / "config.yaml")]) == 0
     assert "valid; run 'quick'" in capsys.readouterr().out
+
+
+# -- grow and certify: sources, outputs, resumes (issue 48) --------------------------------------
+
+
+def tree_digest(directory: Path) -> dict[str, str]:
+    """sha256 of every file under ``directory``, by relative path."""
+    return {
+        str(p.relative_to(directory)): integrity.file_digest(p) for p in sorted(directory.rglob("*")) if p.is_file()
+    }
+
+
+@pytest.fixture(scope="module")
+def grown(tmp_path_factory) -> tuple[Path, Path, Path]:
+    """``(source, data, out)``: a tiny llama grown once by ``grow`` (``test_grow.TINY``)."""
+    from test_grow import TINY, token_file
+    from test_hf import save_tiny
+
+    from scalemech.grow import grow
+
+    root = tmp_path_factory.mktemp("grown")
+    source, data = Path(save_tiny("llama", root / "llama")), token_file(root / "ids.npy")
+    grow(str(source), str(data), root / "out", TINY)
+    return source, data, root / "out"
+
+
+def last_line_error(capsys, argv: list[str]) -> str:
+    """The message of ``scalemech argv``: exit status 2, no traceback, one ``scalemech: error:`` line, the
+    last (before it only progress, the certificate and its warnings)."""
+    assert main(argv) == ERROR_STATUS
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert "Traceback" not in err and lines[-1].startswith("scalemech: error: "), err
+    assert not any(line.startswith("scalemech: ") for line in lines[:-1]), err
+    return lines[-1].removeprefix("scalemech: error: ")
+
+
+def grow_argv(source: Path, data: Path, out: Path, *more: str) -> list[str]:
+    from test_grow import TINY_ARGV
+
+    return ["grow", "--checkpoint", str(source), "--data", str(data), "--out", str(out), *TINY_ARGV, *more]
+
+
+def no_weights(monkeypatch) -> None:
+    """Make loading any weights in ``grow`` fail the test: what is refused must be refused before."""
+    from scalemech.grow import run
+
+    monkeypatch.setattr(run, "build_model", lambda spec: pytest.fail("grow loaded the weights before refusing"))
+
+
+def copied(path: Path, to: Path) -> Path:
+    """A copy of the file or directory ``path`` at ``to``."""
+    import shutil
+
+    shutil.copytree(path, to, symlinks=True) if path.is_dir() else shutil.copyfile(path, to)
+    return to
+
+
+@pytest.mark.parametrize("where", ["the source", "a symlink to it", "inside it", "its parent", "its weights file"])
+def test_grow_never_writes_its_source(capsys, monkeypatch, tmp_path, grown, where) -> None:
+    """``--checkpoint ck --out ck`` on an earlier grow output (the natural "grow it again"), a symlink to
+    it, a directory inside it or holding it: refused in one line before any weight loads."""
+    _, data, earlier = grown
+    source = copied(earlier, tmp_path / "ck")
+    (tmp_path / "link").symlink_to(source)
+    out = {
+        "the source": source,
+        "a symlink to it": tmp_path / "link",
+        "inside it": source / "sub",
+        "its parent": tmp_path,
+        "its weights file": source / "model.safetensors",
+    }[where]
+    before = tree_digest(tmp_path)
+    no_weights(monkeypatch)
+    message = last_line_error(capsys, grow_argv(source, data, out))
+    assert message.startswith(f"--out {str(out)!r}") and "checkpoint directory" in message, message
+    assert tree_digest(tmp_path) == before
+
+
+def test_grow_into_another_checkpoint_s_output_is_refused(capsys, monkeypatch, tmp_path, grown) -> None:
+    from test_hf import save_tiny
+
+    _, data, earlier = grown
+    other, out = Path(save_tiny("qwen3", tmp_path / "qwen3")), copied(earlier, tmp_path / "out")
+    before = tree_digest(out)
+    no_weights(monkeypatch)
+    message = last_line_error(capsys, grow_argv(other, data, out))
+    assert "holds the output of growing another checkpoint" in message and tree_digest(out) == before
+
+
+@pytest.mark.parametrize("where", ["weights", "new file in the checkpoint", "text file"])
+def test_certify_out_never_overwrites_a_checkpoint(capsys, tmp_path, grown, where) -> None:
+    source, data, _ = grown
+    checkpoint = copied(source, tmp_path / "ck")
+    (tmp_path / "notes.txt").write_text("mine")
+    out = {
+        "weights": checkpoint / "model.safetensors",
+        "new file in the checkpoint": checkpoint / "certificate.csv",
+        "text file": tmp_path / "notes.txt",
+    }[where]
+    before = tree_digest(tmp_path)
+    argv = ["certify", "--checkpoint", str(checkpoint), "--data", str(data), "--pool", "6", "--M", "2", "--K", "2"]
+    message = last_line_error(capsys, [*argv, "--block-size", "8", "--device", "cpu", "--out", str(out)])
+    expected = (
+        "lies in the checkpoint directory" if where == "new file in the checkpoint" else "not a certificate table"
+    )
+    assert message.startswith(f"--out {str(out)!r}") and expected in message, message
+    assert tree_digest(tmp_path) == before
+
+
+@pytest.mark.parametrize("fault", ["disk full", "killed"])
+def test_a_failed_final_write_leaves_the_earlier_output_whole(capsys, monkeypatch, tmp_path, grown, fault) -> None:
+    """Growing again into an earlier output (the same source), the final write fails: ``--out`` is the
+    earlier output, byte for byte (no new config beside old weights, no growth.json claiming the new
+    run), no temporary directory is left, the source is intact; the rerun reuses the trained arms."""
+    from transformers import PreTrainedModel
+
+    source, data, earlier = grown
+    out = copied(earlier, tmp_path / "out")
+    before, source_before = tree_digest(out), tree_digest(source)
+
+    def failing(self, directory, **kwargs):
+        (Path(directory) / "config.json").write_text("{}")  # a partial write, then the fault
+        if fault == "killed":
+            raise KeyboardInterrupt
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(PreTrainedModel, "save_pretrained", failing)
+    argv = grow_argv(source, data, out, "--steps", "4")  # another run: the earlier output is replaced
+    if fault == "killed":
+        assert main(argv) == 130
+        assert "rerun the same command to resume" in capsys.readouterr().err
+    else:
+        message = last_line_error(capsys, argv)
+        assert f"writing the grown checkpoint to {out} failed (No space left on device)" in message, message
+    assert {k: v for k, v in tree_digest(out).items() if ".grow-state" not in k} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"] and tree_digest(source) == source_before
+    monkeypatch.undo()
+    assert main(argv) == 0
+    assert json_of(out / "growth.json")["arms"]["control_tokens"]["steps"] == 4 and not (out / ".grow-state").exists()
+
+
+def json_of(path: Path) -> dict:
+    import json
+
+    return json.loads(path.read_text())
+
+
+def interrupted_after(monkeypatch, batches: int) -> None:
+    """Ctrl-C at the training batch after ``batches`` (``continued.WindowBatches.next``)."""
+    from scalemech.training import continued
+
+    original, calls = continued.WindowBatches.next, {"n": 0}
+
+    def next_batch(self):
+        calls["n"] += 1
+        if calls["n"] > batches:
+            raise KeyboardInterrupt
+        return original(self)
+
+    monkeypatch.setattr(continued.WindowBatches, "next", next_batch)
+
+
+def test_ctrl_c_says_where_to_resume_and_a_resume_checks_what_it_resumes(capsys, monkeypatch, tmp_path, grown) -> None:
+    """Ctrl-C inside the grown arm: one line saying where to resume. A rerun with another ``--train`` or
+    with the data changed in place is refused before any weight loads, naming what changed and how to
+    start over; the same command resumes, and ``wall_seconds`` counts both runs."""
+    source, data, _ = grown
+    data = copied(data, tmp_path / "ids.npy")
+    out = tmp_path / "out"
+    argv = grow_argv(source, data, out, "--checkpoint-every", "1")
+    interrupted_after(monkeypatch, 3)  # the FLOP count's batch, then two steps of grown-1
+    assert main(argv) == 130
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and err.splitlines()[-1] == (
+        f"scalemech: interrupted; rerun the same command to resume from the last resume state in {out}/.grow-state "
+        "(one every --checkpoint-every 1 steps)"
+    )
+    first = json_of(out / ".grow-state" / "run.json")["wall_seconds"]
+    monkeypatch.undo()
+    no_weights(monkeypatch)
+    message = last_line_error(capsys, [*argv, "--train", "all"])
+    assert "train 'new' -> 'all'" in message and f"delete {out}/.grow-state to start over" in message, message
+    ids = np.load(data)
+    np.save(data, np.roll(ids, 1))
+    message = last_line_error(capsys, argv)
+    assert "other inputs (data_sha256 " in message, message
+    np.save(data, ids)
+    monkeypatch.undo()
+    assert main(argv) == 0
+    record = json_of(out / "growth.json")
+    assert record["wall_seconds"] > first > 0 and record["data"]["sha256"] == integrity.file_digest(data)
+
+
+def test_seeds_do_not_depend_on_how_the_checkpoint_path_is_spelled(monkeypatch, tmp_path, grown) -> None:
+    from test_grow import TINY
+
+    from scalemech.grow.run import Grower
+
+    source, data, _ = grown
+    monkeypatch.chdir(source.parent)
+    spellings = (source.name, f"./{source.name}", str(source), f"{source}/")
+    growers = [Grower(name, str(data), tmp_path / "out", TINY) for name in spellings]
+    assert len({g.batches_seed() for g in growers}) == 1 and len({g.name for g in growers}) == 1
+    assert not (tmp_path / "out").exists()  # nothing is written before the run
+
+
+def test_tied_embeddings_stay_tied_in_every_arm_mode_and_dtype(tmp_path) -> None:
+    """Grown (``grow_layers``, then ``.to(bfloat16)``), trained under ``--train all`` and written: one
+    embedding matrix, as the config says, and it trained."""
+    from safetensors.torch import load_file
+    from test_grow import TINY, token_file
+    from test_hf import CONFIGS, save_tiny, tiny_config
+    from transformers import AutoModelForCausalLM
+
+    from scalemech.grow import GrowSettings, grow
+    from scalemech.models.hf_growth import grow_layers
+
+    def tied(model) -> bool:
+        return model.get_output_embeddings().weight is model.get_input_embeddings().weight
+
+    for name in sorted(CONFIGS):
+        model = AutoModelForCausalLM.from_config(tiny_config(name))
+        grown_model = grow_layers(model, [0])[0]
+        assert tied(grown_model) == tied(model) == tied(grown_model.to(torch.bfloat16)), name
+    source = Path(save_tiny("gpt2", tmp_path / "gpt2"))
+    settings = GrowSettings(**{**vars(TINY), "train": "all"})
+    grow(str(source), str(token_file(tmp_path / "ids.npy")), tmp_path / "out", settings)
+    old, new = load_file(source / "model.safetensors"), load_file(tmp_path / "out" / "model.safetensors")
+    assert "lm_head.weight" not in new and not torch.equal(new["transformer.wte.weight"], old["transformer.wte.weight"])
+    assert tied(AutoModelForCausalLM.from_pretrained(tmp_path / "out"))
+
+
+def test_every_certificate_takes_the_same_sizes(capsys, tmp_path, grown) -> None:
+    """M above the pool: refused by ``certify_model`` itself (the pipeline's ``grow:`` certificate), by
+    ``grow`` and, for the config, by ``validate_config`` (``BAD`` above)."""
+    from scalemech.certify import certify_model
+
+    with pytest.raises(ValueError, match=r"M = 100000 is more than the 128 examples of each pool measured"):
+        certify_model(None, None, "x", "all", tmp_path, pool=128, M=100000, K=4, batch_size=1, view="full", seed=0,
+                      device=torch.device("cpu"))  # fmt: skip
+    source, data, _ = grown
+    message = last_line_error(capsys, grow_argv(source, data, tmp_path / "out", "--M", "7"))
+    assert "M = 7 is more than the 6 examples of each pool measured; allowed: 1 <= M <= 6" in message
+
+
+def _ids_past(path: Path, value: int, dtype=np.int64) -> None:
+    """Token ids in the vocabulary except the last one, ``value``: a region the pools never draw."""
+    ids = np.random.default_rng(0).integers(3, 300, 6000).astype(dtype)
+    ids[-1] = value
+    np.save(path, ids)
+
+
+REFUSED = {
+    "eval windows beyond the data": (["--eval-windows", "100000"], "--eval-windows 100000: the test split of"),
+    "steps beyond the schema's cap": (["--steps", str(10**12)], "steps = 1000000000000 is more than 10000000"),
+    "batch beyond the schema's cap": (["--batch-size", "300000000"], "batch_size = 300000000 is more than 65536"),
+    "an id past the vocabulary": ([], "token id 300 is outside the model's vocabulary [0, 300)"),
+    "an id of 2**63 + 5": ([], "token id 9223372036854775813 is outside"),
+    "float ids": ([], "must hold a 1-D integer array"),
+    "text named .npy": ([], "not a .npy file (no .npy header); give a .npy of integer token ids"),
+    "layers scaled by their index": ([], "scale_attn_by_inverse_layer_idx: true computes each layer by its index"),
+    "memory beyond the device's": ([], "a training step needs about"),
+    "an unwritable out": ([], "is not writable"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_grow_refuses_before_any_weight_loads(capsys, monkeypatch, tmp_path, grown, case) -> None:
+    from test_hf import save_tiny
+
+    from scalemech.grow import checks, output
+
+    source, data, _ = grown
+    more, expected = REFUSED[case]
+    if case == "an id past the vocabulary":
+        _ids_past(data := tmp_path / "ids.npy", 300)
+    elif case == "an id of 2**63 + 5":
+        _ids_past(data := tmp_path / "ids.npy", 2**63 + 5, np.uint64)
+    elif case == "float ids":
+        np.save(data := tmp_path / "ids.npy", np.linspace(0, 1, 6000))
+    elif case == "text named .npy":
+        (data := tmp_path / "ids.npy").write_text("once upon a time " * 400)
+    elif case == "layers scaled by their index":
+        source = copied(Path(save_tiny("gpt2", tmp_path / "gpt2")), tmp_path / "scaled")
+        config = json_of(source / "config.json")
+        (source / "config.json").write_text(
+            __import__("json").dumps({**config, "scale_attn_by_inverse_layer_idx": True})
+        )
+    elif case == "memory beyond the device's":
+        monkeypatch.setattr(checks, "memory_limit", lambda device: 10**6)
+    elif case == "an unwritable out":  # as root no mode bit stops a write
+        monkeypatch.setattr(output.os, "access", lambda path, mode: False)
+    no_weights(monkeypatch)
+    message = last_line_error(capsys, grow_argv(source, data, tmp_path / "out", *more))
+    assert expected in message, message
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_full_disk_while_saving_a_resume_state_says_so(capsys, monkeypatch, tmp_path, grown) -> None:
+    """torch's archive writer fails with "unexpected pos" on a full disk: the message says "No space left
+    on device" and where; nothing claims to be done; ``--debug`` keeps the traceback."""
+    source, data, _ = grown
+    out = tmp_path / "out"
+
+    def full(value, target) -> None:
+        Path(target).write_bytes(b"PK")
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 64 vs 2")
+
+    monkeypatch.setattr(torch, "save", full)
+    full_disk = SimpleNamespace(disk_usage=lambda path: SimpleNamespace(free=10))
+    monkeypatch.setattr(integrity, "shutil", full_disk)  # integrity's view of the disk only
+    message = last_line_error(capsys, grow_argv(source, data, out))
+    assert message.startswith(f"writing {out}/.grow-state/grown-1/step-") and "No space left on device" in message
+    assert not (out / "growth.json").exists() and not list(out.glob(".grow-state/*/*.pt"))
+    with pytest.raises(OSError, match="No space left on device"):
+        main(["--debug", *grow_argv(source, data, out)])
+
+
+def test_a_finished_or_refused_grow_leaves_no_lock_file(capsys, monkeypatch, tmp_path, grown) -> None:
+    """The finished output holds no lock file and states the equal-FLOPs control's rule; a run refused
+    after it started (here: the insertion check) leaves no ``--out`` it created."""
+    from scalemech.grow import run
+
+    source, data, earlier = grown
+    assert not [p.name for p in earlier.iterdir() if p.name.endswith(".lock") or p.name.startswith(".")]
+    assert "deeper insertion" in json_of(earlier / "growth.json")["arms"]["control_flops"]["rule"]
+
+    def changed(*args, **kwargs):
+        raise ValueError("model_type 'llama': inserting layers changed the model's logits")
+
+    monkeypatch.setattr(run, "check_preserved", changed)
+    message = last_line_error(capsys, grow_argv(source, data, tmp_path / "out"))
+    assert "changed the model's logits" in message and not (tmp_path / "out").exists()
+
+
+def test_smaller_messages(capsys, tmp_path) -> None:
+    """Block sizes: one range in every message; token ids of a uint64 array stay positive."""
+    from test_hf import tiny_config
+
+    from scalemech.models.hf import check_block_size
+    from scalemech.tasks.tokens import check_vocabulary
+
+    with pytest.raises(ValueError, match=r"allowed: 2 <= block_size <= 64 \(its max_position_embeddings\)"):
+        check_block_size(1, tiny_config("llama"), "x")
+    with pytest.raises(ValueError, match=r"token id 18446744073709551615 is outside"):
+        check_vocabulary(np.array([3, 2**64 - 1], dtype=np.uint64), 300, "ids")

@@ -306,7 +306,7 @@ def test_examples_are_checkpoint_tokens_of_the_split(checkpoint):
         torch.testing.assert_close(x[:, 1:], y[:, :-1])
         for row_x, row_y in zip(x, y):
             assert tokenizer.decode(torch.cat([row_x, row_y[-1:]]).tolist()) in text
-    with pytest.raises(ValueError, match="block_size 100"):
+    with pytest.raises(ValueError, match="block_size = 100 is outside"):
         build_model({"family": "hf", "checkpoint": checkpoint, "local_files_only": True, "block_size": 100})
 
 

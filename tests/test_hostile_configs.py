@@ -187,7 +187,10 @@ PLANNING = {
         ["measure.train_pool: 24.0 is not an integer", "allowed: an integer from 4 to"],
     ),
     "threads 2.0": (edit("threads", 2.0), ["threads: 2.0 is not an integer", "from 1 to 1024"]),
-    "points 3.0": (edit("measure.points", 3.0), ["measure.points: 3.0", "exactly one of"]),
+    "points 3.0": (
+        edit("measure.points", 3.0),
+        ["measure.points: 3.0 is not allowed", "allowed: 'all' or an integer from 1 to 100000 or a list"],
+    ),
     "test_examples 10.0": (
         edit("grow.heldout", 10.0),
         ["grow.heldout: 10.0 is not an integer"],

@@ -14,8 +14,9 @@ Paths follow the workflow's layout (results/<run>/…), so a step run here is th
 Snakemake would run.
 
 A user error (bad argument, missing or corrupt file, invalid config) is printed as one line,
-"scalemech: error: <message>", with exit status 2 like argparse's own usage errors;
-"scalemech --debug ..." shows the traceback instead.
+"scalemech: error: <message>", with exit status 2 like argparse's own usage errors; Ctrl-C as
+"scalemech: interrupted; <where to resume>", with exit status 130. "scalemech --debug ..." shows
+the traceback instead.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from . import __version__
 from .core.steps import STEPS, Step
 from .models import FAMILIES
+from .stats import sizes
 
 if TYPE_CHECKING:
     from .config import ModelJob
@@ -36,6 +38,8 @@ if TYPE_CHECKING:
 # pandas or transformers; each command imports what it needs when it runs.
 
 ERROR_STATUS = 2
+INTERRUPTED_STATUS = 130
+"""Exit status after Ctrl-C (128 + SIGINT, as a shell reports it)."""
 CERTIFY_EPILOG = """\
 example (any Hugging Face decoder-only causal LM, text data):
   scalemech certify --checkpoint EleutherAI/pythia-70m --data corpus.txt --block-size 256 --M 16 --K 16
@@ -318,9 +322,9 @@ def parser() -> argparse.ArgumentParser:
         help="the gradient view: full (the whole stream) or pooled (one value per hidden unit / "
         "channel, summed over positions / space)",
     )
-    certify.add_argument("--pool", type=int, default=256, help="examples per pool (train and test)")
-    certify.add_argument("--M", type=int, default=16, help="training examples behind the descent direction")
-    certify.add_argument("--K", type=int, default=16, help="test examples that judge it")
+    certify.add_argument("--pool", type=int, default=sizes.POOL, help="examples per pool (train and test)")
+    certify.add_argument("--M", type=int, default=sizes.M, help="training examples behind the descent direction")
+    certify.add_argument("--K", type=int, default=sizes.K, help="test examples that judge it")
     certify.add_argument("--batch-size", type=int, default=16, help="examples per forward/backward pass")
     certify.add_argument(
         "--block-size",
@@ -361,9 +365,9 @@ def parser() -> argparse.ArgumentParser:
     grow.add_argument("--batch-size", type=int, default=8, help="sequences per step (and per measurement batch)")
     grow.add_argument("--block-size", type=int, help="tokens per sequence (default: certify's)")
     grow.add_argument("--eval-windows", type=int, default=128, help="held-out sequences scoring every model")
-    grow.add_argument("--pool", type=int, default=64, help="certificate: examples per pool")
-    grow.add_argument("--M", type=int, default=16, help="certificate: training examples behind the direction")
-    grow.add_argument("--K", type=int, default=16, help="certificate: test examples that judge it")
+    grow.add_argument("--pool", type=int, default=sizes.POOL, help="certificate: examples per pool (as certify's)")
+    grow.add_argument("--M", type=int, default=sizes.M, help="certificate: training examples behind the direction")
+    grow.add_argument("--K", type=int, default=sizes.K, help="certificate: test examples that judge it")
     grow.add_argument("--checkpoint-every", type=int, default=50, help="steps between resume states")
     grow.add_argument("--fallback", action="store_true", help="when not recommended, write the better control")
     grow.add_argument("--seed", type=non_negative, default=0, help="seed of the pools, batches and held-out windows")
@@ -373,10 +377,25 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _one_line(err: BaseException) -> str:
-    """``err``'s message on one line (a KeyError's without the quotes ``str`` adds)."""
+    """``err``'s message on one line (a KeyError's without the quotes ``str`` adds, an ``OSError``'s that
+    names no file without its ``[Errno N]``)."""
     text = err.args[0] if isinstance(err, KeyError) and len(err.args) == 1 else err
+    if isinstance(err, OSError) and err.strerror and err.filename is None:
+        text = err.strerror
     head, *rest = [line.strip() for line in str(text).splitlines() if line.strip()] or [type(err).__name__]
     return f"{head} {'; '.join(rest)}" if rest else head
+
+
+def _resume_hint(args: argparse.Namespace) -> str:
+    """Where an interrupted command resumes: grow from its ``--out``, a pipeline step from its checkpoints."""
+    if args.command == "grow":
+        return (
+            f"rerun the same command to resume from the last resume state in {args.out}/.grow-state "
+            f"(one every --checkpoint-every {args.checkpoint_every} steps)"
+        )
+    if args.command in MODEL_COMMANDS:
+        return "rerun the same command to resume from the last checkpoint"
+    return "rerun the command"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -384,6 +403,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         args.func(args)
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        print(f"scalemech: interrupted; {_resume_hint(args)}", file=sys.stderr)
+        return INTERRUPTED_STATUS
     except Exception as err:
         if args.debug or not isinstance(err, user_errors()):
             raise

@@ -65,6 +65,13 @@ def checkpoint_spec(
     }
 
 
+def checkpoint_name(checkpoint: str) -> str:
+    """What names a checkpoint in its pools' seeds: a local path resolved (``./fx/llama`` and ``fx/llama``
+    draw the same pools), a hub name as given."""
+    path = Path(checkpoint).expanduser()
+    return str(path.resolve()) if path.exists() else checkpoint
+
+
 DATA_FORMS = (
     "a prepared dataset directory (with manifest.json), a UTF-8 text file, a .npy of token ids "
     "(1-D integer array), a .npy of documents (2-D integer array (n, T), one document a row), or "

@@ -26,7 +26,9 @@ from ..gradients.pools import GradientPool, pool_path
 from ..gradients.views import VIEWS, view_of
 from ..models import build_model, load_model
 from ..models.base import LanguageModel, ResidualModel
-from .inputs import DATA_FORMS, checkpoint_spec, read_data
+from ..stats import sizes
+from ..stats.sizes import MIN_BLOCK_SIZE, certificate_size_problems
+from .inputs import DATA_FORMS, checkpoint_name, checkpoint_spec, read_data
 from .output import check_out, write_out
 from .verdict import verdict
 
@@ -234,6 +236,7 @@ def stored_certificate(
     new blocks captured), none captured again: the same examples and seeds, so the same rows up to
     the pools' storage dtype; None unless it holds every one of ``points`` in ``view`` with ``pool``
     examples per split. ``attrs["pools"]``: each split's example index (the pools' provenance)."""
+    check_sizes(pool, M, K)
     paths = {(split, point): pool_path(pool_dir, split, point, view) for split in SPLITS for point in points}
     if not all(path.with_suffix(".json").is_file() for path in paths.values()):
         return None
@@ -258,22 +261,23 @@ def certificate_frame(
 
 
 def size_problems(pool: int, M: int, K: int, batch_size: int, block_size: int | None, view: str) -> list[str]:
-    """What is wrong with certify's sizes, each naming the value and what is allowed (``certify``'s doc)."""
-    problems = [
-        f"{name} = {value} must be at least {low}"
-        for name, value, low in (("pool", pool, 5), ("M", M, 1), ("K", K, 1), ("batch_size", batch_size, 1))
-        if value < low
-    ]
-    problems += [
-        f"{name} = {value} is more than the {pool} examples of each pool measured; allowed: 1 <= {name} <= {pool}"
-        for name, value in (("M", M), ("K", K))
-        if value > pool
-    ]
-    if block_size is not None and block_size < 2:
-        problems.append(f"block_size = {block_size} must be at least 2")
+    """What is wrong with certify's sizes, each naming the value and what is allowed (``certify``'s doc;
+    the pool and ``(M, K)``: ``stats.certificate_size_problems``)."""
+    problems = certificate_size_problems(pool, M, K)
+    if batch_size < 1:
+        problems.append(f"batch_size = {batch_size} must be at least 1")
+    if block_size is not None and block_size < MIN_BLOCK_SIZE:
+        problems.append(f"block_size = {block_size} must be at least {MIN_BLOCK_SIZE}")
     if view not in VIEWS:
         problems.append(f"view = {view!r} must be one of {', '.join(VIEWS)}")
     return problems
+
+
+def check_sizes(pool: int, M: int, K: int) -> None:
+    """``ValueError`` naming each of ``pool``, ``M``, ``K`` a certificate cannot take."""
+    problems = certificate_size_problems(pool, M, K)
+    if problems:
+        raise ValueError("certificate: " + "; ".join(problems))
 
 
 def certify(
@@ -281,9 +285,9 @@ def certify(
     data: str,
     family: str | None = None,
     points: str = "all",
-    pool: int = 256,
-    M: int = 16,
-    K: int = 16,
+    pool: int = sizes.POOL,
+    M: int = sizes.M,
+    K: int = sizes.K,
     batch_size: int = 16,
     device: str = "auto",
     block_size: int | None = None,
@@ -350,7 +354,7 @@ def certify(
         frame = certify_model(
             model,
             prepared,
-            checkpoint,
+            checkpoint_name(checkpoint),
             rule,
             Path(scratch) / "pools",
             pool=pool,
@@ -385,7 +389,9 @@ def certify_model(
     """``certify``'s table of a model already loaded, at the points ``rule`` picks
     (``experiments.measure.select_points``), its pools drawn for ``identity``;
     ``frame.attrs["pools"]`` holds each split's pool as window starts (or rows), and for a language
-    model ``frame.attrs["loss"]`` its mean per-token loss on the train pool (``loss_attrs``)."""
+    model ``frame.attrs["loss"]`` its mean per-token loss on the train pool (``loss_attrs``); sizes a
+    certificate cannot take are refused first (``check_sizes``)."""
+    check_sizes(pool, M, K)
     if isinstance(rule, int) and rule > len(model.insertion_points()):
         raise ValueError(
             f"--points {rule}: the model has {len(model.insertion_points())} insertion points; "

@@ -9,6 +9,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..models.hub import is_checkpoint_directory
+
+TABLE_HEAD = b"point,"
+"""The first bytes of a certificate table (its first column is ``point``)."""
+
 
 def _in_place(path: Path) -> bool:
     """Whether ``path`` is written in place rather than replaced: something that is not a regular file
@@ -16,10 +21,18 @@ def _in_place(path: Path) -> bool:
     return path.exists() and not path.is_file()
 
 
+def _is_table(path: Path) -> bool:
+    """Whether ``path`` is a certificate table ``--out`` wrote: a ``.csv`` whose header starts ``point,``."""
+    with path.open("rb") as f:
+        return path.suffix == ".csv" and f.read(len(TABLE_HEAD)) == TABLE_HEAD
+
+
 def check_out(out: str) -> None:
-    """Refuse, before any work, an ``--out`` that cannot be written: a directory, a place whose directory
-    does not exist, or one where no file can be created (``OSError``/``ValueError`` naming ``--out``).
-    A full disk can only be found when the table is written (``write_out``)."""
+    """Refuse, before any work, an ``--out`` that cannot be written or must not be: a directory, an
+    existing file other than an earlier certificate table (a checkpoint's weights, say), a file inside a
+    Hugging Face checkpoint directory, a place whose directory does not exist, or one where no file can
+    be created (``OSError``/``ValueError`` naming ``--out``). A full disk can only be found when the
+    table is written (``write_out``)."""
     path = Path(out).expanduser()
     if path.is_dir():
         raise IsADirectoryError(f"--out {out!r} is a directory; give the path of a CSV file to write")
@@ -27,7 +40,14 @@ def check_out(out: str) -> None:
         if not os.access(path, os.W_OK):
             raise PermissionError(f"--out {out!r} is not writable")
         return
+    if path.is_file() and not _is_table(path):
+        raise FileExistsError(
+            f"--out {out!r} exists and is not a certificate table (a .csv whose header starts 'point,'); "
+            "give a new file or an earlier --out table"
+        )
     directory = path.resolve().parent
+    if directory.is_dir() and is_checkpoint_directory(directory):
+        raise ValueError(f"--out {out!r} lies in the checkpoint directory {str(directory)!r}; give a path outside it")
     if not directory.is_dir():
         what = "is not a directory" if directory.exists() else "does not exist"
         raise FileNotFoundError(f"--out {out!r}: its directory {path.parent} {what}")

@@ -19,13 +19,15 @@ def _number(value: float, digits: int = 3) -> str:
     return "nan" if math.isnan(value) else ("inf" if math.isinf(value) else f"{value:.{digits}g}")
 
 
+def _clipped(value: float) -> str:
+    """A number of a quantity >= 0 whose unbiased estimate can dip below: ``< 0`` when it does."""
+    return "< 0" if value < 0 else _number(value)
+
+
 def _interval(value: float, lo: float, hi: float) -> str:
-    """``value [lo, hi]`` of a quantity >= 0 whose unbiased estimate can dip below: a negative estimate
-    reads ``< 0``, bounds are clipped at 0, and an interval the data do not give (nan) is left out."""
-    shown = "< 0" if value < 0 else _number(value)
-    if math.isnan(lo) or math.isnan(hi):
-        return shown
-    return f"{shown} [{_number(max(lo, 0.0))}, {_number(max(hi, 0.0))}]"
+    """``value [lo, hi]``, always with its interval: an estimate or bound below 0 reads ``< 0`` (never a
+    made-up 0), an interval the data do not give reads ``[nan, nan]``."""
+    return f"{_clipped(value)} [{_clipped(lo)}, {_clipped(hi)}]"
 
 
 def _aligned(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -109,7 +111,7 @@ def recommendation(frame: pd.DataFrame) -> str:
 def legend(frame: pd.DataFrame, wide: bool = False) -> list[str]:
     """What the verdicts, the columns, ``inf`` and ``nan`` mean (short lines)."""
     first = frame.iloc[0] if len(frame) else {"n": 0, "n_test": 0, "view": "full", "M": 0, "K": 0}
-    clipped = "raw" if wide else "< 0: estimate below 0 (signal below noise); bounds clipped at 0; raw in --wide/--out"
+    clipped = "raw" if wide else "< 0: an estimate or bound below 0 (signal below noise); raw in --wide/--out"
     lines = [
         (
             f"verdict: {GROW} = mu_sq interval above 0 and b_exact < {B_GROW} (and block_grad_norm > 0); "

@@ -20,6 +20,7 @@ from ..data import DATASETS, mnist
 from ..data import text as text_data
 from ..models import FAMILIES, family_config, insertion_points
 from ..models.configs import resnet, tvresnet
+from ..stats.sizes import certificate_size_problems
 from .schema import schema
 
 # Family a grid trains -> the kind of data it trains on, and data set -> the kind it holds.
@@ -210,6 +211,13 @@ def check_grow_grids(config: dict[str, Any]) -> Iterator[str]:
     for i, name in enumerate(config["grow"].get("grids", [])):
         if name not in groups:
             yield f"grow.grids[{i}]: {name!r} is not a grid or pretrained group of this config; allowed: {groups}"
+
+
+def check_grow_certificate(config: dict[str, Any]) -> Iterator[str]:
+    """``grow.certificate``'s pool, ``M`` and ``K`` pass the check every certificate passes
+    (``stats.certificate_size_problems``: ``M`` and ``K`` at most the pool)."""
+    sizes = config["grow"]["certificate"]
+    yield from certificate_size_problems(sizes["pool"], sizes["M"], sizes["K"], "grow.certificate.{}:".format)
 
 
 def grown_grids(config: dict[str, Any], trained: bool = False) -> list[str]:

@@ -82,6 +82,15 @@ def _allowed_type(schema_: dict[str, Any]) -> str:
     return " ".join([words, " and ".join(filter(None, bounds))]).strip()
 
 
+def _option(sub: dict[str, Any]) -> str:
+    """One alternative of a ``oneOf`` in words: ``'all'``, ``an integer from 1 to 100000``, ``a list``."""
+    if "const" in sub:
+        return repr(sub["const"])
+    if "required" in sub:
+        return f"a mapping with {sub['required']}"
+    return _allowed_type(sub) if "type" in sub else str(sub)
+
+
 def _explain(error: jsonschema.ValidationError) -> str:
     """One line that names the key, the value and what is allowed there."""
     where, schema_ = _where(error), error.schema
@@ -110,8 +119,8 @@ def _explain(error: jsonschema.ValidationError) -> str:
         unknown = sorted(set(error.instance) - set(allowed))
         return f"{where}: unknown key(s) {unknown}; allowed keys: {allowed}"
     if error.validator == "oneOf":
-        options = [sub.get("required") or sub.get("const") or sub.get("type") for sub in schema_["oneOf"]]
-        return f"{where}: {error.instance!r} must match exactly one of {options}"
+        options = " or ".join(_option(sub) for sub in schema_["oneOf"])
+        return f"{where}: {error.instance!r} is not allowed; allowed: {options}"
     if error.validator == "required":
         return f"{where}: {error.message}"
     return f"{where}: {error.message}"

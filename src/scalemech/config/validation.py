@@ -19,6 +19,7 @@ from .checks import (
     check_experiments,
     check_family_data,
     check_gpu_device,
+    check_grow_certificate,
     check_grow_grids,
     check_misalign_sizes,
     check_model_keys,
@@ -105,6 +106,7 @@ def cross_checks(config: dict[str, Any]) -> Iterator[str]:
         yield from check_augment(name, grid)
     yield from check_experiments(config)
     yield from check_grow_grids(config)
+    yield from check_grow_certificate(config)
     yield from check_point_names(config)
     yield from check_split_fractions(config)
     yield from check_text_paths(config)

@@ -37,7 +37,11 @@ def resolve_device(device: str | torch.device, gpu_required: bool = False) -> to
     if device == "cuda" or gpu_required:
         problem = cuda_problem()
         if problem:
-            asked = "this job was given a GPU (resources.gpu: 1)" if gpu_required else "device cuda was requested"
-            raise DeviceError(f"{asked} but {problem}; use device: cpu, or resources.gpu: 0 to run on CPUs")
+            if gpu_required:
+                raise DeviceError(
+                    f"this job was given a GPU (resources.gpu: 1) but {problem}; use device: cpu, or "
+                    "resources.gpu: 0 to run on CPUs"
+                )
+            raise DeviceError(f"device cuda was requested but {problem}; ask for device cpu (or auto) to run on CPUs")
         return torch.device("cuda")
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")

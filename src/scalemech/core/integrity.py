@@ -11,11 +11,13 @@ crafted file can neither run code nor pass as a valid model.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
 import pickle
 import re
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -110,11 +112,35 @@ def verify(path: str | Path, required: bool = True) -> None:
         )
 
 
+def _tensor_bytes(value: Any) -> int:
+    """Bytes of the tensors in ``value`` (nested dicts, lists and tuples)."""
+    if hasattr(value, "nbytes") and hasattr(value, "dtype"):
+        return int(value.nbytes)
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list | tuple) else ()
+    return sum(_tensor_bytes(item) for item in items)
+
+
 def save_torch(path: str | Path, value: Any) -> None:
-    """``torch.save(value)`` to ``path`` atomically, with its sha256 sidecar."""
+    """``torch.save(value)`` to ``path`` atomically, with its sha256 sidecar. torch's archive writer
+    reports a short write as a ``RuntimeError`` ("unexpected pos …"); it becomes an ``OSError`` naming
+    ``path``, ``ENOSPC`` ("No space left on device", with the space free and needed) when the disk
+    cannot hold ``value``'s tensors."""
     import torch
 
-    write_checked(path, lambda tmp: torch.save(value, tmp))
+    def write(tmp: Path) -> None:
+        try:
+            torch.save(value, tmp)
+        except RuntimeError as error:
+            free, needed = shutil.disk_usage(tmp.parent).free, _tensor_bytes(value)
+            if free < needed:
+                raise OSError(
+                    errno.ENOSPC,
+                    f"No space left on device ({free / 1e6:.3g} MB free in {tmp.parent}, "
+                    f"about {needed / 1e6:.3g} MB needed)",
+                ) from None
+            raise OSError(errno.EIO, " ".join(str(error).split())[:200]) from None
+
+    write_checked(path, write)
 
 
 def load_torch(path: str | Path, map_location: Any = "cpu", checksum_required: bool = True) -> Any:

@@ -176,6 +176,8 @@ def token_pool(tokens: Tensor, n: int, block_size: int, seed: int) -> tuple[Tens
 NANOGPT_FILES = {"train": "train.bin", "test": "val.bin"}
 """nanoGPT's ``prepare.py`` output: the token ids of each split as a flat uint16 array (no header)."""
 NANOGPT_DTYPE = np.uint16
+NPY_MAGIC = b"\x93NUMPY"
+"""The first bytes of every ``.npy`` file."""
 TOKEN_TRAIN_SHARE = 0.9
 """A single ``.npy`` stream is split contiguously: its first 90 % is the train split, the rest the test
 split (as the byte-level text datasets split their text); a ``.npy`` of documents ``(n, T)`` is split
@@ -251,8 +253,11 @@ def load_token_ids(path: str | Path) -> TokenIds:
     if path.suffix == ".npy" and path.is_file():
         try:
             ids = np.load(path, mmap_mode="r", allow_pickle=False)
-        except ValueError as err:  # a pickled object array, or not a .npy file at all
-            raise ValueError(f"{path}: not a .npy array of token ids ({err})") from None
+        except ValueError:  # not a .npy file at all, or an array of Python objects (numpy would unpickle it)
+            with path.open("rb") as f:
+                npy = f.read(len(NPY_MAGIC)) == NPY_MAGIC
+            what = "an array of Python objects, which is never unpickled" if npy else "not a .npy file (no .npy header)"
+            raise ValueError(f"{path}: {what}; give a .npy of integer token ids (numpy.save of an int array)") from None
         if ids.ndim not in (1, 2) or not np.issubdtype(ids.dtype, np.integer):
             raise ValueError(
                 f"{path}: a .npy of token ids must hold a 1-D integer array (one stream) or a 2-D one "

@@ -13,13 +13,18 @@
    weight, AdamW with warmup, seeded, resumable (``training.continued``). Two controls train the
    original model on every weight: for the same steps on the same batches (equal tokens), and for the
    steps whose FLOPs equal the grown model's training FLOPs (equal compute, counted by
-   ``torch.utils.flop_counter``).
+   ``torch.utils.flop_counter``; under ``--train new`` a deeper layer's step costs less, so its
+   control gets fewer steps: ``run.FLOPS_RULE``, stated in ``growth.json``).
 4. **Decision.** Every model is scored on held-out test windows disjoint from the training tokens and
    from the certificate's pools; the grown model is recommended only when it beats both controls by
    more than 2 paired SE (``decision``). Otherwise it is still written, marked not recommended;
    ``--fallback`` writes the better control instead.
 5. **Output.** ``--out`` loads with plain ``AutoModelForCausalLM.from_pretrained`` (safetensors, the
-   source's dtype, the tokenizer copied when there is one) and holds ``growth.json`` (``output``).
+   source's dtype, the tokenizer copied when there is one) and holds ``growth.json`` (``output``);
+   it is written whole or not at all, and never over or inside the source.
+
+Every refusal comes before any weight loads (``checks``, ``output.check_out``); a rerun resumes only
+the run it recorded (``resume``).
 """
 
 from .run import GrowSettings, grow

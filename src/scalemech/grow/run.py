@@ -7,7 +7,6 @@ import math
 import shutil
 import sys
 import tempfile
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ import transformers
 from transformers import PreTrainedModel
 
 from ..certify import certify_model, format_certificate, grow_ranking
-from ..certify.inputs import checkpoint_spec, read_data
+from ..certify.inputs import checkpoint_name, checkpoint_spec, read_data
 from ..certify.measurement import size_problems
 from ..certify.text import loss_line
 from ..core.device import resolve_device
@@ -28,21 +27,56 @@ from ..core.recipe import Recipe
 from ..core.seeding import derive_seed
 from ..data.tokenized import TEXT_SLACK
 from ..models import build_model
-from ..models.hf import DTYPES, HFCausalLM, decoder_layers_path
-from ..models.hf_growth import PRESERVED_ATOL, check_preserved, grow_layers
+from ..models.hf import DTYPES, HFCausalLM, check_block_size, decoder_layers_path, token_id_task
+from ..models.hf_growth import PRESERVED_ATOL, check_preserved, grow_layers, index_dependence
 from ..models.hub import decoder_config
-from ..tasks import Task, draw_disjoint
+from ..stats import sizes
+from ..tasks import draw_disjoint
 from ..training.checkpoints import checkpoint_lock
 from ..training.continued import Arm, WindowBatches, sequence_losses, step_flops, train_arm, window_loss
+from .checks import cap_problems, check_ids, check_memory, check_windows
 from .decision import decide
-from .output import STATE_DIR, check_out, source_digest, write_checkpoint, write_growth
+from .output import (
+    STATE_DIR,
+    check_out,
+    data_digest,
+    source_digest,
+    source_directory,
+    tidy,
+    write_checkpoint,
+    write_growth,
+    write_output,
+)
 from .placement import Placement, parse_at, resolve
+from .resume import RunRecord
 
 TRAIN_MODES = ("new", "all", "none")
 WARMUP_FRACTION = 0.1
 GRAD_CLIP = 1.0
 CHECK_WINDOWS = 8
 """Held-out windows on which the insertion is checked to preserve the function."""
+IDENTITY_OPTIONS = (
+    "at",
+    "blocks",
+    "train",
+    "steps",
+    "lr",
+    "batch_size",
+    "eval_windows",
+    "pool",
+    "M",
+    "K",
+    "view",
+    "seed",
+)
+"""The options that change an arm's result: with the block size and the checkpoint's and data's sha256,
+a run's identity (``resume``); ``device``, ``checkpoint_every`` and ``fallback`` are not in it."""
+FLOPS_RULE = (
+    "control_flops trains the original for the steps whose FLOPs (torch.utils.flop_counter) equal the grown "
+    "arm's; with --train new a step's backward stops at the lowest new layer, so a deeper insertion costs "
+    "fewer FLOPs per step and its control_flops gets fewer steps"
+)
+"""What ``growth.json`` says of the equal-FLOPs control (its dependence on where the layer goes)."""
 
 
 @dataclass
@@ -57,9 +91,9 @@ class GrowSettings:
     batch_size: int = 8
     block_size: int | None = None
     eval_windows: int = 128
-    pool: int = 64
-    M: int = 16
-    K: int = 16
+    pool: int = sizes.POOL
+    M: int = sizes.M
+    K: int = sizes.K
     view: str = "full"
     seed: int = 0
     device: str = "auto"
@@ -70,6 +104,7 @@ class GrowSettings:
     def check(self) -> Placement:
         """Every option checked before anything loads (``ValueError`` naming each bad value); the placement."""
         problems = size_problems(self.pool, self.M, self.K, self.batch_size, self.block_size, self.view)
+        problems += cap_problems(self)
         if self.train not in TRAIN_MODES:
             problems.append(f"train = {self.train!r} must be one of {', '.join(TRAIN_MODES)}")
         for name in ("steps", "eval_windows", "checkpoint_every"):
@@ -134,51 +169,90 @@ class Grower:
     """One ``grow`` run (``grow`` below): the inputs, the model as grown so far, the arms' results."""
 
     def __init__(self, checkpoint: str, data: str, out: Path, settings: GrowSettings):
-        self.settings, self.checkpoint, self.out = settings, checkpoint, out
+        """Every refusal before any weight loads: options, checkpoint config, ``--out``, data, memory,
+        and the identity of a run to resume (``resume``)."""
+        self.settings, self.checkpoint = settings, checkpoint
         self.placement = settings.check()
         if not Path(data).exists():
             raise FileNotFoundError(f"--data {data!r} does not exist")
+        config = self.read_checkpoint(data)
+        new_layers = (
+            self.placement.blocks if self.placement.auto else len(resolve(self.placement, config.num_hidden_layers))
+        )
+        self.device = resolve_device(settings.device)
+        check_out(out, self.source_dir, self.source["sha256"])
+        self.out, self.created = out.resolve(), not out.exists()
+        self.read_data(data, config, new_layers)
+        check_memory(config, settings.batch_size, self.task.block_size, new_layers, self.device)
+        options = {name: getattr(settings, name) for name in IDENTITY_OPTIONS}
+        self.record = RunRecord(
+            self.out,
+            {
+                "checkpoint_sha256": self.source["sha256"],
+                "data_sha256": self.data["sha256"],
+                "tokenizer": checkpoint_name(self.spec["tokenizer"]),
+                "block_size": self.task.block_size,
+                **options,
+            },
+        )
+        self.record.check()
+        self.pool_loss: dict[str, float] | None = None
+
+    def read_checkpoint(self, data: str) -> Any:
+        """The checkpoint's spec, source directory, weights' digest and dtype, from its config alone
+        (refused: a ``model.pt``, a config whose layers depend on their index); its text config. The
+        block size defaults to ``data``'s documents' (``certify.inputs.checkpoint_spec``)."""
+        from transformers import AutoConfig
+
+        checkpoint, settings = self.checkpoint, self.settings
         spec = checkpoint_spec(checkpoint, None, settings.block_size, settings.tokenizer, data)
         if spec is None:
             raise ValueError(
                 f"grow takes a Hugging Face decoder-only causal LM (hub name or directory); {checkpoint!r} is a "
                 "scalemech model.pt (certify serves it; its growth is the pipeline's experiment)"
             )
-        if not self.placement.auto:  # a point the model lacks is refused before its weights load
-            from transformers import AutoConfig
-
-            local = bool(spec.get("local_files_only"))
-            config = AutoConfig.from_pretrained(checkpoint, local_files_only=local, trust_remote_code=False)
-            depth = config.get_text_config().num_hidden_layers
-            resolve(self.placement, depth)
-        check_out(out)
+        local = bool(spec.get("local_files_only"))
+        source = decoder_config(checkpoint, spec.get("revision"), local)
+        if (why := index_dependence(source)) is not None:
+            raise ValueError(why)
+        config = AutoConfig.from_pretrained(checkpoint, local_files_only=local, trust_remote_code=False)
+        config = config.get_text_config()
+        self.source_dir = source_directory(checkpoint, spec.get("revision"), local)
+        self.source = source_digest(self.source_dir)
         self.spec = {**spec, "dtype": "float32"}  # trained and checked in float32, written in the source's dtype
-        source = decoder_config(checkpoint, spec.get("revision"), bool(spec.get("local_files_only")))
         dtype = DTYPES.get(str(source.get("dtype") or source.get("torch_dtype") or "float32"), torch.float32)
         self.source_dtype = dtype if isinstance(dtype, torch.dtype) else torch.float32
-        self.device = resolve_device(settings.device)
-        self.data = data
-        self.scratch = Path(tempfile.mkdtemp(prefix="scalemech-grow-"))
-        self.started = time.perf_counter()
-        self.pool_loss: dict[str, float] | None = None
+        self.name = checkpoint_name(checkpoint)  # seeds: ./fx/llama and fx/llama draw the same
+        return config
+
+    def read_data(self, data: str, config: Any, new_layers: int) -> None:
+        """The data as token ids (memory-mapped, or text tokenized as far as the run needs) and their
+        task, checked: the certificate's pools and the held-out windows fit, every id is in the
+        vocabulary; their sha256."""
+        s = self.settings
+        training_windows = s.steps * new_layers * s.batch_size
+        windows = max(2 * s.pool + s.eval_windows, math.ceil(training_windows / TEXT_SLACK))  # per split (read_data)
+        with tempfile.TemporaryDirectory() as unused:  # token ids are memory-mapped, text tokenized in memory
+            self.prepared = read_data(data, Path(unused), self.spec, windows)
+        if getattr(self.prepared, "kind", None) != "tokens":
+            raise ValueError(f"--data {data!r} holds {self.prepared.kind} data; grow trains on text or token ids")
+        check_block_size(self.spec["block_size"], config, self.checkpoint)
+        self.task = token_id_task(self.prepared, self.spec["block_size"], config.vocab_size)
+        check_windows(self.task, s.pool, s.eval_windows)
+        check_ids(self.task)
+        self.data = {"path": data, "sha256": data_digest(data)}
 
     # -- inputs -------------------------------------------------------------------------------------
     def load(self) -> None:
-        s = self.settings
-        training_windows = s.steps * (self.placement.blocks or 1) * s.batch_size
-        windows = max(s.pool + s.eval_windows, math.ceil(training_windows / TEXT_SLACK))  # per split, see read_data
-        self.prepared = read_data(self.data, self.scratch, self.spec, windows)
         self.model = build_model(self.spec).to(self.device)  # HFCausalLM, frozen, eval
         self.old = self.model.hf_model
-        self.task: Task = self.model.task(self.prepared)
-        self.source = source_digest(self.checkpoint, self.spec.get("revision"), bool(self.spec.get("local_files_only")))
 
     def certificate(self, model: HFCausalLM, rule: str | list[str]) -> pd.DataFrame:
         s = self.settings
         frame = certify_model(
             model,
             self.prepared,
-            self.checkpoint,
+            self.name,
             rule,
             self.scratch / "pools",
             pool=s.pool,
@@ -205,7 +279,7 @@ class Grower:
             self.task,
             "test",
             self.settings.eval_windows,
-            derive_seed(self.settings.seed, self.checkpoint, "grow", "held-out"),
+            derive_seed(self.settings.seed, self.name, "grow", "held-out"),
             torch.tensor(pools["test"], dtype=torch.int64),
         )
         self.eval_x, self.eval_y = examples.x, examples.y
@@ -215,19 +289,12 @@ class Grower:
 
     # -- training -----------------------------------------------------------------------------------
     def batches_seed(self) -> int:
-        return derive_seed(self.settings.seed, self.checkpoint, "grow", "batches")
+        return derive_seed(self.settings.seed, self.name, "grow", "batches")
 
     def identity(self, arm: str, **more: Any) -> dict[str, Any]:
+        """An arm's: the run's identity (``resume``), its recipe and what else decides it."""
         s = self.settings
-        return {
-            "arm": arm,
-            "source": self.source["sha256"],
-            "data": str(getattr(self.prepared, "source", self.data)),
-            "block_size": self.task.block_size,
-            "recipe": asdict(s.recipe(s.steps)),
-            "seed": self.batches_seed(),
-            **more,
-        }
+        return {"arm": arm, **self.record.identity, "recipe": asdict(s.recipe(s.steps)), **more}
 
     def flops_of(self, model: PreTrainedModel) -> int:
         x, y = WindowBatches(self.task, self.settings.batch_size, self.batches_seed(), self.device).next()
@@ -249,6 +316,7 @@ class Grower:
             generator_state=generator,
         )
         _frozen(model)
+        self.record.save()
         return arm
 
     # -- the run ------------------------------------------------------------------------------------
@@ -270,7 +338,8 @@ class Grower:
                 self.held_out(frame.attrs["pools"])
             decisions.append({"round": round_, "chosen": chosen, "certificate": _rows(frame)})
             if not after:
-                print(f"grow: round {round_}: no point is 'grow here'; stopping after {len(inserted)} new layers")
+                count = f"{len(inserted)} new layer{'' if len(inserted) == 1 else 's'}"
+                print(f"grow: round {round_}: no point is 'grow here'; stopping after {count}")
                 break
             grown, new = grow_layers(current.hf_model, after)
             gap = check_preserved(current.hf_model, grown, self.eval_x[:CHECK_WINDOWS].to(self.device))
@@ -284,7 +353,24 @@ class Grower:
             current = HFCausalLM(_frozen(grown), self.spec)
         return current.hf_model, inserted, decisions, stages
 
+    def controls(self, stages: list[Arm], losses: dict[str, np.ndarray]) -> tuple[dict[str, Any], Any]:
+        """Train the two controls (equal tokens, equal FLOPs: ``FLOPS_RULE``) and score them into
+        ``losses``; their records and the better one ``(name, model)``."""
+        steps, flops = sum(a.steps for a in stages), sum(a.flops for a in stages)
+        per_step = self.flops_of(_trainable(self.old, [], "all"))
+        _frozen(self.old)
+        arms, best = {}, None
+        for name, arm_steps in (("control_tokens", steps), ("control_flops", max(1, round(flops / per_step)))):
+            control = _trainable(copy.deepcopy(self.old), [], "all")
+            arms[name] = self.train(name, control, arm_steps, None).record()
+            losses[name] = self.losses(control)
+            if best is None or losses[name].mean() < losses[best[0]].mean():
+                best = (name, control)
+        arms["control_flops"].update(grown_flops=flops, flops_per_step=per_step, rule=FLOPS_RULE)
+        return arms, best
+
     def run(self) -> dict[str, Any]:
+        """Load, grow, train the controls, decide, write ``--out`` whole (``output.write_output``)."""
         s = self.settings
         self.load()
         grown, inserted, decisions, stages = self.grow_model()
@@ -292,23 +378,13 @@ class Grower:
         arms: dict[str, dict[str, Any]] = {"grown": {"stages": [a.record() for a in stages]}}
         best_control, written = None, "grown" if inserted else "old"
         if stages:
-            steps, flops = sum(a.steps for a in stages), sum(a.flops for a in stages)
-            per_step = self.flops_of(_trainable(self.old, [], "all"))
-            _frozen(self.old)
-            for name, arm_steps in (("control_tokens", steps), ("control_flops", max(1, round(flops / per_step)))):
-                control = _trainable(copy.deepcopy(self.old), [], "all")
-                arm = self.train(name, control, arm_steps, None)
-                arms[name] = arm.record()
-                losses[name] = self.losses(control)
-                if best_control is None or losses[name].mean() < losses[best_control[0]].mean():
-                    best_control = (name, control)
+            controls, best_control = self.controls(stages, losses)
+            arms.update(controls)
         decision = decide(losses, trained=bool(stages), inserted=bool(inserted))
         model = grown
         if not decision["recommended"] and s.fallback and best_control is not None:
             written, model = best_control
         decision["written"] = written
-        tokenizer = (self.spec["tokenizer"], bool(self.spec.get("local_files_only")))
-        has_tokenizer = write_checkpoint(model, self.out, self.source_dtype, tokenizer)
         record = {
             "source": {
                 "checkpoint": self.checkpoint,
@@ -316,6 +392,7 @@ class Grower:
                 "layers": self.model.depth,
                 **self.source,
             },
+            "data": self.data,
             "inserted_layers": inserted if written == "grown" else [],
             "layers": model.config.get_text_config().num_hidden_layers,
             "placement": {"at": s.at, "blocks": self.placement.blocks},
@@ -340,18 +417,21 @@ class Grower:
                 "optimizer": "adamw",
                 "seed": s.seed,
             },
-            "tokenizer_copied": has_tokenizer,
             "machine": {
                 **machine(),
                 "device": str(self.device),
                 "torch": torch.__version__,
                 "transformers": transformers.__version__,
             },
-            "wall_seconds": round(time.perf_counter() - self.started, 1),
+            "wall_seconds": self.record.wall_seconds(),  # over every run this one resumes
         }
-        write_growth(self.out, record)
-        shutil.rmtree(self.out / STATE_DIR, ignore_errors=True)
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        tokenizer = (self.spec["tokenizer"], bool(self.spec.get("local_files_only")))
+
+        def write(directory: Path) -> None:
+            record["tokenizer_copied"] = write_checkpoint(model, directory, self.source_dtype, tokenizer)
+            write_growth(directory, record)  # last: a directory with growth.json is whole
+
+        write_output(self.out, write)
         return record
 
 
@@ -370,7 +450,19 @@ def _predicted(decisions: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def grow(checkpoint: str, data: str, out: str | Path, settings: GrowSettings | None = None) -> dict[str, Any]:
     """Grow ``checkpoint`` on ``data`` into ``out`` (the package doc); returns ``growth.json``'s record.
     ``out`` is locked for the run (``training.checkpoints.checkpoint_lock`` on its resume states): a
-    second ``grow`` into it is refused in one line."""
+    second ``grow`` into it is refused in one line. An interrupted run keeps its resume states and
+    their wall time; one that leaves nothing to resume leaves no lock file, nor an ``out`` it created."""
     grower = Grower(checkpoint, data, Path(out), settings or GrowSettings())
     with checkpoint_lock(grower.out / STATE_DIR):
-        return grower.run()
+        grower.scratch = Path(tempfile.mkdtemp(prefix="scalemech-grow-"))
+        done = False
+        try:
+            grower.record.save()  # a rerun with other options is refused (``resume``)
+            record = grower.run()
+            done = True
+            return record
+        finally:
+            shutil.rmtree(grower.scratch, ignore_errors=True)
+            if not done and (grower.out / STATE_DIR).is_dir():
+                grower.record.save()  # the wall time so far, for the rerun that resumes
+            tidy(grower.out, grower.created)

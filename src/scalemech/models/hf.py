@@ -35,6 +35,7 @@ from transformers import AutoModelForCausalLM, PreTrainedModel
 
 from ..data.prepared import Prepared
 from ..data.tokenized import TokenIds
+from ..stats.sizes import MIN_BLOCK_SIZE
 from ..tasks.tokens import DocumentIdTask, TokenIdTask, TokenTask
 from .base import LanguageModel
 from .hub import decoder_config
@@ -124,13 +125,8 @@ class HFCausalLM(LanguageModel):
         self.spec = dict(spec)
         self.width: int = self.config.get_text_config().hidden_size
         self.tokenizer_name: str = spec.get("tokenizer") or spec["checkpoint"]
-        max_positions = getattr(self.config, "max_position_embeddings", None) or 2048
-        self.block_size: int = int(spec.get("block_size", max_positions))
-        if not 1 <= self.block_size <= max_positions:
-            raise ValueError(
-                f"block_size {self.block_size} is outside [1, {max_positions}] "
-                f"(max_position_embeddings of {spec['checkpoint']!r})"
-            )
+        self.block_size: int = int(spec.get("block_size", max_positions(self.config)))
+        check_block_size(self.block_size, self.config, spec["checkpoint"])
 
     @property
     def layers(self) -> nn.ModuleList:
@@ -254,8 +250,7 @@ class HFCausalLM(LanguageModel):
         documents, 2-D: ``DocumentIdTask``), or a prepared text split in the model's tokens
         (``TokenTask``)."""
         if getattr(data, "kind", None) == "tokens":
-            kind = DocumentIdTask if data.documents else TokenIdTask
-            return kind(data, self.block_size, self.config.get_text_config().vocab_size)
+            return token_id_task(data, self.block_size, self.config.get_text_config().vocab_size)
         return TokenTask(
             data,
             self.tokenizer_name,
@@ -263,6 +258,27 @@ class HFCausalLM(LanguageModel):
             bool(self.spec.get("local_files_only", False)),
             self.block_size,
         )
+
+
+def max_positions(config: Any) -> int:
+    """The context of a model of ``config``: its ``max_position_embeddings`` (2048 when it has none)."""
+    return getattr(config, "max_position_embeddings", None) or 2048
+
+
+def check_block_size(block_size: int, config: Any, checkpoint: str) -> None:
+    """``ValueError`` unless ``MIN_BLOCK_SIZE <= block_size <=`` the context of ``config`` (``max_positions``)."""
+    if not MIN_BLOCK_SIZE <= block_size <= max_positions(config):
+        raise ValueError(
+            f"block_size = {block_size} is outside what {checkpoint!r} takes; allowed: "
+            f"{MIN_BLOCK_SIZE} <= block_size <= {max_positions(config)} (its max_position_embeddings)"
+        )
+
+
+def token_id_task(data: TokenIds, block_size: int, vocab_size: int) -> TokenIdTask | DocumentIdTask:
+    """Next-token prediction on token ids given directly: a stream (``TokenIdTask``) or documents, 2-D
+    (``DocumentIdTask``); built from the config alone, before any weight loads."""
+    kind = DocumentIdTask if data.documents else TokenIdTask
+    return kind(data, block_size, vocab_size)
 
 
 class Bottom(nn.Module):

@@ -102,7 +102,26 @@ def grow_layers(model: PreTrainedModel, after: Sequence[int]) -> tuple[PreTraine
             f"model_type {model.config.model_type!r}: the grown model's weights do not fit its config "
             f"({summary}); this family's layers cannot be inserted generically"
         ) from None
+    grown.tie_weights()  # loading fills both tensors of tied embeddings; tying makes them one again
     return grown.to(parameter.device).eval(), [index for index, _ in new_layers]
+
+
+INDEX_DEPENDENT = {"scale_attn_by_inverse_layer_idx": True}
+"""Config flags under which a decoder layer's function depends on its index (GPT-2 scales attention by
+``1 / (layer_idx + 1)``): an inserted layer moves every layer above it, changing the function."""
+
+
+def index_dependence(config: dict) -> str | None:
+    """Why layers cannot be inserted into a model of ``config`` (its ``config.json``) without changing
+    its function, read from the config alone; None when nothing says so."""
+    flags = [f"{key}: {str(value).lower()}" for key, value in INDEX_DEPENDENT.items() if config.get(key) == value]
+    if not flags:
+        return None
+    return (
+        f"model_type {config.get('model_type')!r} with {', '.join(flags)} computes each layer by its index, so "
+        "an inserted layer changes the layers above it: grow cannot insert layers into this checkpoint "
+        "(certify measures it)"
+    )
 
 
 @torch.no_grad()

@@ -50,6 +50,17 @@ BIDIRECTIONAL = frozenset({"xlnet"})
 does not give."""
 
 
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+"""Suffixes of a checkpoint's weight files."""
+
+
+def is_checkpoint_directory(directory: Path) -> bool:
+    """Whether ``directory`` holds a Hugging Face checkpoint: a ``config.json`` beside weight files."""
+    return (directory / "config.json").is_file() and any(
+        path.is_file() and path.name.endswith(WEIGHT_SUFFIXES) for path in directory.iterdir()
+    )
+
+
 def looks_like_path(checkpoint: str) -> bool:
     """Whether ``checkpoint`` can only be a local path: a hub name is ``name`` or ``owner/name``."""
     return checkpoint.startswith(("/", ".", "~")) or checkpoint.endswith("/") or checkpoint.count("/") > 1

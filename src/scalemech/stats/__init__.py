@@ -2,7 +2,8 @@
 
 Modules: ``grams``, ``moments``, ``intervals``, ``misalignment`` (certificates), ``covariance`` (D1),
 ``powerlaw`` (D4's fit), ``cost`` (W5's timing) and
-``paired`` (two models scored on the same examples). The estimators of docs/science.md §3-§4 (Paper W,
+``paired`` (two models scored on the same examples) and ``sizes`` (the pool, ``M`` and ``K`` a
+certificate takes). The estimators of docs/science.md §3-§4 (Paper W,
 Zhang et al. 2026, "the effective alignment dimension"): given ``n`` i.i.d. rows ``q_i``
 (per-example activation gradients, flattened to ``R^D``) with mean ``mu`` and covariance ``Sigma``,
 
@@ -57,6 +58,7 @@ HOMES = {
         "two_sample_variance",
     ),
     "paired": ("PairedDifference", "paired_difference"),
+    "sizes": ("MIN_BLOCK_SIZE", "MIN_POOL", "certificate_size_problems"),
     "moments": ("FIELDS", "AlignmentStats", "alignment_stats", "leave_one_out_u", "stats_from_gram", "u_statistics"),
 }
 HOME_OF = {name: module for module, names in HOMES.items() for name in names}

@@ -75,20 +75,40 @@ class TokenIdTask(WindowTask):
                 f"window starts must lie in [0, {len(stream) - self.block_size - 1}] for the "
                 f"{split} stream of {len(stream)} tokens; got [{starts.min()}, {starts.max()}]"
             )
-        windows = np.asarray(stream[starts[:, None] + np.arange(self.block_size + 1)]).astype(np.int64)
+        windows = np.asarray(stream[starts[:, None] + np.arange(self.block_size + 1)])
         return next_token_pair(windows, self.vocab_size, self.data.source)
 
+    def used_ids(self, split: str) -> np.ndarray:
+        """Every id an example of ``split`` can hold: its whole stream."""
+        return self.stream(split)
 
-def next_token_pair(windows: np.ndarray, vocab_size: int | None, source: str) -> tuple[Tensor, Tensor]:
-    """``(x, y) = (w[:, :-1], w[:, 1:])`` of int64 windows ``w`` (n, block_size + 1); ``ValueError``
-    naming ``source`` when an id lies outside ``[0, vocab_size)`` (below 0 without ``vocab_size``)."""
-    if windows.size and (windows.min() < 0 or (vocab_size is not None and windows.max() >= vocab_size)):
-        bad = int(windows.min()) if windows.min() < 0 else int(windows.max())
+
+def outside_vocabulary(ids: np.ndarray, vocab_size: int | None) -> int | None:
+    """An id of the integer array ``ids`` outside ``[0, vocab_size)`` (below 0 without ``vocab_size``),
+    as a Python int (so ``2**63 + 5`` of a uint64 array stays positive), or None."""
+    if not ids.size:
+        return None
+    low, high = int(ids.min()), int(ids.max())
+    if low < 0:
+        return low
+    return high if vocab_size is not None and high >= vocab_size else None
+
+
+def check_vocabulary(ids: np.ndarray, vocab_size: int | None, source: str) -> None:
+    """``ValueError`` naming ``source`` and the id when ``ids`` hold one outside the vocabulary."""
+    bad = outside_vocabulary(ids, vocab_size)
+    if bad is not None:
         raise ValueError(
             f"{source}: token id {bad} is outside the model's vocabulary "
             f"[0, {vocab_size}); were these ids made with this model's tokenizer?"
         )
-    windows_t = torch.from_numpy(windows)  # (n, block_size + 1)
+
+
+def next_token_pair(windows: np.ndarray, vocab_size: int | None, source: str) -> tuple[Tensor, Tensor]:
+    """``(x, y) = (w[:, :-1], w[:, 1:])`` as int64 of integer windows ``w`` (n, block_size + 1);
+    ``ValueError`` naming ``source`` when an id lies outside ``[0, vocab_size)`` (``check_vocabulary``)."""
+    check_vocabulary(windows, vocab_size, source)
+    windows_t = torch.from_numpy(windows.astype(np.int64))  # (n, block_size + 1)
     return windows_t[:, :-1], windows_t[:, 1:]
 
 
@@ -151,8 +171,12 @@ class DocumentIdTask:
                 f"document rows must lie in [0, {len(rows) - 1}] for the {split} split of {len(rows)} "
                 f"documents; got [{picked.min()}, {picked.max()}]"
             )
-        windows = np.asarray(rows[picked, : self.block_size + 1]).astype(np.int64).reshape(-1, self.block_size + 1)
+        windows = np.asarray(rows[picked, : self.block_size + 1]).reshape(-1, self.block_size + 1)
         return next_token_pair(windows, self.vocab_size, self.data.source)
+
+    def used_ids(self, split: str) -> np.ndarray:
+        """Every id an example of ``split`` can hold: each document's first ``block_size + 1``."""
+        return self.rows(split)[:, : self.block_size + 1]
 
     def overlaps(self, index: Tensor, others: Tensor) -> Tensor:
         """Whether each row of ``index`` is one of ``others``."""

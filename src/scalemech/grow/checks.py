@@ -1,0 +1,93 @@
+"""What ``grow`` refuses before any weight loads, each refusal naming the option and what is allowed:
+options beyond the caps the config schema sets for the pipeline's ``grow:``; a family flag that makes
+layers depend on their index; data too short for the certificate's pools and the held-out windows, or
+holding ids outside the vocabulary; a training step whose estimated memory exceeds the device's."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+from ..config.schema import schema
+from ..tasks.tokens import DocumentIdTask, TokenIdTask, check_vocabulary
+
+CAPS = {"steps": "steps", "batch_size": "batch_size", "eval_windows": "heldout"}
+"""``GrowSettings`` field -> the key of the schema's ``grow:`` section whose ``maximum`` caps it."""
+ACTIVATION_FLOATS = 34
+"""float32 values kept per token, hidden unit and layer for the backward pass (attention, MLP, norms;
+Korthikanti et al. 2022 count about 34 half-precision bytes, taken here as floats: an upper estimate)."""
+STATE_COPIES = 4
+"""Copies of the weights while training: the weights, their gradients, AdamW's two moments."""
+
+
+def cap_problems(settings: Any) -> list[str]:
+    """Each of ``steps``, ``batch_size``, ``eval_windows`` above the schema's ``maximum`` of its
+    ``grow:`` key, and a certificate ``pool`` above ``grow.certificate.pool``'s."""
+    grow = schema()["properties"]["grow"]["properties"]
+    limits = {name: grow[key]["maximum"] for name, key in CAPS.items()}
+    limits["pool"] = grow["certificate"]["properties"]["pool"]["maximum"]
+    return [
+        f"{name} = {getattr(settings, name)} is more than {limit}; allowed: 1 <= {name} <= {limit}"
+        for name, limit in limits.items()
+        if getattr(settings, name) > limit
+    ]
+
+
+def check_windows(task: TokenIdTask | DocumentIdTask, pool: int, eval_windows: int) -> None:
+    """The train split holds the certificate's train pool; the test split its test pool and, apart from
+    it, ``eval_windows`` held-out windows (``tasks.draw_disjoint``)."""
+    kept = task.overlaps_per_example * pool
+    source, size = task.data.source, task.block_size + 1
+    for split, need in (("train", pool), ("test", kept + eval_windows)):
+        count = task.count(split)
+        if need <= count:
+            continue
+        if split == "test" and kept < count:
+            raise ValueError(
+                f"--eval-windows {eval_windows}: the test split of {source} holds {count} windows of {size} "
+                f"tokens, {kept} of them kept apart for the certificate's test pool (--pool {pool}); "
+                f"allowed: --eval-windows <= {count - kept}"
+            )
+        raise ValueError(
+            f"--pool {pool}: the {split} split of {source} holds {count} windows of {size} tokens, too few for "
+            f"the certificate's pools and {eval_windows} held-out windows; give more data, or a smaller --pool, "
+            "--eval-windows or --block-size"
+        )
+
+
+def check_ids(task: TokenIdTask | DocumentIdTask) -> None:
+    """Every id an example of either split can hold lies in the model's vocabulary (the whole data,
+    not just the windows drawn first)."""
+    for split in ("train", "test"):
+        check_vocabulary(task.used_ids(split), task.vocab_size, f"--data {task.data.source}")
+
+
+def memory_limit(device: torch.device) -> int:
+    """Bytes of memory of ``device``: the GPU's, or this machine's RAM."""
+    if device.type == "cuda":
+        return int(torch.cuda.get_device_properties(device).total_memory)
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def training_bytes(config: Any, batch_size: int, block_size: int, new_layers: int) -> int:
+    """Estimated peak bytes of one training step of the grown model (``config``: its text config): the
+    weights ``STATE_COPIES`` times, the activations kept for the backward (``ACTIVATION_FLOATS`` per
+    token, hidden unit and layer) and the logits with their float32 copy and gradient."""
+    hidden, vocab = config.hidden_size, config.vocab_size
+    layers = config.num_hidden_layers + new_layers
+    inner = getattr(config, "intermediate_size", None) or 4 * hidden
+    weights = 2 * vocab * hidden + layers * (4 * hidden * hidden + 3 * hidden * inner)
+    tokens = batch_size * block_size
+    return 4 * (STATE_COPIES * weights + tokens * (ACTIVATION_FLOATS * hidden * layers + 3 * vocab))
+
+
+def check_memory(config: Any, batch_size: int, block_size: int, new_layers: int, device: torch.device) -> None:
+    """Refuse a training step whose estimated memory (``training_bytes``) exceeds ``device``'s."""
+    needed, limit = training_bytes(config, batch_size, block_size, new_layers), memory_limit(device)
+    if needed > limit:
+        raise ValueError(
+            f"--batch-size {batch_size} x --block-size {block_size}: a training step needs about {needed / 1e9:.3g} GB "
+            f"(estimated), more than the {limit / 1e9:.3g} GB of {device}'s memory; lower --batch-size or --block-size"
+        )
