@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from test_rules_power import CASES, PLANT, g1_tables, g3_tables
+from test_rules_power import CASES, g1_tables, g3_tables
 
 from scalemech.figures.placement import RANDOM_DRAWS, STRATEGIES, placements, random_draws
 from scalemech.report import NOT_CONFIRMED, NOT_MEASURED, claims
@@ -72,17 +72,20 @@ def test_without_a_growth_table_or_usable_points_the_rules_are_not_measured():
     verdicts = claims({}).set_index("claim")
     assert (verdicts.loc[["G1", "G2", "G3"], "verdict"] == NOT_MEASURED).all()
     assert (verdicts.loc[["G1", "G2", "G3"], "statistic"] == "no growth table").all()
-    growth = g1_tables(PLANT, False, np.random.default_rng(0))["growth"]
+    growth = g1_tables(1.0, False, np.random.default_rng(0))["growth"]
+    two = growth.groupby(["model", "snapshot"]).head(2)
     with pytest.raises(NotMeasured, match="≥ 3 points"):
-        CASES["G1"].evaluate({"growth": growth[growth["point_index"] < 2]})  # two points per model: no ρ
-    llamas = 2 * (growth["family"] == "llama").groupby(growth["model"]).any().sum()  # 2 points, 2 snapshots
-    detail = CASES["G1"].evaluate({"growth": growth}).detail
-    assert f"18 of {18 + llamas} model × snapshot units with ≥ 3 points" in detail
+        CASES["G1"].rule.evaluate({"growth": two})  # two points per model: no ρ
+    units = growth.groupby(["model", "snapshot"]).ngroups
+    shallow = two.groupby(["model", "snapshot"]).ngroups  # a model cut to two points: not usable
+    mixed = pd.concat([growth[growth["seed"] == 0], two[two["seed"] != 0]])
+    detail = CASES["G1"].rule.evaluate({"growth": mixed}).detail
+    assert f"{units - shallow // 2} of {units} model × snapshot units with ≥ 3 points" in detail
 
 
 def test_g3_does_not_confirm_a_win_over_a_control_that_damaged_f_old():
-    frame = g3_tables(PLANT, False, np.random.default_rng(0))["growth"]
-    assert CASES["G3"].evaluate({"growth": frame}).verdict == "confirmed"
+    frame = g3_tables(2.0, False, np.random.default_rng(0))["growth"]
+    assert CASES["G3"].rule.evaluate({"growth": frame}).verdict == "confirmed"
     damaged = frame.assign(control_change=20 * frame["control_change_se"])
-    result = CASES["G3"].evaluate({"growth": damaged})
+    result = CASES["G3"].rule.evaluate({"growth": damaged})
     assert result.verdict == NOT_CONFIRMED and "control damaged f_old" in result.statistic

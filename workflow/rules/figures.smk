@@ -68,14 +68,14 @@ rule claims_report:
     output:
         report=report(LAYOUT.report, caption="../report/claims.rst", category="Claims"),
         front_page=LAYOUT.front_page,
-    params:
-        criterion=config["train"]["criterion"],
     log:
         LAYOUT.log("report", "report"),
     benchmark:
         LAYOUT.benchmark("report", "report")
     conda:
         "../../environment.yml"
+    params:
+        criterion=config["train"]["criterion"],
     script:
         JOB_SCRIPT
 

@@ -11,7 +11,8 @@ read from the ``growth`` rows of a model and snapshot, and the realized gains of
 - ``uniform``: LLaMA-Pro's rule, a new block after every K blocks, with as many new blocks as the
   certificate grows (one): K = L, the block after the last one, so it coincides with ``top`` (the
   largest measured ``point_index``);
-- ``random``: ``RANDOM_DRAWS`` uniformly random points (with replacement), each drawn with the seed
+- ``random``: ``RANDOM_DRAWS`` uniformly random points (with replacement) among those other than the
+  certificate's (``certify_rank`` 1: a draw of its own point would dilute G2's contrast), each drawn with the seed
   ``derive_seed(seed, <dataset>/<model>, snapshot, "random placement", draw)``; its gain is the mean
   of the drawn rows' gains, its SE the mean of their SEs (exact when the rows' errors, paired on the same
   held-out examples, are perfectly correlated, conservative otherwise: ``report.units``' convention).
@@ -99,10 +100,20 @@ def _draw_positions(seed: int, identity: str, snapshot: str, rows: int) -> list[
     return [int(np.random.default_rng(s).integers(rows)) for s in seeds]
 
 
+def _without_certificate(growth: pd.DataFrame, units: np.ndarray) -> np.ndarray:
+    """``units`` with the certificate's rows (``certify_rank`` 1) at −1, renumbered by first appearance."""
+    own = (growth["certify_rank"] == 1).to_numpy() if "certify_rank" in growth else np.zeros(len(growth), bool)
+    kept = (units >= 0) & ~own
+    out = np.full(len(units), -1, np.int64)
+    out[kept] = pd.factorize(units[kept])[0]
+    return out
+
+
 def random_draws(growth: pd.DataFrame, units: np.ndarray | None = None) -> pd.DataFrame:
-    """``RANDOM_DRAWS`` rows drawn uniformly (with replacement) from each model's and snapshot's rows;
-    ``units``: the rows' ``units_of`` (computed if not given)."""
-    units = units_of(growth) if units is None else units
+    """``RANDOM_DRAWS`` rows drawn uniformly (with replacement) from each model's and snapshot's rows other
+    than the certificate's point (none where it is the only one); ``units``: the rows' ``units_of``
+    (computed if not given)."""
+    units = _without_certificate(growth, units_of(growth) if units is None else units)
     ordered = _sorted(pd.DataFrame({"unit": units, "point_index": growth["point_index"]}), ["unit", "point_index"])
     ordered = ordered[units[ordered] >= 0]
     sizes = np.bincount(units[ordered])

@@ -5,16 +5,19 @@ null in the paper's direction / the opposite one; ``not confirmed`` when a part 
 although it is measured; ``not detectable`` when the interval contains the null (the row then states
 the bound of the tested quantity and the minimum detectable effect of its test); ``not measured in
 this configuration`` when a table, a column or enough units are missing; ``fragile`` when two or more
-seeds, each judged alone, reach different verdicts (``seeds``: never confirmed or refuted then).
+seeds disagree (``seeds``: a heterogeneity test of their estimates, or opposite decided verdicts alone;
+never confirmed or refuted then).
 
 Each rule's module names the columns it reads (``READS``: table → columns, after the model keys).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from statistics import NormalDist
+from typing import Any
 
 import pandas as pd
 
@@ -24,11 +27,12 @@ from ..stats.levels import UCB_LEVEL
 CONFIRMED, NOT_CONFIRMED, REFUTED = "confirmed", "not confirmed", "refuted"
 NOT_DETECTABLE = "not detectable"
 NOT_MEASURED = "not measured in this configuration"
-FRAGILE = "fragile"  # the seeds judged alone disagree (seeds.decided)
+FRAGILE = "fragile"  # the seeds disagree (seeds.decided)
 LEVEL = 0.95  # two-sided level of every deciding interval (2.5 % per direction)
 Z_UCB = NormalDist().inv_cdf(UCB_LEVEL)  # one-sided upper confidence bounds (the tables' *_ucb)
 POWER = 0.80  # the power at which a null states its minimum detectable effect
 Z_POWER = NormalDist().inv_cdf(POWER)
+RESEED_LEVEL = 0.10  # level of the seeds' heterogeneity test (seeds.disagreement): the usual one for Cochran's Q
 MIN_LEVELS = 3  # distinct depths, widths or sample sizes a trend needs (two points are only a sign)
 
 Tables = Mapping[str, pd.DataFrame]
@@ -41,11 +45,13 @@ class NotMeasured(Exception):
 @dataclass(frozen=True)
 class Result:
     """A rule's outcome: ``statistic`` is the one deciding number with its interval or bound (≤ ~200
-    characters, the front page's cell); ``detail`` says how it was reached and with how many rows/units."""
+    characters, the front page's cell); ``detail`` says how it was reached and with how many rows/units;
+    ``estimates`` names the estimates the verdict was decided on (what ``seeds`` compares across seeds)."""
 
     verdict: str
     statistic: str
     detail: str = ""
+    estimates: tuple[tuple[str, Any], ...] = field(default=(), compare=False)  # (part, units.Estimate): deciding
 
 
 @dataclass(frozen=True)
@@ -112,6 +118,17 @@ def combined(*verdicts: str) -> str:
     if found == {CONFIRMED}:
         return CONFIRMED
     return NOT_CONFIRMED if NOT_CONFIRMED in found else NOT_DETECTABLE
+
+
+def outward(value: float, digits: int, up: bool) -> str:
+    """``value`` at ``digits`` significant digits, rounded away from an interval's inside: up (an upper
+    limit) or down (a lower one), so a printed bound never claims more than the interval does."""
+    if not math.isfinite(value) or value == 0:
+        return f"{value:.{digits}g}"
+    scale = 10.0 ** (math.floor(math.log10(abs(value))) - digits + 1)
+    steps = value / scale
+    steps = math.ceil(steps - 1e-9) if up else math.floor(steps + 1e-9)
+    return f"{steps * scale:.{digits}g}"
 
 
 def mde(se: pd.Series) -> float:

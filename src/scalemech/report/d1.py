@@ -43,7 +43,7 @@ def rule_d1(tables: Tables) -> Result:
         f"pooled dims p = {', '.join(f'{d:g}' for d in sorted(p.unique()))}; median ρ̄² by p: "
         + ", ".join(f"{d:g}: {m:.3g}" for d, m in rows.groupby("dim")["rho2"].median().items())
     )
-    return Result(verdict, statistic, detail)
+    return Result(verdict, statistic, detail, (("ρ̄²", mean),))
 
 
 D1 = Claim(

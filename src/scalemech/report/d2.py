@@ -22,7 +22,7 @@ def rule_d2(tables: Tables) -> Result:
     if verdict == NOT_DETECTABLE:
         statistic += "; " + fit.slope.null_text("slope", sign=-1)
         detail += "; rows: " + null_bound(signal, "‖μ‖²", "mu_sq_ucb", "mu_sq_se")
-    return Result(verdict, statistic, detail)
+    return Result(verdict, statistic, detail, (("slope", fit.slope),))
 
 
 D2 = Claim(

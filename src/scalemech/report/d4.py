@@ -29,7 +29,7 @@ def rule_d4(tables: Tables) -> Result:
     fits = tables.get("powerlaw")
     if fits is None or fits.empty:
         raise NotMeasured(f"no (dataset, family) with ≥ {MIN_LEVELS} depths and ≥ {MIN_LEVELS} widths (powerlaw table)")
-    parts, verdicts, bounds = [], [], []
+    parts, verdicts, bounds, deciding = [], [], [], []
     for (dataset, family), rows in fits.groupby(["dataset", "family"]):
         by = rows.set_index("parameter")
         estimates = {
@@ -44,10 +44,11 @@ def rule_d4(tables: Tables) -> Result:
             for name in EXPONENTS
         }
         verdicts += [estimate.verdict(sign=1) for estimate in estimates.values()]
+        deciding += [(f"{dataset}/{family} {name}", estimate) for name, estimate in estimates.items()]
         texts = ", ".join(f"{label} {exponent_text(estimates[name])}" for name, label in EXPONENTS.items())
         parts.append(f"{dataset}/{family}: {texts}")
         bounds += [
-            f"{dataset}/{family} {estimates[name].null_text(label.split()[0])}"
+            f"{dataset}/{family} {estimates[name].null_text(label.split()[0], parts=len(EXPONENTS))}"
             for name, label in EXPONENTS.items()
             if np.isfinite(estimates[name].hi)
         ]
@@ -60,7 +61,7 @@ def rule_d4(tables: Tables) -> Result:
     statistic = "; ".join(parts)
     if verdict == NOT_DETECTABLE:
         detail += "; " + "; ".join(bounds)
-    return Result(verdict, statistic, detail)
+    return Result(verdict, statistic, detail, tuple(deciding))
 
 
 D4 = Claim(

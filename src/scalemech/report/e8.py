@@ -7,11 +7,12 @@ its points, across the family's models a random-effects mean with a 95 % t inter
 aggregate evidence of all rows, no per-row gate. The control's own change ``L_test(control) −
 L_test(old)`` is judged the same way: a control that damaged f_old makes a win meaningless. Over all
 families, the gain in each family's RMS units (so a family of small losses weighs as much as one of
-large losses), per model the mean, the mean over all models with a t interval. The pool confirms
-(its 95 % interval above 0); the refutation is tested ``F + 1`` times, by each of the F families and
-by the pool, each at the Bonferroni level ``1 − 0.05/(F + 1)`` (its interval below 0), so that noise
-refutes at most 2.5 % of the time. The headline names every family's verdict: a family whose gain is
-below 0 refutes the claim, whatever the pool says.
+large losses), per model the mean, the mean over all models with a t interval. The refutation is tested
+by each of the F families and, with two or more, by the pool: ``F + [F > 1]`` tests, each interval at the
+Bonferroni level ``1 − 0.05/(F + [F > 1])`` (a pool of one family is that family), so that noise refutes
+at most 2.5 % of the time. The pool's one interval at that level decides both ways (above 0 confirms,
+below refutes) and is the one its bound and MDE are printed from. The headline names every family's
+verdict: a family whose gain is below 0 refutes the claim, whatever the pool says.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ def rule_expansion(tables: Tables) -> Result:
     growth = table(tables, "growth", READS["growth"])
     expansion = growth[growth["snapshot"] == "final"]  # E8: the trained model
     gains, parts = [], []
-    level = 1 - (1 - LEVEL) / (expansion["family"].nunique() + 1)  # Bonferroni over families and the pool
+    families = expansion["family"].nunique()
+    level = 1 - (1 - LEVEL) / (families + (families > 1))  # Bonferroni over families and the pool
     for family, rows in expansion.groupby("family"):
         gain_value = rows[E8_GAIN]
         gain = _mean(rows, gain_value, E8_SE, level)
@@ -53,14 +55,12 @@ def rule_expansion(tables: Tables) -> Result:
         parts.append((family, verdict, gain, control, damaged, len(rows)))
         gains.append(_finite(rows, gain_value, E8_SE))
     units = per_model(pd.concat(gains), "value", E8_SE, scale_cells=["family"])
-    pooled, strict = across_models(units), across_models(units, level=level)
-    families = [verdict for _, verdict, *_ in parts]
-    if REFUTED in families:
-        verdict = combined(*families)
-    elif strict.verdict(sign=1) == REFUTED:
-        verdict = REFUTED
+    pooled = across_models(units, level=level)
+    verdicts = [verdict for _, verdict, *_ in parts]
+    if REFUTED in verdicts:
+        verdict = combined(*verdicts)
     else:
-        verdict = CONFIRMED if pooled.verdict(sign=1) == CONFIRMED else NOT_DETECTABLE
+        verdict = pooled.verdict(sign=1)
         if verdict == CONFIRMED and any(damaged for *_, damaged, _ in parts):
             verdict = NOT_CONFIRMED
     order = sorted(parts, key=lambda part: part[1] != REFUTED)  # a refuting family first
@@ -72,18 +72,21 @@ def rule_expansion(tables: Tables) -> Result:
     if verdict == NOT_DETECTABLE:
         statistic += "; " + pooled.null_text("gain")
     detail = (
-        f"family intervals at {100 * level:.3g} % (Bonferroni over {len(parts)} families and the pool); "
+        f"intervals at {100 * level:.3g} % (Bonferroni over {len(parts)} families"
+        + (" and the pool); " if families > 1 else "); ")
         + "; ".join(
             f"{family}: {n} rows, {gain.units} models, t with {gain.df} df, control − old {control.text(2)}"
             + ("" if part != NOT_DETECTABLE else f", {gain.null_text('gain')}")
             for family, part, gain, control, _, n in parts
         )
     )
-    detail += (
-        f"; all families: {pooled.units} models, t with {pooled.df} df, each family's gains divided by their RMS, "
-        f"{100 * level:.3g} % interval {strict.text(2)} (refutes if below 0)"
+    detail += f"; all families: {pooled.units} models, t with {pooled.df} df, each family's gains divided by their RMS"
+    return Result(
+        verdict,
+        statistic,
+        f"gain = L_test(control) − L_test(grown), E11's final snapshot; {detail}",
+        (("gain, all families", pooled),),
     )
-    return Result(verdict, statistic, f"gain = L_test(control) − L_test(grown), E11's final snapshot; {detail}")
 
 
 E8 = Claim(
@@ -92,13 +95,14 @@ E8 = Claim(
     "same extra training gives the old model (Paper D).",
     "per family, gain = L_test(control) − L_test(grown) of every (model, point) of E11's final snapshot (the "
     "control: f_old trained on every weight for the same steps) with its paired evaluation "
-    "SE; per model the mean, across models a random-effects mean with a t interval at 1 − 0.05/(families + 1): "
+    "SE; per model the mean, across models a random-effects mean with a t interval at 1 − 0.05/m (m the families, "
+    "plus the pool where there are two or more): "
     "refuted if below 0, "
     "confirmed if above 0 and the control's change from f_old (same test) is not above 0 (else not confirmed: "
     "damaged control); over families: refuted if any family is (not confirmed if another is confirmed); else the "
-    "mean over all models of the gain in each family's RMS units: confirmed if its 95 % t interval is above 0 "
-    "(not confirmed if a control is damaged), refuted if its interval at 1 − 0.05/(families + 1) is below 0, else "
-    "not detectable with its limit and MDE; every family's verdict in the headline",
+    "mean over all models of the gain in each family's RMS units, its t interval at the same level: confirmed if "
+    "above 0 (not confirmed if a control is damaged), refuted if below 0, else not detectable with its limit and "
+    "MDE from that interval; every family's verdict in the headline",
     rule_expansion,
     READS,
 )

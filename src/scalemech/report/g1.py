@@ -119,7 +119,7 @@ def rule_g1(tables: Tables) -> Result:
         + "; "
         + "; ".join(f"{name} snapshot: {e.units} models, t with {e.df} df" for name, e in snapshots.items())
     )
-    return Result(verdict, statistic, detail)
+    return Result(verdict, statistic, detail, (("mean z", pooled),))
 
 
 G1 = Claim(

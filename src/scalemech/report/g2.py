@@ -58,9 +58,13 @@ def rule_g2(tables: Tables) -> Result:
     verdict = combined(*parts.values())
     statistic = "; ".join(f"certificate − {strategy} {means[strategy].text(2)}" for strategy in DECIDING)
     statistic += f" (RMS units, {means['random'].units} models)"
-    nulls = [means[strategy].null_text(strategy) for strategy in DECIDING if parts[strategy] == NOT_DETECTABLE]
+    nulls = [
+        means[strategy].null_text(strategy, parts=len(DECIDING))
+        for strategy in DECIDING
+        if parts[strategy] == NOT_DETECTABLE
+    ]
     if verdict == NOT_DETECTABLE:
-        statistic += "; MDE " + ", ".join(f"{means[s].mde():.2g} ({s})" for s in DECIDING)
+        statistic += "; MDE " + ", ".join(f"{means[s].mde(len(DECIDING)):.2g} ({s})" for s in DECIDING)
     units = len(rows.groupby(model_keys() + UNIT))
     by_family = {strategy: split(frame[frame["strategy"] == strategy], "family", "c", "c_se") for strategy in DECIDING}
     detail = (
@@ -77,7 +81,7 @@ def rule_g2(tables: Tables) -> Result:
         + "; not decided on: "
         + ", ".join(f"− {s} {means[s].text(2)}" for s in others if s not in DECIDING)
     )
-    return Result(verdict, statistic, detail)
+    return Result(verdict, statistic, detail, tuple((strategy, means[strategy]) for strategy in DECIDING))
 
 
 G2 = Claim(

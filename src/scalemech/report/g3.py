@@ -43,14 +43,14 @@ def rule_g3(tables: Tables) -> Result:
     statistic += f" (RMS units, {means['tokens'].units} models)" + ("; control damaged f_old" if damaged else "")
     undecided = {name: e for name, e in means.items() if e.verdict(sign=1) == NOT_DETECTABLE}
     if verdict == NOT_DETECTABLE:
-        statistic += "; MDE " + ", ".join(f"{e.mde():.2g} ({name})" for name, e in means.items())
+        statistic += "; MDE " + ", ".join(f"{e.mde(len(CONTROLS)):.2g} ({name})" for name, e in means.items())
     units = len(rows.groupby(model_keys() + UNIT))
     by_family = {name: split(chosen, "family", gain, f"{gain}_se") for name, gain in CONTROLS.items()}
     by_snapshot = {name: split(chosen, "snapshot", gain, f"{gain}_se", scaled=True) for name, gain in CONTROLS.items()}
     detail = (
         f"{len(rows)} rows, {len(chosen)} of {units} model × snapshot units with a point of certify_rank 1; per model "
         f"the mean over its snapshots, across models t with {means['tokens'].df} df; "
-        + "".join(f"{e.null_text(f'gain over {name}')}; " for name, e in undecided.items())
+        + "".join(f"{e.null_text(f'gain over {name}', parts=len(CONTROLS))}; " for name, e in undecided.items())
         + f"control_change = L(control_tokens) − L(old) {control.text(2)} (RMS units; above 0: damaged); "
         + "; ".join(
             f"{name} in nats: " + ", ".join(f"{family} {e.text(2)}" for family, e in by_family[name].items())
@@ -62,7 +62,7 @@ def rule_g3(tables: Tables) -> Result:
             for name in CONTROLS
         )
     )
-    return Result(verdict, statistic, detail)
+    return Result(verdict, statistic, detail, tuple(means.items()))
 
 
 G3 = Claim(

@@ -68,7 +68,7 @@ def rule_w2(tables: Tables) -> Result:
     )
     if M == K:
         detail += f"; {_described(fixed)}"
-    return Result(verdict, statistic, detail)
+    return Result(verdict, statistic, detail, (("slope", fit.slope),))
 
 
 def rule_w3(tables: Tables) -> Result:
@@ -95,7 +95,7 @@ def rule_w3(tables: Tables) -> Result:
         f"{len(finite)} of {len(points)} model × point rows with a finite E/SE; per model the mean, across models "
         f"a t interval with {mean.df} df; {_described(square)}"
     )
-    return Result(verdict, statistic, detail)
+    return Result(verdict, statistic, detail, (("E/SE", mean),))
 
 
 W2 = Claim(

@@ -4,12 +4,22 @@ first, then compared across models (a two-stage random-effects meta-regression).
 Stage 1, per model (× ``by``): ``y_m`` = mean of the rows' values, ``s_m`` = mean of their standard
 errors (exact when the rows are perfectly correlated, conservative otherwise).
 Stage 2, across models: weighted least squares of ``y_m`` on ``log₂ x`` with one intercept per stratum,
-weights ``1/(s_m² + τ²)`` where ``τ² = max(0, σ̂²_OLS − mean s_m²)`` is the between-model variance; the
-scale is re-estimated from the residuals (Knapp–Hartung), so the slope's interval is a t interval
-with G − (strata) − 1 degrees of freedom (G models): valid even where ``s_m`` misstates the noise.
+weights ``w_m = 1/(s_m² + τ²)``. The between-model variance τ² is Paule–Mandel's: the τ² ≥ 0 at which the
+weighted residuals' ``Q(τ²) = Σ w_m (y_m − ŷ_m)²`` equals its expectation, the residual degrees of
+freedom (0 where ``Q(0)`` is already below them). Unlike ``max(0, σ̂²_OLS − mean s_m²)`` it does not
+collapse to 0 when the ``s_m`` span decades: models with small SEs that scatter beyond them raise it.
+The weights' Kish effective number of models ``G_eff = (Σ w)²/Σ w²`` is stated with every estimate;
+below ``KISH_FLOOR``·G (half the models) the weights would let a few models carry the estimate, and the
+models are weighed equally instead (ordinary least squares: the interval stays valid, since its scale
+is estimated from the residuals). The scale is re-estimated from the residuals (Knapp–Hartung), so the
+slope's interval is a t interval with G − (strata) − 1 degrees of freedom: valid even where ``s_m``
+misstates the noise.
 No row is dropped for its significance; a row without a finite value or SE is counted and left out.
-A null states the limit of its interval in the claim's direction and the minimum detectable effect of
-the t test at the run's number of models, ``(t_{1−α/2, df} + t_{power, df})·SE`` (``Estimate.null_text``).
+A null states the limit of its interval in the claim's direction (rounded outward) and the minimum
+detectable effect of the verdict at the run's number of models, ``(t_{1−α/2, df} + t_{π, df})·SE``
+(``Estimate.mde``) with π the power each of the claim's ``parts`` needs so that all are decided and the
+reseed check (``seeds``, level ``RESEED_LEVEL``) passes with probability ``POWER``:
+``π = (POWER/(1 − RESEED_LEVEL))^(1/parts)``.
 """
 
 from __future__ import annotations
@@ -20,12 +30,21 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import statsmodels.api as sm
-from scipy import stats
+from scipy import optimize, stats
 
 from ..core.tables import first_rows, group_codes, model_keys
-from .common import CONFIRMED, LEVEL, NOT_DETECTABLE, POWER, REFUTED
+from .common import CONFIRMED, LEVEL, NOT_DETECTABLE, POWER, REFUTED, RESEED_LEVEL, outward
 
 MIN_DF = 2  # residual degrees of freedom an interval needs (t with 1 df spans ±12.7 SE)
+KISH_FLOOR = 0.5  # least Kish effective share of the models the weights may leave; below it, equal weights
+
+
+def mde_factor(df: int, parts: int = 1, level: float = LEVEL) -> float:
+    """``t_{1−α/2, df} + t_{π, df}``, π = ``(POWER/(1 − RESEED_LEVEL))^(1/parts)``: the verdict's minimum
+    detectable effect in SEs of an estimate with ``df`` degrees of freedom, one of ``parts`` that must all
+    be decided (the module doc)."""
+    power = (POWER / (1 - RESEED_LEVEL)) ** (1 / parts)
+    return float(stats.t.ppf(1 - (1 - level) / 2, df) + stats.t.ppf(power, df))
 
 
 @dataclass(frozen=True)
@@ -39,6 +58,7 @@ class Estimate:
     df: int
     se: float = np.nan  # NaN: taken from the interval's half width
     level: float = LEVEL  # two-sided level of [lo, hi]
+    effective: float = np.nan  # Kish effective number of models of the weights (NaN: not a weighted fit)
 
     @property
     def standard_error(self) -> float:
@@ -48,25 +68,35 @@ class Estimate:
             return np.nan
         return float((self.hi - self.lo) / (2 * stats.t.ppf(1 - (1 - self.level) / 2, self.df)))
 
-    def mde(self) -> float:
-        """Minimum detectable effect of the two-sided ``level`` t test at ``POWER``:
-        ``(t_{1−α/2, df} + t_{power, df})·SE``."""
+    @property
+    def measured(self) -> bool:
+        """Whether the estimate has an interval (enough models: df ≥ ``MIN_DF``) and a finite SE."""
+        return bool(np.isfinite(self.lo) and np.isfinite(self.hi) and np.isfinite(self.standard_error))
+
+    def mde(self, parts: int = 1) -> float:
+        """Minimum detectable effect of the verdict, ``mde_factor(df, parts, level)·SE`` (module doc)."""
         if self.df < 1:
             return np.nan
-        quantile = stats.t.ppf(1 - (1 - self.level) / 2, self.df)
-        return float((quantile + stats.t.ppf(POWER, self.df)) * self.standard_error)
+        return mde_factor(self.df, parts, self.level) * self.standard_error
 
-    def null_text(self, name: str, sign: int = 1, null: float = 0.0, digits: int = 2) -> str:
-        """What a null bounds: the interval's limit in the claim's direction (``sign``) and the MDE
-        (from ``null``) at this many models."""
+    def null_text(self, name: str, sign: int = 1, null: float = 0.0, digits: int = 2, parts: int = 1) -> str:
+        """What a null bounds: the interval's limit in the claim's direction (``sign``, rounded outward)
+        and the verdict's MDE (from ``null``; ``parts`` as in ``mde``) at this many models."""
         if not np.isfinite(self.lo):
             return f"{name}: no interval ({self.units} models, df {self.df})"
-        limit, op = (self.hi, "≤") if sign > 0 else (self.lo, "≥")
+        limit, op = (outward(self.hi, digits, up=True), "≤") if sign > 0 else (outward(self.lo, digits, up=False), "≥")
         origin = f" from {null:g}" if null else ""
         return (
-            f"{name} {op} {limit:.{digits}g} ({100 * self.level:.3g} % limit); MDE {self.mde():.{digits}g}{origin} at "
+            f"{name} {op} {limit} ({100 * self.level:.3g} % limit); MDE {self.mde(parts):.{digits}g}{origin} at "
             f"{self.units} models ({self.df} df, {100 * POWER:.0f} % power)"
         )
+
+    def weights_text(self) -> str:
+        """The Kish effective number of models behind a weighted estimate ('' when not weighted)."""
+        if not np.isfinite(self.effective):
+            return ""
+        floor = " (below half: equal weights)" if self.effective < KISH_FLOOR * self.units - 1e-9 else ""
+        return f"{self.effective:.3g} of {self.units} models effective (Kish){floor}"
 
     def verdict(self, sign: int = 1, null: float = 0.0) -> str:
         """CONFIRMED when the interval lies beyond ``null`` on the side of ``sign``, REFUTED when on the other."""
@@ -79,7 +109,8 @@ class Estimate:
     def text(self, digits: int = 3) -> str:
         if not np.isfinite(self.lo):
             return f"{self.value:.{digits}g} (no interval: {self.units} units, df {self.df} < {MIN_DF})"
-        return f"{self.value:.{digits}g} [{self.lo:.{digits}g}, {self.hi:.{digits}g}]"
+        lo, hi = outward(self.lo, digits, up=False), outward(self.hi, digits, up=True)
+        return f"{self.value:.{digits}g} [{lo}, {hi}]"
 
 
 def per_model(
@@ -102,15 +133,41 @@ def per_model(
     return pd.DataFrame({key: rows[key].array[firsts] for key in keys} | {c: means[c].to_numpy() for c in means})
 
 
-def _weights(y: np.ndarray, s: np.ndarray, design: np.ndarray) -> np.ndarray:
-    """``1/(s² + τ²)``, τ² from the OLS residual variance minus the mean sampling variance; equal without SEs."""
-    if not np.isfinite(s).all():
-        return np.ones_like(y)
+def _q(tau2: float, y: np.ndarray, s2: np.ndarray, design: np.ndarray) -> float:
+    """Generalized Cochran's ``Q(τ²) = Σ w (y − ŷ_WLS)²``, ``w = 1/(s² + τ²)``."""
+    w = 1.0 / (s2 + tau2)
+    root = np.sqrt(w)
+    beta = np.linalg.lstsq(design * root[:, None], y * root, rcond=None)[0]
+    return float(np.sum(w * (y - design @ beta) ** 2))
+
+
+def paule_mandel(y: np.ndarray, s: np.ndarray, design: np.ndarray) -> float:
+    """Paule–Mandel τ²: the root of ``Q(τ²) = n − rank(design)`` (0 where ``Q(0)`` is below it). ``Q`` falls
+    in τ², and at the OLS residual variance σ̂² it is at most ``n − rank`` (weights ≤ 1/σ̂²), which brackets it."""
+    df = len(y) - np.linalg.matrix_rank(design)
+    s2 = s**2 + 1e-12 * max(float(np.var(y)), 1e-300)  # a zero SE would give one model infinite weight
+    if _q(0.0, y, s2, design) <= df:
+        return 0.0
     residuals = y - design @ np.linalg.lstsq(design, y, rcond=None)[0]
-    ols_scale = float(residuals @ residuals) / (len(y) - np.linalg.matrix_rank(design))  # σ̂² of OLS
-    tau2 = max(0.0, ols_scale - float(np.mean(s**2)))
-    floor = 1e-12 * max(float(np.var(y)), 1e-300)
-    return 1.0 / (s**2 + tau2 + floor)
+    upper = float(residuals @ residuals) / df
+    return float(optimize.brentq(lambda tau2: _q(tau2, y, s2, design) - df, 0.0, upper, xtol=1e-12 * upper))
+
+
+def kish(weights: np.ndarray) -> float:
+    """Kish's effective number of units of ``weights``: ``(Σ w)²/Σ w²``."""
+    return float(weights.sum() ** 2 / (weights**2).sum())
+
+
+def _weights(y: np.ndarray, s: np.ndarray, design: np.ndarray) -> tuple[np.ndarray, float]:
+    """``1/(s² + τ²)`` with Paule–Mandel's τ² and their Kish effective number of models; equal weights
+    (effective: NaN) without SEs, and equal weights (effective: their Kish number) below ``KISH_FLOOR``."""
+    if not np.isfinite(s).all():
+        return np.ones_like(y), np.nan
+    weights = 1.0 / (s**2 + paule_mandel(y, s, design) + 1e-12 * max(float(np.var(y)), 1e-300))
+    effective = kish(weights)
+    if effective < KISH_FLOOR * len(y):
+        return np.ones_like(y), effective
+    return weights, effective
 
 
 def across_models(
@@ -137,6 +194,7 @@ def across_models(
     if df < MIN_DF:
         value = float(np.mean(y)) if x is None else np.nan
         return Estimate(value, np.nan, np.nan, len(units), df, level=level)
-    fit = sm.WLS(y, design, weights=_weights(y, s, design)).fit()
+    weights, effective = _weights(y, s, design)
+    fit = sm.WLS(y, design, weights=weights).fit()
     lo, hi = fit.conf_int(alpha=1 - level)[-1]
-    return Estimate(float(fit.params[-1]), float(lo), float(hi), len(units), df, float(fit.bse[-1]), level)
+    return Estimate(float(fit.params[-1]), float(lo), float(hi), len(units), df, float(fit.bse[-1]), level, effective)

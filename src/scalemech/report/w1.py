@@ -24,7 +24,7 @@ def rule_w1(tables: Tables) -> Result:
     if verdict == NOT_DETECTABLE:
         statistic += f"; {fit.slope.null_text('slope')}"
         detail += f"; rows: {null_bound(dalign, 'd_align', 'd_align_ucb', 'd_align_se')} ({PAPER_W1})"
-    return Result(verdict, statistic, detail)
+    return Result(verdict, statistic, detail, (("slope", fit.slope),))
 
 
 W1 = Claim(

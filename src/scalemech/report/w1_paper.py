@@ -92,7 +92,7 @@ def rule_w1_paper(tables: Tables) -> Result:
         f"in d_align per doubling. "
         + "; ".join(f"{texts[step]} ({size_verdict(fits[step][0])})" for step in sorted(parts))
     )
-    return Result(verdict, statistic, detail)
+    return Result(verdict, statistic, detail, (("γ at step 0", first),))
 
 
 W1_PAPER = Claim(

@@ -114,7 +114,7 @@ def rule_w1_training(tables: Tables) -> Result:
     )
     if verdict == NOT_DETECTABLE:
         detail += f"; last snapshot rows: {null_bound(last, 'd_align', 'd_align_ucb', 'd_align_se')}"
-    return Result(verdict, statistic, detail)
+    return Result(verdict, statistic, detail, (("slope at equal step", step.slope),))
 
 
 W1_TRAINING = Claim(
