@@ -50,3 +50,13 @@ def test_no_one_or_two_models_carry_the_estimate():
 def test_bounds_round_outward(value, up, text):
     assert outward(value, 2, up) == text
     assert outward(1.2, 2, True) == "1.2"  # an exact value stays
+
+
+def test_models_without_spread_give_their_common_value():
+    """A control every model left unchanged (lr 0 chosen: change exactly 0 with SE 0) is a mean of 0 with a
+    zero-width interval, not infinite weights (found by the first run of the trained quick grid)."""
+    units = pd.DataFrame({"y": np.zeros(6), "s": np.zeros(6)})
+    mean = across_models(units)
+    assert (mean.value, mean.lo, mean.hi) == (0.0, 0.0, 0.0)
+    some = across_models(pd.DataFrame({"y": [0.0, 0.0, 0.1, -0.2, 0.05, 0.3], "s": [0, 0, 0.1, 0.1, 0.05, 0.2]}))
+    assert np.isfinite([some.value, some.lo, some.hi]).all() and some.lo < some.value < some.hi

@@ -145,12 +145,17 @@ def paule_mandel(y: np.ndarray, s: np.ndarray, design: np.ndarray) -> float:
     """Paule–Mandel τ²: the root of ``Q(τ²) = n − rank(design)`` (0 where ``Q(0)`` is below it). ``Q`` falls
     in τ², and at the OLS residual variance σ̂² it is at most ``n − rank`` (weights ≤ 1/σ̂²), which brackets it."""
     df = len(y) - np.linalg.matrix_rank(design)
-    s2 = s**2 + 1e-12 * max(float(np.var(y)), 1e-300)  # a zero SE would give one model infinite weight
+    s2 = s**2 + _se_floor(y, s)  # a zero SE would give one model infinite weight
     if _q(0.0, y, s2, design) <= df:
         return 0.0
     residuals = y - design @ np.linalg.lstsq(design, y, rcond=None)[0]
     upper = float(residuals @ residuals) / df
     return float(optimize.brentq(lambda tau2: _q(tau2, y, s2, design) - df, 0.0, upper, xtol=1e-12 * upper))
+
+
+def _se_floor(y: np.ndarray, s: np.ndarray) -> float:
+    """A variance far below every model's spread, ``1e-12 · max(var y, mean s²)``, added to each ``s²``."""
+    return 1e-12 * max(float(np.var(y)), float(np.mean(s**2)))
 
 
 def kish(weights: np.ndarray) -> float:
@@ -163,7 +168,9 @@ def _weights(y: np.ndarray, s: np.ndarray, design: np.ndarray) -> tuple[np.ndarr
     (effective: NaN) without SEs, and equal weights (effective: their Kish number) below ``KISH_FLOOR``."""
     if not np.isfinite(s).all():
         return np.ones_like(y), np.nan
-    weights = 1.0 / (s**2 + paule_mandel(y, s, design) + 1e-12 * max(float(np.var(y)), 1e-300))
+    if _se_floor(y, s) == 0:  # every model the same value without any spread (a control left unchanged)
+        return np.ones_like(y), float(len(y))
+    weights = 1.0 / (s**2 + paule_mandel(y, s, design) + _se_floor(y, s))
     effective = kish(weights)
     if effective < KISH_FLOOR * len(y):
         return np.ones_like(y), effective
