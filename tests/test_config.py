@@ -93,7 +93,7 @@ MALFORMED = {
     "width as text": (_set("grids.llama_stdlib.widths.0", "wide"), ["grids.llama_stdlib.widths[0]", "number"]),
     "two budgets": (_set("grids.resnet_mnist.recipe.steps", 10), ["grids.resnet_mnist.recipe", "epochs"]),
     "no budget": (
-        _set("grids.llama_stdlib.recipe.tokens_per_parameter", KeyError),
+        _set("grids.llama_stdlib.recipe.tokens", KeyError),
         ["grids.llama_stdlib.recipe", "tokens_per_parameter"],
     ),
     "unknown optimizer": (_set("grids.resnet_mnist.recipe.optimizer", "lion"), ["recipe.optimizer", "adamw"]),
