@@ -60,7 +60,7 @@ def test_defaults_are_filled_in() -> None:
 def test_quick_grid_is_a_square_of_depths_and_widths_at_two_seeds() -> None:
     jobs = model_jobs(validate_config(quick()))
     resnets = {(j.depth, j.width) for j in jobs if j.family == "resnet"}
-    assert resnets == {(d, w) for d in (8, 14, 20) for w in (0.25, 0.5, 1)}  # D3: 3 depths a width; D4: 9 cells
+    assert resnets == {(d, w) for d in (8, 14, 20) for w in (0.25, 0.5, 0.75)}  # D3: 3 depths a width; D4: 9 cells
     assert sorted({j.width for j in jobs if j.family == "llama"}) == [8, 16, 32]
     assert {j.seed for j in jobs} == {0, 1} and len(jobs) == 2 * (len(resnets) + 3)
     assert "mnist5k/resnet-d8-w0.5-s1" in {j.key for j in jobs}
