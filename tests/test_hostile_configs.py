@@ -334,10 +334,10 @@ def test_point_names_from_the_depth_are_the_models_own(family, depth, spec) -> N
 
 def test_the_deepest_allowed_models_plan_at_once() -> None:
     resnet, llama = quick(), quick()
-    del resnet["grids"]["llama_stdlib"], resnet["datasets"]["pystdlib"], resnet["grids"]["resnet_mnist_widths"]
+    del resnet["grids"]["llama_stdlib"], resnet["datasets"]["pystdlib"]
     resnet["grids"]["resnet_mnist"]["depths"] = [9998]  # 6n+2 at the bound: 3 x 1666 blocks
     resnet["measure"]["points"], resnet["grow"]["points"] = ["stage3.block1666"], 4998
-    del llama["grids"]["resnet_mnist"], llama["grids"]["resnet_mnist_widths"], llama["datasets"]["mnist5k"]
+    del llama["grids"]["resnet_mnist"], llama["datasets"]["mnist5k"]
     llama["grids"]["llama_stdlib"]["depths"] = [10000]
     llama["measure"]["points"], llama["grow"]["points"] = ["layer.9999"], 10000
     del llama["grow"]["grids"]  # its default: every trained grid
