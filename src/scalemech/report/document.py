@@ -59,23 +59,27 @@ def verdict_table(verdicts: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def training_table(check: pd.DataFrame) -> str:
-    """The training criterion's table (markdown): one row per trained model with its steps, budget, final
+def training_cells(check: pd.DataFrame, no: str = "**no**") -> pd.DataFrame:
+    """The training criterion's table as display strings, one row per trained model: its steps, budget, final
     training loss, the loss's fall over the last 20 % of the steps, test loss and accuracy, and whether it
-    passed and why (docs/science.md §7.1)."""
-    table = pd.DataFrame(
+    passed (``no`` marks a failure) and why (docs/science.md §7.1)."""
+    return pd.DataFrame(
         {
             "model": check["dataset"] + "/" + check["model"],
-            "steps": check["steps"],
+            "steps": check["steps"].map(str),
             "epochs or tokens per parameter": check["budget"],
             "train loss": check["train_loss"].map(lambda v: f"{v:.3g}"),
             "fall over the last 20 %": check["loss_decrease"].map(lambda v: f"{v:.1%}"),
             "test loss": check["test_loss"].map(lambda v: f"{v:.3g}"),
             "test accuracy": check["test_acc"].map(lambda v: f"{v:.4f}"),
-            "passed": [("yes" if ok else "**no**") + f": {why}" for ok, why in zip(check["passed"], check["why"])],
+            "passed": [("yes" if ok else no) + f": {why}" for ok, why in zip(check["passed"], check["why"])],
         }
     )
-    return _markdown(table) if len(check) else "(no model trained in this run)"
+
+
+def training_table(check: pd.DataFrame) -> str:
+    """``training_cells`` as a markdown table."""
+    return _markdown(training_cells(check)) if len(check) else "(no model trained in this run)"
 
 
 def training_summary(check: pd.DataFrame, criterion: str) -> str:

@@ -18,7 +18,7 @@ import re
 import pandas as pd
 
 from .claims import CLAIM_FIGURES
-from .document import training_summary
+from .document import training_cells, training_summary
 
 HEADING = "Verdicts of this run"
 TABLE_ID = "verdicts"  # the list-table's HTML id, which the style block keys on
@@ -74,32 +74,12 @@ def verdict_table(verdicts: pd.DataFrame, figure_names: set[str]) -> str:
 
 
 def training_table(check: pd.DataFrame) -> str:
-    """An RST ``list-table`` of the training criterion's ``check`` (``trained.training_check``): one row per
-    trained model, its steps, budget, losses, accuracy and whether it passed, and why."""
-    lines = [
-        ".. list-table::",
-        "   :header-rows: 1",
-        "   :widths: 22 6 14 8 9 8 8 25",
-        "",
-        *(
-            f"   {'*' if i == 0 else ' '} - {name}"
-            for i, name in enumerate(
-                ["model", "steps", "budget", "train loss", "fall, last 20 %", "test loss", "test acc.", "passed"]
-            )
-        ),
-    ]
-    for r in check.itertuples(index=False):
-        cells = [
-            f"{r.dataset}/{r.model}",
-            str(r.steps),
-            r.budget,
-            f"{r.train_loss:.3g}",
-            f"{r.loss_decrease:.1%}",
-            f"{r.test_loss:.3g}",
-            f"{r.test_acc:.4f}",
-            f"{'yes' if r.passed else 'NO'}: {r.why}",
-        ]
-        lines += [f"   {'*' if i == 0 else ' '} - {rst_text(cell)}" for i, cell in enumerate(cells)]
+    """An RST ``list-table`` of ``document.training_cells``: one row per trained model, its steps, budget,
+    losses, accuracy and whether it passed, and why."""
+    cells = training_cells(check, no="NO")
+    lines = [".. list-table::", "   :header-rows: 1", "   :widths: 22 6 14 8 9 8 8 25", ""]
+    for row in [list(cells.columns), *cells.itertuples(index=False)]:
+        lines += [f"   {'*' if i == 0 else ' '} - {rst_text(cell)}" for i, cell in enumerate(row)]
     return "\n".join(lines)
 
 
