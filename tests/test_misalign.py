@@ -17,7 +17,14 @@ from scalemech.experiments.misalign import (
     wilson_interval,
 )
 from scalemech.gradients.pools import GradientPool, pool_path
-from scalemech.stats import AlignmentStats, TwoSampleStats, alignment_stats, certificates, two_sample_certificate
+from scalemech.stats import (
+    AlignmentStats,
+    TwoSampleStats,
+    alignment_stats,
+    certificates,
+    two_sample_certificate,
+    two_sample_variance,
+)
 
 
 def _direct(Q_train, Q_test, rows, cols, M, K):
@@ -128,6 +135,7 @@ def test_misalignment_table_from_pools(tmp_path):
     two_sample = TwoSampleStats.from_cross(stored["train"] @ stored["test"].T)
     assert row.mu_cross == pytest.approx(two_sample.mu_cross)
     assert row.b_exact == pytest.approx(two_sample_certificate(two_sample, 2, 5))
+    assert row.v_mk == pytest.approx(two_sample_variance(two_sample, 2, 5))
 
 
 def _brute_force_means(C, rows, cols, Ms, Ks):

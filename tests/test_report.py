@@ -71,6 +71,7 @@ CONTRACT = {  # the tables' own columns, after the model keys, as the producers 
         "mu_cross_se",
         "mu_cross_lo",
         "mu_cross_hi",
+        "v_mk",
     ],
     "intervention": [
         "point",
@@ -91,10 +92,21 @@ PENDING = {  # the bounds and standard errors the report reads (tables written b
     "signal": ["mu_sq_se", "mu_sq_ucb"],
     "dalign": ["d_2_se", "d_2_ucb", "d_align_se", "d_align_ucb"],
     "trajectory": ["d_2_se", "d_2_ucb", "d_align_se", "d_align_ucb"],
-    "misalignment": ["mu_cross_se", "mu_cross_lo", "mu_cross_hi", "b_exact_ucb"],
+    "misalignment": ["mu_cross_se", "mu_cross_lo", "mu_cross_hi", "b_exact_ucb", "v_mk"],
     "training": ["test_loss_se"],  # D3's evaluation SE with one seed per cell (no producer writes it yet)
 }
-BENCHMARKS = ["dim", "n", "gram_seconds", "covariance_seconds", "gram_over_cov_time", "gram_bytes", "covariance_bytes"]
+BENCHMARKS = [
+    "dim",
+    "n",
+    "repeats",
+    "gram_seconds",
+    "covariance_seconds",
+    "gram_over_cov_time",
+    "gram_over_cov_time_lo",
+    "gram_over_cov_time_hi",
+    "gram_bytes",
+    "covariance_bytes",
+]
 
 
 def contract(name: str) -> list[str]:
@@ -221,6 +233,7 @@ def make_tables(trend: int = 1, families: tuple[str, ...] = ("resnet",)) -> dict
         mu_cross=float(s),  # E = μ_trᵀμ_te: positive with the claims, negative against them
         mu_cross_se=0.1 / width,  # E/SE = 10·s·width: rises with width (misalignment falls) or falls
         b_exact_ucb=np.minimum(2 * p, 1) if s > 0 else 0.9,
+        v_mk=1 / (width**2 * M),  # E/√V = 2s·width·√(M/4): rises with width (misalignment falls) or falls
     )
     misalignment = misalignment.assign(
         mu_cross_lo=misalignment["mu_cross"] - 1.96 * misalignment["mu_cross_se"],
@@ -315,9 +328,12 @@ def make_tables(trend: int = 1, families: tuple[str, ...] = ("resnet",)) -> dict
         {
             "dim": dims,
             "n": 64,
+            "repeats": 5,
             "gram_seconds": 0.01 * np.array(time_ratio),
             "covariance_seconds": 0.01,
             "gram_over_cov_time": time_ratio,
+            "gram_over_cov_time_lo": 0.8 * np.array(time_ratio),
+            "gram_over_cov_time_hi": 1.25 * np.array(time_ratio),
             "gram_bytes": 8 * 64**2,
             "covariance_bytes": 8 * dims**2,
         }
@@ -424,6 +440,15 @@ def test_an_unbounded_row_is_counted_not_stated_as_the_bound():
     )
 
 
+def test_w2_reads_the_signal_to_noise_ratio_with_its_sign():
+    """Where E is estimated ≤ 0 the producer writes no certificate (b_exact NaN); E/√V is then negative, not
+    0, so a misalignment that rises with width is refuted (with E/√V cut at 0 the slope would be 0)."""
+    against = make_tables(-1)["misalignment"].assign(b_exact=np.nan)
+    assert rule_verdict("W2", misalignment=against) == REFUTED
+    unknown = against.assign(v_mk=-1.0)  # V estimated ≤ 0 everywhere: no ratio, no slope
+    assert rule_verdict("W2", misalignment=unknown) == NOT_MEASURED
+
+
 def test_intermediate_outcomes_are_not_confirmed():
     tables = make_tables(1)
     training = tables["training"]
@@ -434,17 +459,37 @@ def test_intermediate_outcomes_are_not_confirmed():
     assert "median B_exact UCB 0.9" in row(tables | {"misalignment": vacuous}, "W2")["statistic"]
 
 
+def _timings(dims: list[int], ratio: list[float], spread: float = 1.25) -> pd.DataFrame:
+    ratio = np.array(ratio)
+    return pd.DataFrame(
+        {"dim": dims, "gram_over_cov_time": ratio, "gram_over_cov_time_lo": ratio / spread,
+         "gram_over_cov_time_hi": ratio * spread}
+    )  # fmt: skip
+
+
 def test_w5_is_judged_at_the_dims_this_run_measured():
     tables = make_tables(1)
     result = row(tables, "W5")
-    assert "0.2 at D 1024" in result["detail"] and "crossover D ≈" in result["detail"]
-    assert "memory ratio" in result["detail"] and "resnet 0.2" in result["statistic"]
-    far = pd.DataFrame({"dim": [64, 256, 1024, 65536], "gram_over_cov_time": [6.0, 5.0, 4.0, 0.1]})
+    assert "0.2 [0.16, 0.25] at D 1024" in result["detail"] and "crossover D ≈" in result["detail"]
+    assert "memory ratio" in result["detail"] and "resnet 0.2 [0.16, 0.25]" in result["statistic"]
+    assert "5 paired repeats" in result["detail"]
+    far = _timings([64, 256, 1024, 65536], [6.0, 5.0, 4.0, 0.1])
     assert verdicts(tables | {"benchmarks": far})["W5"] == REFUTED
-    nearest = claims(tables, benchmarks={"dim": 4096, "gram_over_cov_time": 1.5}).set_index("claim").loc["W5"]
+    nearest = claims(tables, benchmarks=_timings([4096], [1.5])).set_index("claim").loc["W5"]
     assert nearest["verdict"] == NOT_DETECTABLE and "nearest benchmarked D 4096" in nearest["detail"]
-    with pytest.raises(ValueError, match="gram_over_cov_time"):
-        claims(tables, benchmarks={"dim": 4096})
+    with pytest.raises(ValueError, match="gram_over_cov_time_lo"):
+        claims(tables, benchmarks={"dim": 4096, "gram_over_cov_time": 0.5})
+
+
+def test_w5_decides_on_the_interval_not_the_point():
+    """A ratio below 1 whose interval reaches above 1 is not detectable; one above 2 whose interval reaches
+    below 2 is not refuted."""
+    tables = make_tables(1)
+    dims = sorted(tables["dalign"]["dim"].unique())
+    assert verdicts(tables | {"benchmarks": _timings(dims, [0.9] * len(dims), 1.3)})["W5"] == NOT_DETECTABLE
+    assert verdicts(tables | {"benchmarks": _timings(dims, [0.9] * len(dims), 1.05)})["W5"] == CONFIRMED
+    assert verdicts(tables | {"benchmarks": _timings(dims, [2.4] * len(dims), 1.3)})["W5"] == NOT_DETECTABLE
+    assert verdicts(tables | {"benchmarks": _timings(dims, [2.4] * len(dims), 1.1)})["W5"] == REFUTED
 
 
 def test_verdicts_are_deterministic():

@@ -283,7 +283,8 @@ def misalignment(
     The population-level evidence (``P̂`` describes the two fixed pools only), from the two-sample
     jackknife of ``C`` (``stats.TwoSampleBounds``): ``mu_cross_se`` and the two-sided
     ``interval_level`` interval ``mu_cross_lo``/``mu_cross_hi`` of ``E``, and ``b_exact_ucb``, the
-    one-sided 95 % upper confidence bound of the two-sample certificate.
+    one-sided 95 % upper confidence bound of the two-sample certificate; ``v_mk``, the estimate of
+    ``V(M, K) = Var(μ_Mᵀg_K)`` (``stats.two_sample_variance``), so that ``E/√V`` is read with its sign.
     """
     moments = alignment_moments(dalign)
     grid = [(M, K) for M in sizes for K in sizes]
@@ -320,6 +321,7 @@ def misalignment(
                         "mu_cross_se": mu_cross_se,
                         "mu_cross_lo": mu_cross_lo,
                         "mu_cross_hi": mu_cross_hi,
+                        "v_mk": stats.two_sample_variance(two_sample, M, K),
                     }
                 )
     return pd.DataFrame(rows, columns=columns("misalignment"))

@@ -6,8 +6,9 @@ with its evaluation SE (per-example differences on the held-out examples); per m
 its points, across the family's models a random-effects mean with a 95 % t interval (``units``): the
 aggregate evidence of all rows, no per-row gate. The control's own change ``L_test(control) −
 L_test(old)`` is judged the same way: a control that damaged f_old makes a win meaningless. Over all
-families, the gain in each family's RMS units (so a family of small losses weighs as much as one of
-large losses), per model the mean, the mean over all models with a t interval. The refutation is tested
+families, the gain in units of each family's RMS paired SE (so a family of small losses weighs as much as
+one of large losses; the SEs' RMS, not the gains', which would carry the effect itself), per model the
+mean, the mean over all models with a t interval. The refutation is tested
 by each of the F families and, with two or more, by the pool: ``F + [F > 1]`` tests, each interval at the
 Bonferroni level ``1 − 0.05/(F + [F > 1])`` (a pool of one family is that family), so that noise refutes
 at most 2.5 % of the time. The pool's one interval at that level decides both ways (above 0 confirms,
@@ -39,7 +40,7 @@ def rule_expansion(tables: Tables) -> Result:
     """Per family: the gain's mean over models, refuted below 0; confirmed above 0 unless the control
     damaged f_old (its change's interval above 0: not confirmed). Over families: refuted if a family
     refutes (not confirmed if another confirms), else the verdict of the mean over all models (in each
-    family's RMS units), not confirmed where a family's control is damaged."""
+    family's RMS SE units), not confirmed where a family's control is damaged."""
     growth = table(tables, "growth", READS["growth"])
     expansion = growth[growth["snapshot"] == "final"]  # E8: the trained model
     gains, parts = [], []
@@ -54,7 +55,7 @@ def rule_expansion(tables: Tables) -> Result:
         verdict = NOT_CONFIRMED if verdict == CONFIRMED and damaged else verdict
         parts.append((family, verdict, gain, control, damaged, len(rows)))
         gains.append(_finite(rows, gain_value, E8_SE))
-    units = per_model(pd.concat(gains), "value", E8_SE, scale_cells=["family"])
+    units = per_model(pd.concat(gains), "value", E8_SE, scale_cells=["family"], scale_by_se=True)
     pooled = across_models(units, level=level)
     verdicts = [verdict for _, verdict, *_ in parts]
     if REFUTED in verdicts:
@@ -68,7 +69,7 @@ def rule_expansion(tables: Tables) -> Result:
         f"{family} {part}: gain {gain.text(2)}" + (f" (control damaged: {control.text(2)})" if damaged else "")
         for family, part, gain, control, damaged, _ in order
     )
-    statistic += f"; all families {pooled.text(2)} (RMS units)"
+    statistic += f"; all families {pooled.text(2)} (RMS SE units)"
     if verdict == NOT_DETECTABLE:
         statistic += "; " + pooled.null_text("gain")
     detail = (
@@ -80,7 +81,10 @@ def rule_expansion(tables: Tables) -> Result:
             for family, part, gain, control, _, n in parts
         )
     )
-    detail += f"; all families: {pooled.units} models, t with {pooled.df} df, each family's gains divided by their RMS"
+    detail += (
+        f"; all families: {pooled.units} models, t with {pooled.df} df, each family's gains divided by the RMS of "
+        "their SEs"
+    )
     return Result(
         verdict,
         statistic,
@@ -100,7 +104,7 @@ E8 = Claim(
     "refuted if below 0, "
     "confirmed if above 0 and the control's change from f_old (same test) is not above 0 (else not confirmed: "
     "damaged control); over families: refuted if any family is (not confirmed if another is confirmed); else the "
-    "mean over all models of the gain in each family's RMS units, its t interval at the same level: confirmed if "
+    "mean over all models of the gain in units of each family's RMS SE, its t interval at the same level: confirmed if "
     "above 0 (not confirmed if a control is damaged), refuted if below 0, else not detectable with its limit and "
     "MDE from that interval; every family's verdict in the headline",
     rule_expansion,

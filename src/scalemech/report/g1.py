@@ -39,18 +39,19 @@ def _units(
     frame: pd.DataFrame, value: str, se: str | None, by: Sequence[str] = (), scaled: bool = False
 ) -> pd.DataFrame:
     """``per_model`` (× ``by``) of the rows with a finite ``value`` (and ``se``); ``scaled``: within each family
-    (× ``by``) divided by their RMS first."""
+    (× ``by``) divided by the RMS of their SEs first (of the values without ``se``)."""
     finite = np.isfinite(frame[value].astype(float))
     if se is not None:
         finite &= np.isfinite(frame[se].astype(float))
     cells = list(dict.fromkeys(["family", *by])) if scaled else ()
-    return per_model(frame[finite], value, se, by, scale_cells=cells)
+    return per_model(frame[finite], value, se, by, scale_cells=cells, scale_by_se=se is not None)
 
 
 def over_models(frame: pd.DataFrame, value: str, se: str | None = None, scaled: bool = False) -> Estimate:
     """Per model the mean of ``value`` over its rows (snapshots; SE the mean of ``se``), across models
     the random-effects mean with a t interval (``units``); ``scaled``: each family's values and SEs
-    first divided by their RMS (families of different loss scales weigh alike)."""
+    first divided by the RMS of its SEs (families of different loss scales weigh alike, in units of their
+    evaluation noise, the same for a seed alone as for all seeds)."""
     return across_models(_units(frame, value, se, scaled=scaled))
 
 

@@ -6,7 +6,7 @@ Per model and snapshot the placement strategies' points (``figures.placement``) 
 certificate's), on the same held-out examples) with ``SE_c = √(SE_cert² + SE_strategy²)``: exact for
 independent errors and conservative for the positively correlated ones of gains paired on the same
 examples (the same point twice gives c = 0 with that SE). Models are the units: per model the mean c over
-its snapshots (SE the mean), each family's contrasts in their RMS units, across models a random-effects
+its snapshots (SE the mean), each family's contrasts in units of their RMS SE, across models a random-effects
 mean with a 95 % t interval (``units``). Against ``random`` and ``uniform`` (which, with one new block,
 is ``top``): confirmed when both intervals lie above 0, refuted when one lies below 0 (not confirmed
 when the other lies above: ``combined``), else not detectable with each limit and MDE. The contrasts
@@ -42,7 +42,7 @@ def contrasts(picks: pd.DataFrame, gain: str = "gain_old") -> pd.DataFrame:
 
 
 def rule_g2(tables: Tables) -> Result:
-    """Certificate − random and certificate − uniform, means over models in family RMS units: confirmed
+    """Certificate − random and certificate − uniform, means over models in family RMS SE units: confirmed
     when both are above 0, refuted when one is below."""
     rows = growth_rows(tables, READS["growth"][1:])
     picks = placements(rows, ["gain_old"])
@@ -57,7 +57,7 @@ def rule_g2(tables: Tables) -> Result:
     parts = {strategy: means[strategy].verdict(sign=1) for strategy in DECIDING}
     verdict = combined(*parts.values())
     statistic = "; ".join(f"certificate − {strategy} {means[strategy].text(2)}" for strategy in DECIDING)
-    statistic += f" (RMS units, {means['random'].units} models)"
+    statistic += f" (RMS SE units, {means['random'].units} models)"
     nulls = [
         means[strategy].null_text(strategy, parts=len(DECIDING))
         for strategy in DECIDING
@@ -90,7 +90,7 @@ G2 = Claim(
     "random point or where LLaMA-Pro's uniform rule puts it (E11, extension).",
     "per model × snapshot, c = gain_old(certificate's point) − gain_old(strategy's point) with SE "
     "√(SE_cert² + SE_strategy²), for random (the mean over seeded draws) and uniform (one block after the "
-    "last: the top point); per model the mean over snapshots, each family's c in its RMS units, across "
+    "last: the top point); per model the mean over snapshots, each family's c in units of its RMS SE, across "
     "models a random-effects mean with a 95 % t interval: confirmed if both are above 0, refuted if one is "
     "below 0 (not confirmed if the other is above), else not detectable with each limit and MDE",
     rule_g2,

@@ -1,11 +1,12 @@
 """W2 and W3: misalignment judged in the population, on the certificate's own signal-to-noise ratio.
 
 For draws of M train and K test examples, ``X = μ_Mᵀg_K`` has mean ``E = μ_trᵀμ_te`` and the variance
-``V(M, K)`` of ``stats.two_sample_variance`` (every term estimated without bias from the cross-Gram);
-the table's ``b_exact = V/(V + E²)`` is Cantelli's bound on ``P(X ≤ 0)``. So the certificate's own
-signal-to-noise ratio at (M, K) is ``r = E/√V = √((1 − b_exact)/b_exact)``: ``b_exact = 1/(1 + r²)``,
-and misalignment (≈ Φ(−r)) falls with width exactly when r rises. Where the table has no certificate
-(``b_exact`` NaN: the estimate of E or of E² is ≤ 0, E is not detected) r is 0, counted in the detail.
+``V(M, K)`` of ``stats.two_sample_variance`` (every term estimated without bias from the cross-Gram; the
+table's ``v_mk``); the table's ``b_exact = V/(V + E²)`` is Cantelli's bound on ``P(X ≤ 0)``. So the
+certificate's own signal-to-noise ratio at (M, K) is ``r = E/√V`` (``b_exact = 1/(1 + r²)`` where E > 0),
+and misalignment (≈ Φ(−r)) falls with width exactly when r rises. r keeps its sign: where E is estimated
+≤ 0 (no certificate) r is negative, so a misalignment that rises with width is seen and refuted. A row
+whose estimate of V is ≤ 0 has no ratio and is left out, counted in the detail.
 W2 judges the width slope of r; the ``b_exact`` UCB is reported beside it (at this run's pool sizes
 it is near 1 for every model, so as a gate it would decide nothing).
 W3 judges ``E/SE`` (``mu_cross_se``, E's two-sample jackknife SE).
@@ -26,16 +27,16 @@ from .units import across_models, per_model
 
 W2_VIEW = "full"
 W2_STRATA = ["dataset", "family", "depth"]
-COLUMNS = ["point_index", "view", "M", "K", "p_misalign", "b_exact", "b_exact_ucb", "mu_cross", "mu_cross_se"]
+COLUMNS = ["point_index", "view", "M", "K", "p_misalign", "b_exact_ucb", "mu_cross", "mu_cross_se", "v_mk"]
 READS = {"misalignment": COLUMNS}
 
 
 def alignment(tables: Tables) -> pd.DataFrame:
-    """The misalignment rows (view ``W2_VIEW``) with ``r = E/√V = √((1 − b_exact)/b_exact)`` (0 where
-    there is no certificate) and ``t = E/SE``."""
+    """The misalignment rows (view ``W2_VIEW``) with ``r = E/√V`` (``mu_cross/√v_mk``, signed; NaN where the
+    estimate of V is ≤ 0) and ``t = E/SE``."""
     frame = only(table(tables, "misalignment", COLUMNS), "view", W2_VIEW, "misalignment")
-    b = frame["b_exact"].astype(float)
-    r = np.sqrt(((1 - b) / b).where(b > 0, np.inf)).where(b.notna(), 0.0)
+    v = frame["v_mk"].astype(float)
+    r = frame["mu_cross"].astype(float) / np.sqrt(v.where(v > 0))
     return frame.assign(r=r, t=frame["mu_cross"] / frame["mu_cross_se"])
 
 
@@ -52,7 +53,9 @@ def rule_w2(tables: Tables) -> Result:
     fixed = frame[(frame["M"] == M) & (frame["K"] == K)]
     if fixed.groupby(W2_STRATA)["width"].nunique().max() < 3:
         raise NotMeasured(f"misalignment has no (dataset, family, depth) with ≥ 3 widths at M={M}, K={K}")
-    fit = trend(fixed, "r", None, "width", W2_STRATA)
+    if fixed["r"].isna().all():
+        raise NotMeasured(f"misalignment has no row with V(M, K) estimated above 0 (v_mk) at M={M}, K={K}")
+    fit = trend(fixed, "r", None, "width", W2_STRATA)  # rows without a ratio (NaN) are left out
     verdict = fit.slope.verdict(sign=1)
     certificate = fixed.groupby("model")["b_exact_ucb"].median().median()
     statistic = f"at M=K={M}: {fit.text('E/√V', 'width')}; median B_exact UCB {certificate:.2g}"
@@ -60,9 +63,10 @@ def rule_w2(tables: Tables) -> Result:
         statistic += "; " + fit.slope.null_text("slope")
     ends = per_model(fixed, "r", None).groupby("width")["y"].mean()
     detail = (
-        f"E/√V = √((1 − b_exact)/b_exact), the two-sample certificate's own variance; "
-        f"{int(fixed['b_exact'].isna().sum())} of {len(fixed)} rows without a certificate (E or E² estimated "
-        f"≤ 0) taken as 0; {fit.detail(W2_STRATA)} (equal weights); mean E/√V by width: "
+        f"E/√V = mu_cross/√v_mk, the two-sample certificate's own variance, signed; "
+        f"{int((fixed['mu_cross'] <= 0).sum())} of {len(fixed)} rows with E estimated ≤ 0 (no certificate, "
+        f"r < 0), {int(fixed['r'].isna().sum())} without a ratio (V estimated ≤ 0, left out); "
+        f"{fit.detail(W2_STRATA)} (equal weights); mean E/√V by width: "
         + ", ".join(f"{w:g}: {v:.3g}" for w, v in ends.items())
         + f"; median E/√V {fixed['r'].median():.3g}"
     )
@@ -101,8 +105,8 @@ def rule_w3(tables: Tables) -> Result:
 W2 = Claim(
     "W2",
     "Misalignment falls with width at fixed (M, K); B_exact and B_align bound it, B_align conservatively.",
-    "at the largest M = K with some misaligned draw, every row's E/√V(M, K) = √((1 − b_exact)/b_exact), the "
-    "signal-to-noise ratio of the two-sample certificate (its own variance V; 0 where there is no certificate); "
+    "at the largest M = K with some misaligned draw, every row's E/√V(M, K), the signal-to-noise ratio of the "
+    "two-sample certificate (its own variance V, signed: negative where E is estimated ≤ 0); "
     "per model the mean over points; across models a regression on log₂ width, one intercept per (dataset, "
     "family, depth), with a 95 % t interval: confirmed if the slope's interval is above 0, refuted if below, "
     "else not detectable with its limit and minimum detectable slope; the median B_exact UCB and P̂ are description",

@@ -114,15 +114,23 @@ class Estimate:
 
 
 def per_model(
-    rows: pd.DataFrame, value: str, se: str | None, by: Sequence[str] = (), scale_cells: Sequence[str] = ()
+    rows: pd.DataFrame,
+    value: str,
+    se: str | None,
+    by: Sequence[str] = (),
+    scale_cells: Sequence[str] = (),
+    scale_by_se: bool = False,
 ) -> pd.DataFrame:
     """Stage 1: one row per model (× ``by``), columns model keys, ``by``, ``y``, ``s`` (NaN without ``se``).
     ``scale_cells``: first divide value and SE by the root mean square of the values within each cell
-    (so strata or steps whose magnitudes differ by decades weigh alike)."""
+    (so strata or steps whose magnitudes differ by decades weigh alike); ``scale_by_se``: by the RMS of the
+    SEs instead (signed gains: the values' RMS would carry the effect itself, so a subset of the models, a
+    seed alone, would be put on another scale than the whole)."""
     y = rows[value].astype(float).to_numpy()
     s = rows[se].astype(float).to_numpy() if se else np.full(len(rows), np.nan)
     if scale_cells:
-        rms = np.sqrt((pd.Series(y) ** 2).groupby([rows[c].to_numpy() for c in scale_cells]).transform("mean"))
+        basis = pd.Series(s if scale_by_se else y) ** 2
+        rms = np.sqrt(basis.groupby([rows[c].to_numpy() for c in scale_cells]).transform("mean"))
         rms = rms.where(rms > 0, 1.0)
         y, s = (y / rms).to_numpy(), (s / rms).to_numpy()
     keys = model_keys() + list(by)
