@@ -305,4 +305,4 @@ def test_the_architecture_recipes_add_a_figure_and_a_claim(tiny_run: TinyRun, tm
     assert (tiny_run.folder / "figures" / "tiny" / "F11_losses.png").stat().st_size > 0
     report = (tiny_run.folder / "results" / "tiny" / "report.md").read_text()
     row = next(line for line in report.splitlines() if line.startswith("| [X1](#x1) |"))
-    assert "F11_losses" in row and "### F11_losses" in report
+    assert "(#f11_losses)" in row and "### F11_losses" in report
