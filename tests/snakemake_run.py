@@ -8,15 +8,19 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile")]
 
 
 def snakemake(
-    *args: str, cwd: Path = ROOT, timeout: int = 600, env: dict[str, str] | None = None
+    *args: str,
+    cwd: Path = ROOT,
+    timeout: int = 600,
+    env: dict[str, str] | None = None,
+    snakefile: Path = ROOT / "Snakefile",
 ) -> subprocess.CompletedProcess:
-    """``snakemake args`` in ``cwd``, its output captured, ``env`` on top of this process' environment."""
+    """``snakemake args`` on ``snakefile`` in ``cwd``, its output captured, ``env`` on top of this process'
+    environment."""
     return subprocess.run(
-        [*SNAKEMAKE, *args],
+        [sys.executable, "-m", "snakemake", "--snakefile", str(snakefile), *args],
         cwd=cwd,
         capture_output=True,
         text=True,

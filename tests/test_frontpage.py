@@ -13,9 +13,9 @@ from docutils.core import publish_parts
 from jinja2 import Environment
 
 from scalemech.report import CLAIMS
-from scalemech.report.claims import CLAIM_FIGURES
 from scalemech.report.frontpage import HEADING, front_page, rst_text
 from scalemech.report.trained import TRAINED, training_check
+from scalemech.report.verdicts import CLAIM_FIGURES
 
 CAPTIONS = Path(__file__).parents[1] / "workflow" / "report"
 DESCRIPTION = (CAPTIONS / "workflow.rst").read_text()

@@ -9,8 +9,6 @@ on HF's own hidden states).
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 import pytest
 import torch
@@ -21,8 +19,6 @@ from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 from scalemech.data import Prepared
 from scalemech.data.tokenized import (
     text_from_bytes,
-    text_from_file,
-    text_from_hub,
     token_pool,
     tokenize_text,
 )
@@ -267,16 +263,11 @@ def test_tokenize_text_round_trips(checkpoint):
     assert tokenizer.decode(tokens.tolist()) == text
 
 
-def test_text_sources(tmp_path, monkeypatch):
+def test_text_from_bytes():
     raw = "héllo".encode() + b"\xff!"
     assert text_from_bytes(torch.tensor(list(raw), dtype=torch.uint8)) == "héllo\ufffd!"
-    (tmp_path / "a.txt").write_bytes(raw)
-    assert text_from_file(tmp_path / "a.txt") == "héllo\ufffd!"
     with pytest.raises(ValueError, match="uint8"):
         text_from_bytes(torch.zeros(3, dtype=torch.int64))
-    monkeypatch.setitem(sys.modules, "datasets", None)  # makes `import datasets` fail
-    with pytest.raises(ImportError, match="pip install datasets"):
-        text_from_hub("tiny_shakespeare")
 
 
 @pytest.mark.parametrize("checkpoint", ["llama"], indirect=True)

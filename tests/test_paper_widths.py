@@ -9,7 +9,7 @@ import pandas as pd
 
 from scalemech.figures.f9_dalign_at_paper_widths import fig_dalign_paper_widths
 from scalemech.report import CONFIRMED, NOT_MEASURED, REFUTED, claims
-from scalemech.report.w1_paper import rule_w1_paper
+from scalemech.report.rules.w1_paper import rule_w1_paper
 
 WIDTHS, SEEDS, STEPS, POINTS = [512, 768, 1024, 1536, 2048, 3072], [0, 1], [0, 1, 2, 4], [0, 1]
 DRAWS = 20

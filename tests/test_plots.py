@@ -28,7 +28,7 @@ from scalemech.figures import (
     f7_expansion,
     make_figure,
 )
-from scalemech.figures.aggregate import choose, default_mk, over_points, over_seeds
+from scalemech.figures.aggregate import choose, default_mk, over_seeds
 from scalemech.stats.powerlaw import powerlaw_table
 
 DPI = 40
@@ -212,17 +212,13 @@ def test_misalignment_at_explicit_mk(tmp_path):
     assert_written(tmp_path / "f5.pdf")
 
 
-def test_aggregates_match_a_direct_computation():
-    signal = make_tables(1)["signal"]
-    per_model = over_points(signal, ["mu_sq"], by=["split"])
-    one = signal[(signal["model"] == "resnet-d14-w2-s0") & (signal["split"] == "test")]
-    got = per_model[(per_model["model"] == "resnet-d14-w2-s0") & (per_model["split"] == "test")]["mu_sq"]
-    assert got.item() == pytest.approx(np.median(one["mu_sq"]))
-    test = signal[signal["split"] == "test"]
+def test_over_seeds_matches_a_direct_computation():
+    test = make_tables(1)["signal"].query("split == 'test'")
     two_seeds = pd.concat([test, test.assign(seed=1, mu_sq=3 * test["mu_sq"])])
-    grid = over_seeds(over_points(two_seeds, ["mu_sq"]), ["mu_sq"])
-    cell = grid[(grid["depth"] == 14) & (grid["width"] == 2)]["mu_sq"].item()
-    assert cell == pytest.approx(2 * np.median(one["mu_sq"]))  # mean of median and 3 × median
+    grid = over_seeds(two_seeds, ["mu_sq"], by=["point_index"])
+    cell = grid[(grid["depth"] == 14) & (grid["width"] == 2) & (grid["point_index"] == 1)]["mu_sq"].item()
+    one = test[(test["model"] == "resnet-d14-w2-s0") & (test["point_index"] == 1)]["mu_sq"].item()
+    assert cell == pytest.approx(2 * one)  # the mean of one and 3 × one
 
 
 def test_a_requested_split_or_view_that_is_absent_is_named(tmp_path):

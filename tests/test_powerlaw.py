@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from scalemech.report import CONFIRMED, NOT_DETECTABLE, NOT_MEASURED, claims
-from scalemech.report.d4 import rule_d4
+from scalemech.report.rules.d4 import rule_d4
 from scalemech.stats.powerlaw import fit_power_law, powerlaw_table
 
 DEPTHS, WIDTHS, SEEDS = [8, 14, 20, 32, 44], [0.5, 1, 1.5, 2, 4], [0, 1]

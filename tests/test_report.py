@@ -22,8 +22,8 @@ from scalemech.core.layout import table_path
 from scalemech.core.tables import columns, model_keys, write_table
 from scalemech.figures import FIGURES, make_figure
 from scalemech.report import CONFIRMED, NOT_CONFIRMED, NOT_DETECTABLE, NOT_MEASURED, REFUTED, claims, write_report
+from scalemech.report.rules.w1_training import W1_LOSS_LEVELS, at_matched_loss, first_crossing
 from scalemech.report.trend import null_bound
-from scalemech.report.w1_training import W1_LOSS_LEVELS, at_matched_loss, first_crossing
 from scalemech.stats.powerlaw import powerlaw_table
 
 DEPTHS, WIDTHS, POINTS = [8, 14, 20, 26], [1, 2, 4], [0, 1, 2]
@@ -353,27 +353,11 @@ def make_tables(trend: int = 1, families: tuple[str, ...] = ("resnet",)) -> dict
     return own | {"benchmarks": benchmarks[BENCHMARKS], "powerlaw": powerlaw_table(own["training"])}
 
 
-CLAIM_IDS = [
-    "D1",
-    "D2",
-    "D3",
-    "D4",
-    "W1",
-    "W1 along training",
-    "W1 at the paper's widths",
-    "W2",
-    "W3",
-    "W4",
-    "W5",
-    "E8",
-    "G1",
-    "G2",
-    "G3",
-]
+CLAIM_IDS = [claim.id for claim in report.CLAIMS]  # the registry: a new claim is in every generic test
 OWN_TESTS = {
     "D4",
     "W1 at the paper's widths",
-}  # need grids make_tables lacks: tests/test_powerlaw.py, test_paper_widths.py
+}  # claims that need grids make_tables lacks: tests/test_powerlaw.py, test_paper_widths.py
 GRID_IDS = [claim for claim in CLAIM_IDS if claim not in OWN_TESTS]
 DECIDED = (CONFIRMED, REFUTED)
 
@@ -402,6 +386,8 @@ def test_claims_table_has_one_row_per_claim_and_short_statistics():
     table = claims(make_tables(1))
     assert list(table.columns) == ["claim", "statement", "statistic", "rule", "verdict", "per_seed", "models", "detail"]
     assert list(table["claim"]) == CLAIM_IDS and table["rule"].str.len().min() > 20
+    papers = ["DWEG".index(claim[0]) for claim in CLAIM_IDS]  # report order: Paper D, Paper W, E8, growth
+    assert papers == sorted(papers) and CLAIM_IDS[:4] == ["D1", "D2", "D3", "D4"]
     assert table["statistic"].str.len().max() <= 200, table["statistic"].str.len().max()
     assert set(table.set_index("claim").loc[GRID_IDS, "per_seed"]) == {"one seed (0): not checked against a reseed"}
 

@@ -226,7 +226,7 @@ class Case:
 
     @property
     def rule(self):
-        return getattr(importlib.import_module(f"scalemech.report.{self.module}"), self.claim)
+        return getattr(importlib.import_module(f"scalemech.report.rules.{self.module}"), self.claim)
 
     def evaluate(self, tables: dict[str, pd.DataFrame]):
         """The claim's result as the report has it: on all seeds, checked against each seed alone."""
@@ -242,7 +242,7 @@ class Case:
 
     @property
     def reads(self) -> dict[str, list[str]] | None:
-        return getattr(importlib.import_module(f"scalemech.report.{self.module}"), "READS", None)
+        return getattr(importlib.import_module(f"scalemech.report.rules.{self.module}"), "READS", None)
 
 
 def mde(df: int, parts: int = 1) -> float:
@@ -417,7 +417,7 @@ def w3_tables(k: float, offset: bool, rng) -> dict:
     return {"misalignment": certificate_columns(rows, rows["e"], 1e-5, 1e-10).drop(columns="e")}
 
 
-W4_SIGN_EDGE, W4_RATIO_EDGE = 0.95, 0.96  # the bands' lower edges (report.w4)
+W4_SIGN_EDGE, W4_RATIO_EDGE = 0.95, 0.96  # the bands' lower edges (report.rules.w4)
 W4_RATIO_SD = 0.3  # sd across models of a model's median ratio (an interval over 16 models ≈ 0.3 wide)
 
 

@@ -13,7 +13,6 @@ import torch
 
 from scalemech.core.recipe import Recipe
 from scalemech.data import Prepared
-from scalemech.report.claims import claims
 from scalemech.report.trained import (
     EARLY,
     MIN_TOKENS_PER_PARAMETER,
@@ -22,6 +21,7 @@ from scalemech.report.trained import (
     trained_only,
     training_check,
 )
+from scalemech.report.verdicts import claims
 from scalemech.training.train import loss_windows, train, window_sums
 
 LLAMA = {"family": "llama", "width": 16, "depth": 1, "head_dim": 16, "block_size": 16, "vocab_size": 256}

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -225,3 +227,82 @@ def test_an_edit_of_the_plotting_code_reruns_only_plotting(tiny_run: TinyRun) ->
         "training_table",
     ):
         assert heavy not in counts, counts
+
+
+FIGURE_RECIPE = '''"""F11 (docs/architecture.md's recipe): the test loss of each model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from . import common
+from .common import DPI, _figure, _required
+
+STEM = "F11_losses"
+TABLES = ["training"]
+
+
+def fig_losses(training: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -> None:
+    _required(training, "training", ["test_loss"])
+    fig, axes = _figure(1, 1)
+    axes[0, 0].bar(training["model"], training["test_loss"])
+    common._save(fig, out, "Test loss of each model", [], dpi)
+
+
+draw = fig_losses
+'''
+CLAIM_RECIPE = '''"""X1 (docs/architecture.md's recipe): every model's test loss is positive."""
+
+from __future__ import annotations
+
+from ..common import CONFIRMED, REFUTED, Claim, Result, Tables, table
+
+READS = {"training": ["test_loss"]}
+
+
+def rule_x1(tables: Tables) -> Result:
+    loss = table(tables, "training", READS["training"])["test_loss"]
+    return Result(CONFIRMED if (loss > 0).all() else REFUTED, f"smallest test loss {loss.min():.3g}")
+
+
+X1 = Claim("X1", "Every test loss is positive.", "confirmed if the smallest is above 0", rule_x1, READS, figure=STEM)
+'''.replace("figure=STEM", 'figure="F11_losses"')
+
+
+@pytest.mark.timeout(600)
+def test_the_architecture_recipes_add_a_figure_and_a_claim(tiny_run: TinyRun, tmp_path: Path) -> None:
+    """docs/architecture.md's recipes for a figure and a claim, followed in a copy of the repository: the
+    import contracts hold, the dry run plans only plotting and the report, and the tiny run's report shows
+    the new claim beside the new figure."""
+    repo = tmp_path / "repo"
+    skip = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    repo.mkdir()
+    for name in ("Snakefile", "pyproject.toml", "environment.yml"):
+        shutil.copy(ROOT / name, repo / name)
+    for name in ("workflow", "config", "src"):
+        shutil.copytree(ROOT / name, repo / name, ignore=skip)
+    package = repo / "src" / "scalemech"
+    (package / "figures" / "f11_losses.py").write_text(FIGURE_RECIPE)
+    (repo / "workflow" / "report" / "F11_losses.rst").write_text("The test loss of each model.\n")
+    (package / "report" / "rules" / "x1.py").write_text(CLAIM_RECIPE)
+    env = {"PYTHONPATH": str(repo / "src")}
+
+    lint = subprocess.run(
+        [str(Path(sys.executable).parent / "lint-imports")], cwd=repo, capture_output=True, text=True,
+        env={**os.environ, **env}, timeout=120,
+    )  # fmt: skip
+    assert lint.returncode == 0, lint.stdout[-3000:]
+    where = ("--configfile", str(tiny_run.config), "--directory", str(tiny_run.folder))
+    dry = snakemake("-n", "--cores", "2", *where, env=env, snakefile=repo / "Snakefile")
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    counts = planned(dry.stdout)
+    assert counts.get("figure", 0) >= 1 and counts.get("claims_report") == 1, counts
+    assert not {"train_model", "measure_model", "misalign_model", "growth_model"} & set(counts), counts
+    done = snakemake("--cores", "2", *where, env=env, snakefile=repo / "Snakefile", timeout=500)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tiny_run.folder / "figures" / "tiny" / "F11_losses.png").stat().st_size > 0
+    report = (tiny_run.folder / "results" / "tiny" / "report.md").read_text()
+    row = next(line for line in report.splitlines() if line.startswith("| [X1](#x1) |"))
+    assert "(#f11_losses)" in row and "### F11_losses" in report

@@ -10,6 +10,8 @@ import yaml
 from jobstats import planned
 from snakemake_run import ROOT, snakemake
 
+from scalemech.figures import FIGURE_TABLES
+
 pytestmark = pytest.mark.workflow
 
 
@@ -24,7 +26,7 @@ pytestmark = pytest.mark.workflow
                 "measure_model": 24,
                 "trajectory_model": 24,
                 "growth_model": 18,
-                "figure": 10,
+                "figure": len(FIGURE_TABLES),  # every figure
             },
         ),
         (  # training and E10 only: no measure, misalign, intervene, growth or cost job, no figure of theirs

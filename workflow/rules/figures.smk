@@ -8,6 +8,7 @@ from importlib.util import find_spec
 from pathlib import Path
 
 import scalemech.figures
+import scalemech.report.rules
 
 # The figures whose tables this run writes (config experiments), and the tables they read.
 FIGURE_TABLES = {stem: names for stem, names in scalemech.figures.FIGURE_TABLES.items() if set(names) <= RUN_TABLES}
@@ -15,11 +16,12 @@ PLOTTING_CODE = [
     os.path.relpath(path)
     for path in [
         *sorted(str(p) for p in Path(scalemech.figures.__file__).parent.glob("*.py")),
-        *sorted(str(p) for p in Path(find_spec("scalemech.report").origin).parent.glob("*.py")),  # unloaded
+        *sorted(str(p) for p in Path(find_spec("scalemech.report").origin).parent.rglob("*.py")),  # unloaded
     ]
 ]
 CAPTIONS = os.path.relpath(f"{workflow.basedir}/workflow/report")  # each figure's caption, <stem>.rst
-CLAIM_TABLES = sorted({name for names in FIGURE_TABLES.values() for name in names} | {"powerlaw"})  # D4 reads it
+# The tables the claims read (their modules' READS, and training) that this run writes.
+CLAIM_TABLES = [name for name in scalemech.report.rules.CLAIM_TABLES if name in RUN_TABLES]
 
 
 rule figure:
@@ -61,7 +63,6 @@ rule claims_report:
     input:
         tables=[LAYOUT.table(name) for name in CLAIM_TABLES],
         figures=[LAYOUT.figure(stem, "png") for stem in FIGURE_TABLES],
-        cost=[LAYOUT.table("benchmarks")] if "benchmarks" in RUN_TABLES else [],
         runtime=LAYOUT.table("runtime"),
         code=PLOTTING_CODE,
         captions=[f"{CAPTIONS}/{stem}.rst" for stem in ["claims", "workflow", *FIGURE_TABLES]],
@@ -132,9 +133,7 @@ rule trajectory:
 
 rule tables:
     input:
-        rules.claims_report.input.tables,
-        rules.claims_report.input.cost,
-        rules.claims_report.input.runtime,
+        [LAYOUT.table(name) for name in sorted(RUN_TABLES)],
 
 
 rule figures:

@@ -2,7 +2,7 @@
 # are pinned instead. Checkpoints live in results/<run>/checkpoints/ (not declared), so a
 # killed or failed job resumes and a rerun never deletes them; a forced or changed run starts
 # afresh and moves the old checkpoints aside (scalemech.training.checkpoints). How a job runs
-# (device, checkpoint_every: scalemech.pipeline.jobs.EXECUTION) is read from the config at run time,
+# (device, checkpoint_every: scalemech.pipeline.jobs.execution) is read from the config at run time,
 # not passed as params: changing it does not retrain a finished model.
 
 

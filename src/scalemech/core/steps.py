@@ -1,7 +1,7 @@
 """The per-model steps of the workflow: one declaration each, for its job in ``pipeline.jobs``.
 
 A ``Step`` says which rule (and job function) it is, which experiment of the config plans it,
-which models it runs on, its files by name and its params. Everything that lists steps derives
+which models it runs on, its files by name and its params. What lists steps in the library derives
 from ``STEPS``: the named inputs, outputs and params of the per-model rules
 (``workflow/rules/common.smk``) and of the CLI's step commands, the per-model tables that
 ``collect_table`` gathers and the models each comes from, the tables each experiment writes,

@@ -41,25 +41,6 @@ def text_from_bytes(stream: Tensor) -> str:
     return bytes(stream.cpu().numpy()).decode("utf-8", errors="replace")
 
 
-def text_from_file(path: str | Path) -> str:
-    """The text of a local file (utf-8, undecodable bytes as U+FFFD)."""
-    return Path(path).read_text(encoding="utf-8", errors="replace")
-
-
-def text_from_hub(name: str, split: str = "train", column: str = "text", revision: str | None = None) -> str:
-    """The rows of ``column`` of a Hugging Face dataset split, joined by newlines (needs ``datasets``)."""
-    try:
-        import datasets
-    except ImportError:
-        raise ImportError(
-            f"reading the Hugging Face dataset {name!r} needs the `datasets` package: pip install datasets"
-        ) from None
-    rows = datasets.load_dataset(name, split=split, revision=revision)
-    if column not in rows.column_names:
-        raise KeyError(f"dataset {name!r} split {split!r} has no column {column!r}; it has {rows.column_names}")
-    return "\n".join(rows[column])
-
-
 TOKEN_IDS_HINT = (
     "give token ids instead of text: a .npy of a 1-D integer array (numpy.save('ids.npy', ids)) or of "
     "documents as a 2-D integer array (n, T), or nanoGPT's train.bin/val.bin (flat uint16 arrays, their "

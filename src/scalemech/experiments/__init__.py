@@ -3,6 +3,7 @@
 - ``measure``:   E2 covariance structure, E3 first-order signal, E5 ``d_align``; stores gradient pools.
 - ``misalign``:  E6 empirical misalignment probability beside the Cantelli certificates.
 - ``intervene``: E7 zero-initialized residual parameter stepped along ``−μ_M`` (Paper W).
+- ``trajectory``: E10 the certificate's statistics at each weight snapshot along training.
 - ``growth``:    E11 growth at every point against the certificate and equal-compute controls, with
                  E8's zero-initialized block, jumpboard and fallback (Paper D) as its arms (``arms``).
 

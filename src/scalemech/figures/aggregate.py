@@ -8,15 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from ..core.tables import model_keys
-
 GRID_KEYS = ["dataset", "family", "depth", "width"]  # a grid cell: what seeds are averaged over
-
-
-def over_points(frame: pd.DataFrame, values: Sequence[str], by: Sequence[str] = ()) -> pd.DataFrame:
-    """Median of ``values`` over insertion points: one row per model (× ``by``)."""
-    keys = model_keys() + list(by)
-    return frame.groupby(keys, as_index=False, dropna=False)[list(values)].median()
 
 
 def over_seeds(frame: pd.DataFrame, values: Sequence[str], by: Sequence[str] = ()) -> pd.DataFrame:

@@ -470,7 +470,6 @@ def claims_report(
     *,
     tables: Sequence[str],
     figures: Sequence[str],
-    cost: str,
     runtime: str,
     code: Sequence[str],
     captions: Sequence[str],
@@ -479,8 +478,8 @@ def claims_report(
     criterion: str,
 ) -> None:
     """``report.md``: the claims table with verdicts, every figure with its caption (``captions``:
-    ``workflow/report/*.rst``) and the runtime of the run's jobs (``cost`` and ``runtime`` are read
-    from the tables directory); ``front_page``: the description, the training ``criterion``'s table and
+    ``workflow/report/*.rst``) and the runtime of the run's jobs (``runtime`` is read from the tables
+    directory); ``front_page``: the description, the training ``criterion``'s table and
     the verdicts for the first page of ``snakemake --report``."""
     from ..core.layout import table_path
     from ..core.tables import read_table

@@ -1,29 +1,29 @@
 """The claims report: each claim of Papers D and W (docs/science.md §2–3) beside this run's statistic
-and verdict, one module per claim (``d1`` … ``e8``, E11's ``g1`` … ``g3``), models the independent units (``units``).
+and verdict, one module per claim in ``rules``, models the independent units (``units``).
 
 ``claims(tables)``: a dict of the run's tables in, one row per claim with a ``verdict`` column out
 (and ``per_seed``: each seed judged alone, ``seeds``);
 ``write_report`` writes ``report.md``; ``verdict_summary`` reads its verdicts back.
+Names load on first use (PEP 562): the workflow's parse reads ``rules.CLAIM_TABLES`` without statsmodels.
 """
 
-from .claims import CLAIMS, claims
-from .common import CONFIRMED, FRAGILE, NOT_CONFIRMED, NOT_DETECTABLE, NOT_MEASURED, REFUTED, NotMeasured
-from .document import CLAIM_TABLES, runtime_section, verdict_summary, write_report
-from .w5 import BENCHMARK_COLUMNS
+import importlib
+from typing import Any
 
-__all__ = [
-    "BENCHMARK_COLUMNS",
-    "CLAIMS",
-    "CLAIM_TABLES",
-    "CONFIRMED",
-    "FRAGILE",
-    "NOT_CONFIRMED",
-    "NOT_DETECTABLE",
-    "NOT_MEASURED",
-    "REFUTED",
-    "NotMeasured",
-    "claims",
-    "runtime_section",
-    "verdict_summary",
-    "write_report",
-]
+_HOMES = {
+    "verdicts": ("CLAIMS", "CLAIM_FIGURES", "claims"),
+    "common": ("CONFIRMED", "FRAGILE", "NOT_CONFIRMED", "NOT_DETECTABLE", "NOT_MEASURED", "REFUTED", "NotMeasured"),
+    "document": ("runtime_section", "verdict_summary", "write_report"),
+    "rules": ("CLAIM_TABLES",),
+    "rules.w5": ("BENCHMARK_COLUMNS",),
+}
+_HOME = {name: module for module, names in _HOMES.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
+
+
+__all__ = sorted(_HOME)

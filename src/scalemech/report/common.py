@@ -63,6 +63,7 @@ class Claim:
     rule: str  # how the verdict is reached
     evaluate: Callable[[Tables], Result]
     reads: Mapping[str, list[str]]  # table -> the columns the rule reads (its module's READS)
+    figure: str | None = None  # the stem of the figure that shows its statistic (``figures.FIGURES``)
 
     def judge(self, tables: Tables) -> Result:
         """``evaluate``, a NotMeasured as its verdict with the reason as the statistic."""

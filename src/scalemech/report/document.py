@@ -16,20 +16,10 @@ import pandas as pd
 from ..core.layout import table_path
 from ..core.tables import read_table
 from ..figures import FIGURES
-from .claims import CLAIM_FIGURES, claims
+from .rules import CLAIM_TABLES
 from .trained import EARLY, TRAINED, failed, training_check
+from .verdicts import CLAIM_FIGURES, claims
 
-CLAIM_TABLES = [
-    "covariance",
-    "signal",
-    "training",
-    "powerlaw",
-    "dalign",
-    "misalignment",
-    "intervention",
-    "trajectory",
-    "growth",
-]
 # the verdict table's columns (each cell ≤ ~200 characters)
 TABLE = ["claim", "verdict", "per seed", "models", "deciding number", "figure"]
 TRAINING_HEADING = "Trained models"
@@ -188,14 +178,12 @@ def write_report(
     criterion: str = TRAINED,
 ) -> pd.DataFrame:
     """Write ``out_md``: the claims table from the tables in ``tables_dir`` (missing ones count as
-    not measured; ``benchmarks.csv`` there is read if present), then each figure of ``figures_dir``
+    not measured; ``benchmarks`` overrides the folder's), then each figure of ``figures_dir``
     (relative PNG link) with its caption ``captions_dir/<stem>.rst`` (claims table: ``claims.rst``); the
     training ``criterion``'s table of the trained models comes first (``training_lines``), and the claims rest
     on the models that meet it (``claims``). Return the claims table."""
     tables_dir, figures_dir, out_md, captions_dir = map(Path, (tables_dir, figures_dir, out_md, captions_dir))
     tables = {name: read_table(path, name) for name in CLAIM_TABLES if (path := table_path(tables_dir, name)).exists()}
-    if benchmarks is None and (tables_dir / "benchmarks.csv").exists():
-        benchmarks = pd.read_csv(tables_dir / "benchmarks.csv")
     verdicts = claims(tables, benchmarks, criterion)
     check = training_check(tables.get("training"), criterion)
     lines = ["# Claims report", "", _caption(captions_dir, "claims"), "", training_summary(check, criterion), ""]

@@ -17,8 +17,8 @@ import re
 
 import pandas as pd
 
-from .claims import CLAIM_FIGURES
 from .document import training_cells, training_summary
+from .verdicts import CLAIM_FIGURES
 
 HEADING = "Verdicts of this run"
 TABLE_ID = "verdicts"  # the list-table's HTML id, which the style block keys on

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .common import CONFIRMED, LEVEL, NOT_CONFIRMED, NOT_DETECTABLE, REFUTED, Claim, Result, Tables, combined, table
-from .units import Estimate, across_models, per_model
+from ..common import CONFIRMED, LEVEL, NOT_CONFIRMED, NOT_DETECTABLE, REFUTED, Claim, Result, Tables, combined, table
+from ..units import Estimate, across_models, per_model
 
 E8_GAIN, E8_SE = "gain_tokens", "gain_tokens_se"  # L(control, equal steps) − L(grown), paired SE
 CONTROL, CONTROL_SE = "control_change", "control_change_se"  # L(control) − L(f_old), paired SE
@@ -109,4 +109,5 @@ E8 = Claim(
     "MDE from that interval; every family's verdict in the headline",
     rule_expansion,
     READS,
+    figure="F7_expansion",
 )

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..figures.aggregate import as_flag
-from .common import LEVEL, NOT_DETECTABLE, Claim, NotMeasured, Result, Tables, table
-from .units import across_models, per_model
+from ...figures.aggregate import as_flag
+from ..common import LEVEL, NOT_DETECTABLE, Claim, NotMeasured, Result, Tables, table
+from ..units import across_models, per_model
 
 D1_MAX_MEAN_SQ_CORR = 0.05  # "close to diagonal": RMS off-diagonal correlation ≤ √0.05 ≈ 0.22 (our choice)
 READS = {"covariance": ["dim", "offdiag_ratio", "offdiag_ratio_null_sd", "low_rank"]}
@@ -56,4 +56,5 @@ D1 = Claim(
     f"detectable distance from {D1_MAX_MEAN_SQ_CORR:g} (80 % power) at the run's number of models",
     rule_d1,
     READS,
+    figure="F1_covariance",
 )

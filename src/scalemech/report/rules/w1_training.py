@@ -19,9 +19,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..core.tables import model_keys
-from .common import NOT_DETECTABLE, Claim, Result, Tables, levels_present, only, table
-from .trend import Trend, null_bound, trend
+from ...core.tables import model_keys
+from ..common import NOT_DETECTABLE, Claim, Result, Tables, levels_present, only, table
+from ..trend import Trend, null_bound, trend
 from .w1 import PAPER_W1, W1_SPLIT, W1_STRATA, W1_VIEW
 
 W1_LOSS_LEVELS = 8  # train-loss levels per (dataset, family, depth) at which widths are compared
@@ -127,4 +127,5 @@ W1_TRAINING = Claim(
     f"depth), interpolated at the first crossing, is reported and not decided on (it reacts to training speed)",
     rule_w1_training,
     READS,
+    figure="F8_dalign_over_training",
 )

@@ -11,42 +11,24 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from .common import Tables
-from .d1 import D1
-from .d2 import D2
-from .d3 import D3
-from .d4 import D4
-from .e8 import E8
-from .g1 import G1
-from .g2 import G2
-from .g3 import G3
-from .misalignment import W2, W3
+from .common import Claim, Tables
+from .rules import claim_modules
 from .seeds import by_seed, reseeded
 from .trained import TRAINED, models_of, rests_on, trained_only, training_check
-from .w1 import W1
-from .w1_paper import W1_PAPER
-from .w1_training import W1_TRAINING
-from .w4 import W4
-from .w5 import W5
 
-CLAIMS = [D1, D2, D3, D4, W1, W1_TRAINING, W1_PAPER, W2, W3, W4, W5, E8, G1, G2, G3]
+PAPERS = "DWEG"  # report order: Paper D, Paper W, the expansion (E8), growth (G); then by number
+
+
+def _report_order(claim: Claim) -> tuple[int, int, str]:
+    digits = "".join(c for c in claim.id[1:].split(" ")[0] if c.isdigit())
+    paper = PAPERS.index(claim.id[0]) if claim.id[0] in PAPERS else len(PAPERS)
+    return paper, int(digits or 0), claim.id
+
+
+_FOUND = {value.id: value for module in claim_modules() for value in vars(module).values() if isinstance(value, Claim)}
+CLAIMS = sorted(_FOUND.values(), key=_report_order)
 COLUMNS = ["claim", "statement", "statistic", "rule", "verdict", "per_seed", "models", "detail"]
-CLAIM_FIGURES = {
-    "D1": "F1_covariance",
-    "D2": "F2_signal_decay",
-    "D3": "F3_rebound",
-    "D4": "F3_rebound",
-    "W1": "F4_dalign_vs_width",
-    "W1 along training": "F8_dalign_over_training",
-    "W1 at the paper's widths": "F9_dalign_at_paper_widths",
-    "W2": "F5_misalignment",
-    "W3": "F5_misalignment",
-    "W4": "F6_intervention",
-    "E8": "F7_expansion",
-    "G1": "F10_growth",
-    "G2": "F10_growth",
-    "G3": "F10_growth",
-}
+CLAIM_FIGURES = {claim.id: claim.figure for claim in CLAIMS if claim.figure}
 """The figure that shows each claim's statistic (W5 has none: its numbers are the cost table's)."""
 
 

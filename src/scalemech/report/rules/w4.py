@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.tables import model_keys
-from ..figures.aggregate import as_flag
-from .common import Claim, NotMeasured, Result, Tables, combined, table
-from .units import Estimate, across_models, per_model
+from ...core.tables import model_keys
+from ...figures.aggregate import as_flag
+from ..common import Claim, NotMeasured, Result, Tables, combined, table
+from ..units import Estimate, across_models, per_model
 
 W4_SIGN_BAND = (0.95, 1.0)  # held-out sign agreement: "with the predicted sign" (≥ 95 %, our choice)
 W4_RATIO_BAND = (0.96, 0.99)  # held-out observed/predicted at the smallest η (Paper W: 96–99 %)
@@ -104,4 +104,5 @@ W4 = Claim(
     f"confirmed if one is confirmed and the other refuted)",
     rule_w4,
     READS,
+    figure="F6_intervention",
 )

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..stats.powerlaw import LEVEL, MIN_LEVELS
-from .common import NOT_DETECTABLE, Claim, NotMeasured, Result, Tables, agreed
-from .units import Estimate
+from ...stats.powerlaw import LEVEL, MIN_LEVELS
+from ..common import NOT_DETECTABLE, Claim, NotMeasured, Result, Tables, agreed
+from ..units import Estimate
 
 EXPONENTS = {"alpha": "α (depth)", "beta": "β (width)"}
 READS = {"powerlaw": ["parameter", "value", "se", "lo", "hi", "df", "models", "depths", "widths", "rss"]}
@@ -73,4 +73,5 @@ D4 = Claim(
     f"(each exponent's limit and minimum detectable value in the detail)",
     rule_d4,
     READS,
+    figure="F3_rebound",
 )

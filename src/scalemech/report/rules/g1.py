@@ -22,9 +22,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ..core.tables import model_keys
-from .common import NOT_DETECTABLE, Claim, NotMeasured, Result, Tables, table
-from .units import Estimate, across_models, per_model
+from ...core.tables import model_keys
+from ..common import NOT_DETECTABLE, Claim, NotMeasured, Result, Tables, table
+from ..units import Estimate, across_models, per_model
 
 MIN_POINTS = 3  # insertion points a rank correlation needs
 READS = {"growth": ["snapshot", "point_index", "predicted_gain", "gain_old"]}
@@ -134,4 +134,5 @@ G1 = Claim(
     "snapshot (final, signal) and per family beside it, not decided on",
     rule_g1,
     READS,
+    figure="F10_growth",
 )

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .common import (
+from ..common import (
     CONFIRMED,
     MIN_LEVELS,
     NOT_DETECTABLE,
@@ -192,4 +192,5 @@ D3 = Claim(
     "with the contrasts' MDE",
     rule_d3,
     READS,
+    figure="F3_rebound",
 )

@@ -18,9 +18,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..core.tables import model_keys
-from ..figures.placement import STRATEGIES, UNIT, placements
-from .common import NOT_DETECTABLE, Claim, NotMeasured, Result, Tables, combined
+from ...core.tables import model_keys
+from ...figures.placement import STRATEGIES, UNIT, placements
+from ..common import NOT_DETECTABLE, Claim, NotMeasured, Result, Tables, combined
 from .g1 import growth_rows, split
 
 DECIDING = ["random", "uniform"]  # the baselines G2 decides on
@@ -95,4 +95,5 @@ G2 = Claim(
     "below 0 (not confirmed if the other is above), else not detectable with each limit and MDE",
     rule_g2,
     READS,
+    figure="F10_growth",
 )

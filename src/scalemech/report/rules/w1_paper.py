@@ -19,9 +19,9 @@ import math
 import numpy as np
 import pandas as pd
 
-from ..figures.paper_values import PAPER_W_DALIGN
-from .common import CONFIRMED, NOT_DETECTABLE, REFUTED, Claim, NotMeasured, Result, Tables, levels_present, only, table
-from .units import Estimate, across_models, per_model
+from ...figures.paper_values import PAPER_W_DALIGN
+from ..common import CONFIRMED, NOT_DETECTABLE, REFUTED, Claim, NotMeasured, Result, Tables, levels_present, only, table
+from ..units import Estimate, across_models, per_model
 from .w1 import W1_SPLIT, W1_STRATA, W1_VIEW
 
 PAPER_SLOPE = (PAPER_W_DALIGN[3072] - PAPER_W_DALIGN[512]) / math.log2(3072 / 512)  # d_align per doubling
@@ -106,4 +106,5 @@ W1_PAPER = Claim(
     f"smallest and largest width stated beside the paper's",
     rule_w1_paper,
     READS,
+    figure="F9_dalign_at_paper_widths",
 )

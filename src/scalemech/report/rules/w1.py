@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .common import NOT_DETECTABLE, Claim, Result, Tables, levels_present, only, table
-from .trend import null_bound, trend
+from ..common import NOT_DETECTABLE, Claim, Result, Tables, levels_present, only, table
+from ..trend import null_bound, trend
 
 W1_VIEW, W1_SPLIT = "full", "train"
 W1_STRATA = ["dataset", "family", "depth"]
@@ -37,4 +37,5 @@ W1 = Claim(
     f"models (the largest row UCB of d_align beside the paper's values in the detail)",
     rule_w1,
     READS,
+    figure="F4_dalign_vs_width",
 )

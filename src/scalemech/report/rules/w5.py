@@ -14,13 +14,14 @@ import math
 import numpy as np
 import pandas as pd
 
-from .common import CONFIRMED, NOT_DETECTABLE, REFUTED, Claim, NotMeasured, Result, Tables, table
+from ..common import CONFIRMED, NOT_DETECTABLE, REFUTED, Claim, NotMeasured, Result, Tables, table
 
 # benchmarks: time(Gram U-statistics) / time(D×D covariance) per D with its interval; 0 where the covariance
 # cannot be formed. Optional: n (examples; the rows nearest the measured n are used), gram_bytes, covariance_bytes.
 RATIO = "gram_over_cov_time"
 LIMITS = [RATIO, f"{RATIO}_lo", f"{RATIO}_hi"]
 BENCHMARK_COLUMNS = ["dim", *LIMITS]
+READS = {"benchmarks": BENCHMARK_COLUMNS}
 W5_MAX_TIME_RATIO = 1.0  # Gram route no slower than forming the covariance
 W5_REFUTE_TIME_RATIO = 2.0  # Gram route more than twice slower
 
@@ -127,5 +128,5 @@ W5 = Claim(
     f"≤ {W5_MAX_TIME_RATIO:g} in most families, refuted if the lower limit is > {W5_REFUTE_TIME_RATIO:g} in most, "
     f"else not detectable",
     rule_w5,
-    {"benchmarks": BENCHMARK_COLUMNS},
+    READS,
 )

@@ -19,11 +19,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..core.tables import model_keys
-from ..figures.aggregate import default_mk
-from .common import NOT_DETECTABLE, Claim, NotMeasured, Result, Tables, only, table
-from .trend import trend
-from .units import across_models, per_model
+from ...core.tables import model_keys
+from ...figures.aggregate import default_mk
+from ..common import NOT_DETECTABLE, Claim, NotMeasured, Result, Tables, only, table
+from ..trend import trend
+from ..units import across_models, per_model
 
 W2_VIEW = "full"
 W2_STRATA = ["dataset", "family", "depth"]
@@ -112,6 +112,7 @@ W2 = Claim(
     "else not detectable with its limit and minimum detectable slope; the median B_exact UCB and P̂ are description",
     rule_w2,
     READS,
+    figure="F5_misalignment",
 )
 W3 = Claim(
     "W3",
@@ -122,4 +123,5 @@ W3 = Claim(
     "are description",
     rule_w3,
     READS,
+    figure="F5_misalignment",
 )

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .common import NOT_DETECTABLE, Claim, Result, Tables, levels_present, only, table
-from .trend import null_bound, trend
+from ..common import NOT_DETECTABLE, Claim, Result, Tables, levels_present, only, table
+from ..trend import null_bound, trend
 
 D2_SPLIT = "test"
 D2_STRATA = ["dataset", "family", "width"]
@@ -34,4 +34,5 @@ D2 = Claim(
     "minimum detectable slope (80 % power) at the run's number of models (each row's ‖μ‖² UCB in the detail)",
     rule_d2,
     READS,
+    figure="F2_signal_decay",
 )

@@ -14,9 +14,9 @@ lies above: ``combined``), else not detectable with each limit and MDE. As in E8
 
 from __future__ import annotations
 
-from ..core.tables import model_keys
-from ..figures.placement import UNIT, certified
-from .common import CONFIRMED, NOT_CONFIRMED, NOT_DETECTABLE, Claim, NotMeasured, Result, Tables, combined
+from ...core.tables import model_keys
+from ...figures.placement import UNIT, certified
+from ..common import CONFIRMED, NOT_CONFIRMED, NOT_DETECTABLE, Claim, NotMeasured, Result, Tables, combined
 from .g1 import growth_rows, over_models, split
 
 CONTROLS = {"tokens": "gain_tokens", "flops": "gain_flops"}  # equal tokens, equal compute
@@ -77,4 +77,5 @@ G3 = Claim(
     "with each limit and MDE",
     rule_g3,
     READS,
+    figure="F10_growth",
 )
