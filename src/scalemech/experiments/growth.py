@@ -79,7 +79,7 @@ def controls(
     model: ResidualModel,
     task: Task,
     train_pool: tuple[Tensor, Tensor],
-    heldout: tuple[Tensor, Tensor],
+    heldout_pool: tuple[Tensor, Tensor],
     config: ArmConfig,
     prepare_batch: PrepareBatch,
     order_seed: int,
@@ -99,8 +99,11 @@ def controls(
         )
         better = [count for count in at if count not in best or loss < best[count][0]]
         if better:
-            losses = old[1] if candidate is None else per_example_losses(candidate, *heldout, config.eval_batch_size,
-                                                                        prepare_batch)  # fmt: skip
+            losses = (
+                old[1]
+                if candidate is None
+                else per_example_losses(candidate, *heldout_pool, config.eval_batch_size, prepare_batch)
+            )
             best.update({count: (loss, losses, lr) for count in better})
 
     for factor in config.lr_factors:
@@ -137,7 +140,7 @@ def grow_at(
     point: str,
     task: Task,
     train_pool: tuple[Tensor, Tensor],
-    heldout: tuple[Tensor, Tensor],
+    heldout_pool: tuple[Tensor, Tensor],
     config: ArmConfig,
     prepare_batch: PrepareBatch,
     order_seed: int,
@@ -168,8 +171,8 @@ def grow_at(
     fallback = not train_grown <= jump_train  # also when the trained loss is nan
     grown_flops = config.steps * _flops_per_step(expanded, _new_block(expanded, new_name, config.train_mode), probe)
     steps_flops = round(grown_flops / control_step_flops)
-    jump = per_example_losses(jump_model, *heldout, config.eval_batch_size, prepare_batch)
-    grown = jump if fallback else per_example_losses(trained, *heldout, config.eval_batch_size, prepare_batch)
+    jump = per_example_losses(jump_model, *heldout_pool, config.eval_batch_size, prepare_batch)
+    grown = jump if fallback else per_example_losses(trained, *heldout_pool, config.eval_batch_size, prepare_batch)
     columns = {
         "point": point,
         "point_index": model.index(point),
@@ -194,7 +197,7 @@ def grow_points(
     points: Sequence[str],
     task: Task,
     train_pool: tuple[Tensor, Tensor],
-    heldout: tuple[Tensor, Tensor],
+    heldout_pool: tuple[Tensor, Tensor],
     old: tuple[float, Tensor],
     config: ArmConfig,
     prepare_batch: PrepareBatch,
@@ -213,7 +216,7 @@ def grow_points(
             point,
             task,
             train_pool,
-            heldout,
+            heldout_pool,
             config,
             prepare_batch,
             order_seed,
@@ -223,7 +226,7 @@ def grow_points(
         for point in tqdm(points, desc="growth")
     ]
     counts = [config.steps, *(arm.steps_flops for arm in arms_at)]
-    trained = controls(model, task, train_pool, heldout, config, prepare_batch, order_seed, counts, old)
+    trained = controls(model, task, train_pool, heldout_pool, config, prepare_batch, order_seed, counts, old)
     rows = []
     for arm in arms_at:
         (tokens, lr_tokens), (flops, lr_flops) = trained[config.steps], trained[arm.steps_flops]
