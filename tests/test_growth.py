@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from scalemech.certify import certify_model, point_ranks
+from scalemech.certify import Sampling, certify_model, point_ranks
 from scalemech.config.schema import schema
 from scalemech.core.seeding import model_identity
 from scalemech.core.tables import check_columns
@@ -34,6 +34,8 @@ DEFAULTS = {
     for key, spec in schema()["properties"]["grow"]["properties"].items()
     if key in {f.name for f in dataclasses.fields(arms.ArmConfig)}
 }
+
+SAMPLING = Sampling(pool=64, M=4, K=4, batch_size=32)  # the certificate of the growth tests
 
 
 def settings(**overrides) -> arms.ArmConfig:
@@ -272,8 +274,8 @@ def test_one_row_per_snapshot_and_point_held_out_beside_the_certificate(trained_
     pools = []
 
     def certificate(at, points, snapshot):
-        frame = certify_model(at, data, model_identity(KEYS), points, out / f"pools{len(pools)}", pool=64, M=4, K=4,
-                              batch_size=32, view="full", seed=0, device="cpu")  # fmt: skip
+        where = out / f"pools{len(pools)}"
+        frame = certify_model(at, data, model_identity(KEYS), points, where, SAMPLING, device="cpu")
         frame["certify_rank"] = point_ranks(frame)
         pools.append(frame.attrs["pools"])
         return frame
@@ -310,8 +312,7 @@ def test_the_held_out_examples_are_disjoint_from_the_certificates_test_pool(
     test_pool = []
 
     def certificate(at, points, snapshot):
-        frame = certify_model(at, data, model_identity(KEYS), points, out / "pools-disjoint", pool=64, M=4, K=4,
-                              batch_size=32, view="full", seed=0, device="cpu")  # fmt: skip
+        frame = certify_model(at, data, model_identity(KEYS), points, out / "pools-disjoint", SAMPLING, device="cpu")
         frame["certify_rank"] = point_ranks(frame)
         test_pool.extend(frame.attrs["pools"]["test"])
         return frame
@@ -341,8 +342,8 @@ def test_a_hugging_face_model_grows_at_its_weights(tmp_path):
     keys = {**KEYS, "dataset": "play", "family": "hf", "model": "hf-tiny"}
 
     def certificate(at, points, snapshot):
-        frame = certify_model(at, data, model_identity(keys), points, tmp_path / "pools", pool=16, M=4, K=4,
-                              batch_size=8, view="full", seed=0, device="cpu")  # fmt: skip
+        sampling = Sampling(pool=16, M=4, K=4, batch_size=8)
+        frame = certify_model(at, data, model_identity(keys), points, tmp_path / "pools", sampling, device="cpu")
         frame["certify_rank"] = point_ranks(frame)
         return frame
 

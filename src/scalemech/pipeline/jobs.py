@@ -375,7 +375,7 @@ def placement_model(
     asked, else captured by ``certify.certify_model`` (measure's seed and batch size)."""
     import tempfile
 
-    from ..certify import certify_model, point_ranks, stored_certificate
+    from ..certify import Sampling, certify_model, point_ranks, stored_certificate
     from ..core.seeding import model_identity
     from ..experiments import growth as growth_table
 
@@ -383,16 +383,15 @@ def placement_model(
     settings = {k: v for k, v in grow.items() if k not in ("grids", "certificate")}  # grids: which models
     Path(growth).parent.mkdir(parents=True, exist_ok=True)  # by hand (scalemech placement) as under Snakemake
     with tempfile.TemporaryDirectory(prefix=".growth-pools-", dir=Path(growth).parent) as scratch:
+        sampling = Sampling(**grow["certificate"], batch_size=measure["batch_size"], seed=measure["seed"])
 
         def certificate(at: Any, points: list[str], snapshot: str) -> pd.DataFrame:
             frame = None
             if snapshot == "final":  # measure's pools hold the final weights' gradients
-                frame = stored_certificate(at, Path(pools), points, device=device, **grow["certificate"])
+                frame = stored_certificate(at, Path(pools), points, sampling, device)
             if frame is None:
-                frame = certify_model(
-                    at, prepared, model_identity(keys), points, Path(tempfile.mkdtemp(dir=scratch)),
-                    batch_size=measure["batch_size"], seed=measure["seed"], device=device, **grow["certificate"],
-                )  # fmt: skip
+                captured = Path(tempfile.mkdtemp(dir=scratch))
+                frame = certify_model(at, prepared, model_identity(keys), points, captured, sampling, device=device)
             frame["certify_rank"] = point_ranks(frame)
             return frame
 
