@@ -17,7 +17,7 @@ from torch import nn
 
 from scalemech.certify import Sampling, certify_model, point_ranks
 from scalemech.config.schema import schema
-from scalemech.core.seeding import model_identity
+from scalemech.core.seeding import derive_seed, model_identity
 from scalemech.core.tables import check_columns
 from scalemech.experiments import arms
 from scalemech.experiments.growth import grow_points, signal_step
@@ -76,7 +76,8 @@ def _rows(model, points, train, test, config, task=None, seed=0) -> pd.DataFrame
         mean_loss(model, *train, config.eval_batch_size, PREPARE),
         per_example_losses(model, *test, config.eval_batch_size, PREPARE),
     )
-    return pd.DataFrame(grow_points(model, points, task, train, test, old, config, PREPARE, seed))
+    data = arms.ArmData(task, train, test, PREPARE, derive_seed(seed, "order"))
+    return pd.DataFrame(grow_points(model, points, data, old, config, seed))
 
 
 def _row(model, point, train, test, config, seed=0) -> pd.Series:
@@ -148,7 +149,7 @@ def test_every_arm_sees_the_same_batches_and_each_control_learning_rate_trains_o
     runs = []
     original = arms.train_steps
     monkeypatch.setattr(
-        arms, "train_steps", lambda *a, **k: runs.append(a[-1] if len(a) > 7 else None) or original(*a, **k)
+        arms, "train_steps", lambda *a, **k: runs.append(a[5] if len(a) > 5 else None) or original(*a, **k)
     )
     rows = _rows(model, model.insertion_points()[:3], train, test, config, task=task)
     assert runs[:3] == [None] * 3 and runs[3:] == [max(config.steps, *rows.steps_control_flops)]  # lr factor 0: f_old
@@ -162,8 +163,9 @@ def test_a_control_of_k_steps_is_the_first_k_steps_of_a_longer_run():
     config = settings(steps=4, batch_size=8, lr_factors=[1.0], lr=0.05)
     task = TensorTask(*train)
     old = mean_loss(model, *train, 40, PREPARE), per_example_losses(model, *test, 40, PREPARE)
-    both = growth.controls(model, task, train, test, config, PREPARE, order_seed=3, counts=[2, 4], old=old)
-    alone = growth.controls(model, task, train, test, config, PREPARE, order_seed=3, counts=[2], old=old)
+    data = arms.ArmData(task, train, test, PREPARE, order_seed=3)
+    both = growth.controls(model, data, config, counts=[2, 4], old=old)
+    alone = growth.controls(model, data, config, counts=[2], old=old)
     torch.testing.assert_close(both[2][0], alone[2][0], rtol=0, atol=0)
     assert not torch.equal(both[2][0], both[4][0])
 
@@ -173,7 +175,8 @@ def test_a_damaging_recipe_leaves_the_equal_steps_control_at_f_old():
     far above f_old; chosen on the train loss from the grid (0, 0.1, 1)·lr, it ends within noise of f_old."""
     model, train, test = _setup()
     fit = settings(steps=150, batch_size=16, lr=0.02, eval_batch_size=40)
-    arms.train_params(model, model.parameters(), TensorTask(*train), fit, PREPARE, order_seed=0)  # a trained f_old
+    fitting = arms.ArmData(TensorTask(*train), train, test, PREPARE, order_seed=0)
+    arms.train_params(model, model.parameters(), fitting, fit)  # a trained f_old
     point = model.insertion_points()[1]
 
     def row(factors):
