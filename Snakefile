@@ -36,9 +36,9 @@ if not workflow.configfiles:
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
+include: "workflow/rules/models.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/measure.smk"
-include: "workflow/rules/experiments.smk"
 include: "workflow/rules/figures.smk"
 
 

@@ -15,9 +15,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from scalemech.certify import certify_model, point_ranks
+from scalemech.certify import Sampling, certify_model, point_ranks
 from scalemech.config.schema import schema
-from scalemech.core.seeding import model_identity
+from scalemech.core.seeding import derive_seed, model_identity
 from scalemech.core.tables import check_columns
 from scalemech.experiments import arms
 from scalemech.experiments.growth import grow_points, signal_step
@@ -34,6 +34,8 @@ DEFAULTS = {
     for key, spec in schema()["properties"]["grow"]["properties"].items()
     if key in {f.name for f in dataclasses.fields(arms.ArmConfig)}
 }
+
+SAMPLING = Sampling(pool=64, M=4, K=4, batch_size=32)  # the certificate of the growth tests
 
 
 def settings(**overrides) -> arms.ArmConfig:
@@ -74,7 +76,8 @@ def _rows(model, points, train, test, config, task=None, seed=0) -> pd.DataFrame
         mean_loss(model, *train, config.eval_batch_size, PREPARE),
         per_example_losses(model, *test, config.eval_batch_size, PREPARE),
     )
-    return pd.DataFrame(grow_points(model, points, task, train, test, old, config, PREPARE, seed))
+    data = arms.ArmData(task, train, test, PREPARE, derive_seed(seed, "order"))
+    return pd.DataFrame(grow_points(model, points, data, old, config, seed))
 
 
 def _row(model, point, train, test, config, seed=0) -> pd.Series:
@@ -146,7 +149,7 @@ def test_every_arm_sees_the_same_batches_and_each_control_learning_rate_trains_o
     runs = []
     original = arms.train_steps
     monkeypatch.setattr(
-        arms, "train_steps", lambda *a, **k: runs.append(a[-1] if len(a) > 7 else None) or original(*a, **k)
+        arms, "train_steps", lambda *a, **k: runs.append(a[5] if len(a) > 5 else None) or original(*a, **k)
     )
     rows = _rows(model, model.insertion_points()[:3], train, test, config, task=task)
     assert runs[:3] == [None] * 3 and runs[3:] == [max(config.steps, *rows.steps_control_flops)]  # lr factor 0: f_old
@@ -160,8 +163,9 @@ def test_a_control_of_k_steps_is_the_first_k_steps_of_a_longer_run():
     config = settings(steps=4, batch_size=8, lr_factors=[1.0], lr=0.05)
     task = TensorTask(*train)
     old = mean_loss(model, *train, 40, PREPARE), per_example_losses(model, *test, 40, PREPARE)
-    both = growth.controls(model, task, train, test, config, PREPARE, order_seed=3, counts=[2, 4], old=old)
-    alone = growth.controls(model, task, train, test, config, PREPARE, order_seed=3, counts=[2], old=old)
+    data = arms.ArmData(task, train, test, PREPARE, order_seed=3)
+    both = growth.controls(model, data, config, counts=[2, 4], old=old)
+    alone = growth.controls(model, data, config, counts=[2], old=old)
     torch.testing.assert_close(both[2][0], alone[2][0], rtol=0, atol=0)
     assert not torch.equal(both[2][0], both[4][0])
 
@@ -171,7 +175,8 @@ def test_a_damaging_recipe_leaves_the_equal_steps_control_at_f_old():
     far above f_old; chosen on the train loss from the grid (0, 0.1, 1)·lr, it ends within noise of f_old."""
     model, train, test = _setup()
     fit = settings(steps=150, batch_size=16, lr=0.02, eval_batch_size=40)
-    arms.train_params(model, model.parameters(), TensorTask(*train), fit, PREPARE, order_seed=0)  # a trained f_old
+    fitting = arms.ArmData(TensorTask(*train), train, test, PREPARE, order_seed=0)
+    arms.train_params(model, model.parameters(), fitting, fit)  # a trained f_old
     point = model.insertion_points()[1]
 
     def row(factors):
@@ -272,8 +277,8 @@ def test_one_row_per_snapshot_and_point_held_out_beside_the_certificate(trained_
     pools = []
 
     def certificate(at, points, snapshot):
-        frame = certify_model(at, data, model_identity(KEYS), points, out / f"pools{len(pools)}", pool=64, M=4, K=4,
-                              batch_size=32, view="full", seed=0, device="cpu")  # fmt: skip
+        where = out / f"pools{len(pools)}"
+        frame = certify_model(at, data, model_identity(KEYS), points, where, SAMPLING, device="cpu")
         frame["certify_rank"] = point_ranks(frame)
         pools.append(frame.attrs["pools"])
         return frame
@@ -310,8 +315,7 @@ def test_the_held_out_examples_are_disjoint_from_the_certificates_test_pool(
     test_pool = []
 
     def certificate(at, points, snapshot):
-        frame = certify_model(at, data, model_identity(KEYS), points, out / "pools-disjoint", pool=64, M=4, K=4,
-                              batch_size=32, view="full", seed=0, device="cpu")  # fmt: skip
+        frame = certify_model(at, data, model_identity(KEYS), points, out / "pools-disjoint", SAMPLING, device="cpu")
         frame["certify_rank"] = point_ranks(frame)
         test_pool.extend(frame.attrs["pools"]["test"])
         return frame
@@ -341,8 +345,8 @@ def test_a_hugging_face_model_grows_at_its_weights(tmp_path):
     keys = {**KEYS, "dataset": "play", "family": "hf", "model": "hf-tiny"}
 
     def certificate(at, points, snapshot):
-        frame = certify_model(at, data, model_identity(keys), points, tmp_path / "pools", pool=16, M=4, K=4,
-                              batch_size=8, view="full", seed=0, device="cpu")  # fmt: skip
+        sampling = Sampling(pool=16, M=4, K=4, batch_size=8)
+        frame = certify_model(at, data, model_identity(keys), points, tmp_path / "pools", sampling, device="cpu")
         frame["certify_rank"] = point_ranks(frame)
         return frame
 

@@ -535,10 +535,10 @@ def test_tied_embeddings_stay_tied_in_every_arm_mode_and_dtype(tmp_path) -> None
 def test_every_certificate_takes_the_same_sizes(capsys, tmp_path, grown) -> None:
     """M above the pool: refused by ``certify_model`` itself (the pipeline's ``grow:`` certificate), by
     ``grow`` and, for the config, by ``validate_config`` (``BAD`` above)."""
-    from scalemech.certify import certify_model
+    from scalemech.certify import Sampling, certify_model
 
     with pytest.raises(ValueError, match=r"M = 100000 is more than the 128 examples of each pool measured"):
-        certify_model(None, None, "x", "all", tmp_path, pool=128, M=100000, K=4, batch_size=1, view="full", seed=0,
+        certify_model(None, None, "x", "all", tmp_path, Sampling(pool=128, M=100000, K=4, batch_size=1),
                       device=torch.device("cpu"))  # fmt: skip
     source, data, _ = grown
     message = last_line_error(capsys, grow_argv(source, data, tmp_path / "out", "--M", "7"))

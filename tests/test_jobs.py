@@ -59,14 +59,20 @@ def test_each_step_declares_the_arguments_of_its_job(rule: str) -> None:
     config = load_config(Path(__file__).resolve().parents[1] / "config" / "config.yaml")
     step, job = STEPS[rule], model_jobs(config)[0]
     taken = set(inspect.signature(jobs.JOBS[rule]).parameters) - set(jobs.execution(config))
-    assert {*step.inputs, *step.outputs, *step.params(config, job)} == taken
+    declared = {*step.inputs, *step.outputs, *step.params(config, job)}
+    if step.computes:  # the generic job: data, model and the keys by name (pools if read), the rest by keyword
+        assert {"data", "model", "model_keys"} <= declared and set(step.inputs) <= {"data", "model", "pools"}
+        assert len(step.outputs) == 1 and declared - taken == {*step.outputs, *([step.section] if step.section else [])}
+    else:
+        assert declared == taken
     assert step.device == ("device" in inspect.signature(jobs.JOBS[rule]).parameters)
 
 
 def test_the_schema_experiments_are_the_steps_experiments() -> None:
-    """The config's ``experiments`` enum names the experiments of the steps beside training."""
-    enum = schema()["properties"]["experiments"]["items"]["enum"]
-    assert enum == [name for name in dict.fromkeys(step.experiment for step in STEPS.values()) if name != "train"]
+    """The config's ``experiments`` enum and default name the experiments of the steps beside training."""
+    experiments = schema()["properties"]["experiments"]
+    planned = [name for name in dict.fromkeys(step.planned_by for step in STEPS.values()) if name != "train"]
+    assert experiments["items"]["enum"] == planned == experiments["default"]
 
 
 def test_a_job_records_its_own_cpu_seconds_beside_its_log(tmp_path: Path) -> None:

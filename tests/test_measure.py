@@ -130,19 +130,18 @@ def test_measure_tables_match_brute_force(tmp_path):
 def test_the_certificate_from_measures_pools_is_certifys_own(tmp_path):
     """E11's final-snapshot certificate reads measure's pools instead of capturing them again: the
     same examples and seeds, so the same rows as ``certify_model`` capturing its own (float32 pools)."""
-    from scalemech.certify import certify_model, stored_certificate
+    from dataclasses import replace
+
+    from scalemech.certify import Sampling, certify_model, stored_certificate
 
     data, model = _data(), _model()
     settings = {**SETTINGS, "points": 2, "train_pool": 16, "test_pool": 16, "batch_size": 8, "pool_dtype": "float32"}
     measure(model, data, KEYS, tmp_path / "measured", device="cpu", **settings)
     points = select_points(model, 2)
-    sizes = {"M": 4, "K": 4, "view": "full"}
-    stored = stored_certificate(model, tmp_path / "measured", points, pool=16, device=torch.device("cpu"), **sizes)
-    assert stored_certificate(model, tmp_path / "measured", points, pool=8, device=torch.device("cpu"), **sizes) is None
-    captured = certify_model(
-        model, data, model_identity(KEYS), points, tmp_path / "scratch", pool=16, batch_size=8,
-        seed=settings["seed"], device=torch.device("cpu"), **sizes,
-    )  # fmt: skip
+    sampling, cpu = Sampling(pool=16, M=4, K=4, batch_size=8, view="full", seed=settings["seed"]), torch.device("cpu")
+    stored = stored_certificate(model, tmp_path / "measured", points, sampling, cpu)
+    assert stored_certificate(model, tmp_path / "measured", points, replace(sampling, pool=8), cpu) is None
+    captured = certify_model(model, data, model_identity(KEYS), points, tmp_path / "scratch", sampling, device=cpu)
     assert stored.attrs["pools"] == captured.attrs["pools"]  # the same examples
     numbers = [c for c in captured.columns if captured[c].dtype.kind == "f"]
     assert stored[numbers].to_numpy() == pytest.approx(captured[numbers].to_numpy(), rel=1e-6, abs=1e-12, nan_ok=True)

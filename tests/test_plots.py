@@ -32,7 +32,7 @@ from scalemech.figures.aggregate import choose, default_mk, over_seeds
 from scalemech.stats.powerlaw import powerlaw_table
 
 DPI = 40
-NEEDED = {  # one column each figure cannot do without, besides the model keys
+NEEDED = {  # one column each of these figures cannot do without, besides the model keys (a new figure may add its own)
     "F1_covariance": ("covariance", "low_rank"),
     "F2_signal_decay": ("signal", "mu_sq_lo"),
     "F3_rebound": ("training", "test_loss"),
@@ -67,16 +67,23 @@ def test_make_figure_writes_pdf_and_png(stem, tables_dir, tmp_path):
     assert_written(make_figure(stem, tables_dir, tmp_path / "figures", dpi=DPI))
 
 
-@pytest.mark.parametrize("stem", FIGURES)
-@pytest.mark.parametrize("column", ["width", "needed"])
-def test_missing_column_is_named(stem, column, tmp_path):
+def _missing(stem: str, table: str, column: str, tmp_path: Path) -> None:
     draw, names = FIGURES[stem]
-    table, needed = NEEDED[stem]
-    column = needed if column == "needed" else column
     frames = [make_tables(1)[name] for name in names]
     frames[names.index(table)] = frames[names.index(table)].drop(columns=column)
     with pytest.raises(ValueError, match=column):
         draw(*frames, tmp_path / "f.pdf", dpi=DPI)
+
+
+@pytest.mark.parametrize("stem", FIGURES)
+def test_a_missing_model_key_is_named(stem, tmp_path):
+    """Every figure, a new one too: its first table without the ``width`` key fails naming it."""
+    _missing(stem, FIGURES[stem][1][0], "width", tmp_path)
+
+
+@pytest.mark.parametrize("stem", NEEDED)
+def test_a_missing_needed_column_is_named(stem, tmp_path):
+    _missing(stem, *NEEDED[stem], tmp_path)
 
 
 def test_unknown_figure_is_named():

@@ -156,7 +156,7 @@ def run_jobs_here(config_path: Path, models: tuple[str, ...]) -> None:
         assert cli.main(["prepare", "--config", str(config_path), "--dataset", dataset]) == 0
     for model in models:
         for rule, step in STEPS.items():  # in the workflow's order; these models are trained
-            if step.models != "pretrained":
+            if step.runs_on != "pretrained":
                 jobs.call(rule, arguments(rule, config, found[model]), jobs.execution(config))
 
 
@@ -190,7 +190,7 @@ def test_same_config_elsewhere_gives_the_same_model_results_and_one_job_twice_th
             (again / job).unlink()
             torch.manual_seed(global_seed)
             torch.rand(global_seed)
-            growth = ["growth", "--config", str(tiny_run.config), "--model", RERUN_MODELS[0], "--device", "cpu"]
+            growth = ["placement", "--config", str(tiny_run.config), "--model", RERUN_MODELS[0], "--device", "cpu"]
             assert cli.main(growth) == 0
             pd.testing.assert_frame_equal(
                 pd.read_csv(again / job), pd.read_csv(tiny_run.folder / job), check_exact=True
@@ -222,14 +222,41 @@ def test_an_edit_of_the_plotting_code_reruns_only_plotting(tiny_run: TinyRun) ->
         "measure_model",
         "misalign_model",
         "intervene_model",
-        "growth_model",
+        "placement_model",
         "collect_table",
         "training_table",
     ):
         assert heavy not in counts, counts
 
 
-FIGURE_RECIPE = '''"""F11 (docs/architecture.md's recipe): the test loss of each model."""
+EXPERIMENT_RECIPE = '''"""E99 (docs/architecture.md's recipe): the norm of each model's weights."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import torch
+
+from ..core.tables import columns
+
+
+def weightnorm(model: torch.nn.Module, data: Any, pools: None, keys: dict[str, Any], *, device: Any) -> pd.DataFrame:
+    norm = torch.sqrt(sum((p.detach().double() ** 2).sum() for p in model.parameters()))
+    return pd.DataFrame([{**keys, "weight_norm": float(norm)}]).reindex(columns=columns("weightnorm"))
+'''
+EXPERIMENT_STEP = """        Step(
+            rule="weightnorm_model",
+            command="weightnorm",
+            planned_by="weightnorm",
+            runs_on="all",
+            inputs=("data", "model"),
+            outputs=("weightnorm",),
+            computes="weightnorm:weightnorm",
+            help="the norm of one model's weights",
+        ),
+"""
+FIGURE_RECIPE = '''"""F11 (docs/architecture.md's recipe): the weights' norm of each model."""
 
 from __future__ import annotations
 
@@ -240,42 +267,43 @@ import pandas as pd
 from . import common
 from .common import DPI, _figure, _required
 
-STEM = "F11_losses"
-TABLES = ["training"]
+STEM = "F11_norms"
+TABLES = ["weightnorm"]
 
 
-def fig_losses(training: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -> None:
-    _required(training, "training", ["test_loss"])
+def fig_norms(weightnorm: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -> None:
+    _required(weightnorm, "weightnorm", ["weight_norm"])
     fig, axes = _figure(1, 1)
-    axes[0, 0].bar(training["model"], training["test_loss"])
-    common._save(fig, out, "Test loss of each model", [], dpi)
+    axes[0, 0].bar(weightnorm["model"], weightnorm["weight_norm"])
+    common._save(fig, out, "Norm of each model's weights", [], dpi)
 
 
-draw = fig_losses
+draw = fig_norms
 '''
-CLAIM_RECIPE = '''"""X1 (docs/architecture.md's recipe): every model's test loss is positive."""
+CLAIM_RECIPE = '''"""X1 (docs/architecture.md's recipe): every model's weights have a positive norm."""
 
 from __future__ import annotations
 
 from ..common import CONFIRMED, REFUTED, Claim, Result, Tables, table
 
-READS = {"training": ["test_loss"]}
+READS = {"weightnorm": ["weight_norm"]}
 
 
 def rule_x1(tables: Tables) -> Result:
-    loss = table(tables, "training", READS["training"])["test_loss"]
-    return Result(CONFIRMED if (loss > 0).all() else REFUTED, f"smallest test loss {loss.min():.3g}")
+    norm = table(tables, "weightnorm", READS["weightnorm"])["weight_norm"]
+    return Result(CONFIRMED if (norm > 0).all() else REFUTED, f"smallest norm {norm.min():.3g}")
 
 
-X1 = Claim("X1", "Every test loss is positive.", "confirmed if the smallest is above 0", rule_x1, READS, figure=STEM)
-'''.replace("figure=STEM", 'figure="F11_losses"')
+X1 = Claim("X1", "Every weight norm is positive.", "confirmed if the smallest is above 0", rule_x1, READS, figure=STEM)
+'''.replace("figure=STEM", 'figure="F11_norms"')
 
 
 @pytest.mark.timeout(600)
-def test_the_architecture_recipes_add_a_figure_and_a_claim(tiny_run: TinyRun, tmp_path: Path) -> None:
-    """docs/architecture.md's recipes for a figure and a claim, followed in a copy of the repository: the
-    import contracts hold, the dry run plans only plotting and the report, and the tiny run's report shows
-    the new claim beside the new figure."""
+def test_the_architecture_recipes_add_an_experiment_a_figure_and_a_claim(tiny_run: TinyRun, tmp_path: Path) -> None:
+    """docs/architecture.md's recipes for an experiment (its module, its ``Step``, its table's columns),
+    a figure of its table and a claim on it, followed in a copy of the repository: the import contracts
+    hold, the dry run plans the new rule for every model and nothing else that computes, and the tiny
+    run's report shows the new claim beside the new figure."""
     repo = tmp_path / "repo"
     skip = shutil.ignore_patterns("__pycache__", "*.egg-info")
     repo.mkdir()
@@ -284,8 +312,16 @@ def test_the_architecture_recipes_add_a_figure_and_a_claim(tiny_run: TinyRun, tm
     for name in ("workflow", "config", "src"):
         shutil.copytree(ROOT / name, repo / name, ignore=skip)
     package = repo / "src" / "scalemech"
-    (package / "figures" / "f11_losses.py").write_text(FIGURE_RECIPE)
-    (repo / "workflow" / "report" / "F11_losses.rst").write_text("The test loss of each model.\n")
+    (package / "experiments" / "weightnorm.py").write_text(EXPERIMENT_RECIPE)
+    steps_py = package / "core" / "steps.py"
+    end_of_steps = "        ),\n    )\n}\n"
+    assert steps_py.read_text().count(end_of_steps) == 1
+    steps_py.write_text(steps_py.read_text().replace(end_of_steps, "        ),\n" + EXPERIMENT_STEP + "    )\n}\n"))
+    schema = package / "schemas" / "tables.schema.yaml"
+    entry = "\ntables:\n  weightnorm:\n    columns: [weight_norm]\n"
+    schema.write_text(schema.read_text().replace("\ntables:\n", entry, 1))
+    (package / "figures" / "f11_norms.py").write_text(FIGURE_RECIPE)
+    (repo / "workflow" / "report" / "F11_norms.rst").write_text("The norm of each model's weights.\n")
     (package / "report" / "rules" / "x1.py").write_text(CLAIM_RECIPE)
     env = {"PYTHONPATH": str(repo / "src")}
 
@@ -298,11 +334,21 @@ def test_the_architecture_recipes_add_a_figure_and_a_claim(tiny_run: TinyRun, tm
     dry = snakemake("-n", "--cores", "2", *where, env=env, snakefile=repo / "Snakefile")
     assert dry.returncode == 0, dry.stderr[-3000:]
     counts = planned(dry.stdout)
-    assert counts.get("figure", 0) >= 1 and counts.get("claims_report") == 1, counts
-    assert not {"train_model", "measure_model", "misalign_model", "growth_model"} & set(counts), counts
+    models = len(list((tiny_run.folder / "results" / "tiny" / "models").glob("*/*/model.pt")))
+    assert counts.get("weightnorm_model") == models > 0 and counts.get("claims_report") == 1, counts
+    assert not {"train_model", "measure_model", "misalign_model", "placement_model"} & set(counts), counts
     done = snakemake("--cores", "2", *where, env=env, snakefile=repo / "Snakefile", timeout=500)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert (tiny_run.folder / "figures" / "tiny" / "F11_losses.png").stat().st_size > 0
+    norms = pd.read_csv(tiny_run.folder / "results" / "tiny" / "tables" / "weightnorm.csv")
+    assert len(norms) == models and (norms["weight_norm"] > 0).all()
+    assert (tiny_run.folder / "figures" / "tiny" / "F11_norms.png").stat().st_size > 0
     report = (tiny_run.folder / "results" / "tiny" / "report.md").read_text()
     row = next(line for line in report.splitlines() if line.startswith("| [X1](#x1) |"))
-    assert "(#f11_losses)" in row and "### F11_losses" in report
+    assert "(#f11_norms)" in row and "### F11_norms" in report  # the tiny models meet no training criterion
+    judged = subprocess.run(
+        [sys.executable, "-c", "import sys, pandas; from scalemech.report.rules.x1 import X1; "
+         "print(X1.evaluate({'weightnorm': pandas.read_csv(sys.argv[1])}).verdict)", str(tiny_run.folder / "results" /
+         "tiny" / "tables" / "weightnorm.csv")],
+        capture_output=True, text=True, env={**os.environ, **env}, timeout=120,
+    )  # fmt: skip
+    assert judged.stdout.strip() == "confirmed", judged.stderr[-3000:]

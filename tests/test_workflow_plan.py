@@ -25,19 +25,19 @@ pytestmark = pytest.mark.workflow
                 "train_model": 24,
                 "measure_model": 24,
                 "trajectory_model": 24,
-                "growth_model": 18,
+                "placement_model": 18,
                 "figure": len(FIGURE_TABLES),  # every figure
             },
         ),
         (  # training and E10 only: no measure, misalign, intervene, growth or cost job, no figure of theirs
             "config/paper-widths.yaml",
             {"prepare_data": 1, "train_model": 12, "trajectory_model": 12, "powerlaw_table": 1, "figure": 3}
-            | dict.fromkeys(["measure_model", "misalign_model", "intervene_model", "growth_model", "cost_table"]),
+            | dict.fromkeys(["measure_model", "misalign_model", "intervene_model", "placement_model", "cost_table"]),
         ),
         ("config/quick-cifar10.yaml", {"prepare_data": 2, "train_model": 12}),
         (
             "config/paper.yaml",
-            {"prepare_data": 5, "train_model": 85, "pin_pretrained": 5, "measure_model": 90, "growth_model": 79},
+            {"prepare_data": 5, "train_model": 85, "pin_pretrained": 5, "measure_model": 90, "placement_model": 79},
         ),
     ],
 )

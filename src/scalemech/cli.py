@@ -88,7 +88,7 @@ def non_negative(text: str) -> int:
     return value
 
 
-MODEL_COMMANDS: dict[str, Step] = {step.name: step for step in STEPS.values() if step.help}
+MODEL_COMMANDS: dict[str, Step] = {step.command: step for step in STEPS.values() if step.help}
 """The per-model steps run by hand, by command; a step whose job takes no device has no ``--device``."""
 
 

@@ -133,7 +133,8 @@ def main(log_path: str, workdir: str, config_path: str, ctld_log_path: str, node
         print(f"{rule:16} {count:>7} {ran[rule]:>10}  {where}")
     for rule in sorted(set(ran) - set(plan)):
         problems.append(f"{rule}: {ran[rule]} SLURM jobs, not in the plan")
-    for rule in ("train_model", "measure_model", "misalign_model", "intervene_model", "growth_model", "prepare_data"):
+    computing = ("train_model", "measure_model", "misalign_model", "intervene_model", "placement_model", "prepare_data")
+    for rule in computing:
         if not ran[rule]:
             problems.append(f"{rule}: no SLURM job")
 

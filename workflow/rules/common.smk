@@ -78,11 +78,11 @@ def model_resources(wc):
 
 
 def log_of(rule):
-    return LAYOUT.log(STEPS[rule].name, "{dataset}/{model}")
+    return LAYOUT.log(STEPS[rule].command, "{dataset}/{model}")
 
 
 def benchmark_of(rule):
-    return LAYOUT.benchmark(STEPS[rule].name, "{dataset}/{model}")
+    return LAYOUT.benchmark(STEPS[rule].command, "{dataset}/{model}")
 
 
 wildcard_constraints:
@@ -119,8 +119,8 @@ def slurm_account(wc):
 
 
 def cluster_request(rule, key):
-    """A resource function: ``key`` (cpus, mem_mb, runtime) of ``rule``'s job (prepare_data,
-    misalign_model, cost_table)."""
+    """A resource function: ``key`` (cpus, mem_mb, runtime) of ``rule``'s job (prepare_data, cost_table
+    and the steps whose ``cluster`` is "cpu")."""
     from scalemech.config import cluster_requests
 
     def request(wc):
@@ -129,14 +129,14 @@ def cluster_request(rule, key):
     return request
 
 
-# The models of each kind a step runs on (scalemech.core.steps.Step.models); the per-model steps that
+# The models of each kind a step runs on (scalemech.core.steps.Step.runs_on); the per-model steps that
 # compute and their models (besides data, one job per dataset), those of experiments this run
 # leaves out dropped; and the models each per-model table is collected from.
 MODELS = {"all": list(JOBS), "trained": TRAINED, "pretrained": PRETRAINED, "grown": GROWN}
 COMPUTING_STEPS = {
-    step.name: MODELS[step.models] for step in STEPS.values() if step.experiment in ("train", *EXPERIMENTS)
+    step.command: MODELS[step.runs_on] for step in STEPS.values() if step.planned_by in ("train", *EXPERIMENTS)
 }
-TABLE_MODELS = {table: MODELS[step.models] for step in STEPS.values() for table in step.tables}
+TABLE_MODELS = {table: MODELS[step.runs_on] for step in STEPS.values() for table in step.tables}
 
 
 def table_parts(wc):

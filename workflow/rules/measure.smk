@@ -1,30 +1,5 @@
-# E2, E3, E5: one-pass activation-gradient capture on a train and a test pool per model,
-# the alignment statistics (one file per table per model), and the per-example gradient
-# pools kept for E6-E8; then one table per statistic across models.
-
-
-rule measure_model:
-    input:
-        **model_inputs("measure_model"),
-    output:
-        **model_outputs("measure_model"),
-    log:
-        log_of("measure_model"),
-    benchmark:
-        benchmark_of("measure_model")
-    conda:
-        "../../environment.yml"
-    threads: config["threads"]
-    resources:
-        gpu=lambda wc: model_resources(wc)["gpu"],
-        mem_mb=lambda wc: model_resources(wc)["mem_mb"],
-        runtime=lambda wc: model_resources(wc)["runtime"],
-        slurm_partition=model_partition,
-        slurm_account=slurm_account,
-    params:
-        **model_params("measure_model"),
-    script:
-        JOB_SCRIPT
+# The run's tables from the per-model rules' files (models.smk): each per-model table collected
+# across the models its step ran on, and W5's cost table at the dims measure measured.
 
 
 rule collect_table:

@@ -25,7 +25,7 @@ model already loaded, ``stored_certificate`` from the pools ``measure`` stored, 
 ``verdict`` (the rule above) and ``text`` (``format_certificate``).
 """
 
-from .measurement import CERTIFICATE_COLUMNS, certify, certify_model, point_row, stored_certificate
+from .measurement import CERTIFICATE_COLUMNS, Sampling, certify, certify_model, point_row, stored_certificate
 from .text import format_certificate, recommendation
 from .verdict import B_GROW, GROW, NO_SIGNAL, VERDICTS, WEAK, grow_ranking, point_ranks, verdict
 
@@ -37,6 +37,7 @@ __all__ = [
     "VERDICTS",
     "WEAK",
     "certify",
+    "Sampling",
     "certify_model",
     "stored_certificate",
     "format_certificate",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,20 @@ pools, ``stats.two_sample_certificate``) and ``b_exact_ucb`` its one-sided 95 % 
 train pool (``stats.certificates``); ``mu_cross`` estimates ``μ_trᵀμ_te``."""
 INTERVAL_LEVEL = 0.9
 """Two-sided level of the jackknife intervals."""
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How a certificate is measured: ``pool`` examples per split (train and test), the ``(M, K)`` of
+    its two-sample bound, the capture's ``batch_size``, the gradient ``view``, and the ``seed`` of the
+    pools' draw (with the model's identity)."""
+
+    pool: int = sizes.POOL
+    M: int = sizes.M
+    K: int = sizes.K
+    batch_size: int = 16
+    view: str = "full"
+    seed: int = 0
 
 
 def ran_on(model: ResidualModel, checkpoint: str, device: torch.device) -> str:
@@ -166,24 +181,19 @@ def measure_points(
     identity: str,
     points: list[str],
     pool_dir: Path,
-    *,
-    pool: int,
-    M: int,
-    K: int,
-    batch_size: int,
-    view: str,
-    seed: int,
+    sampling: Sampling,
     device: torch.device,
 ) -> tuple[list[dict[str, Any]], dict[str, list[int]], float]:
     """``point_row`` of each of ``points``, ``{split: the pool's example index}`` and the model's mean
     per-example loss on the train pool (``capture_pools``' ``mean_loss``, from the capture passes):
-    train and test pools of ``pool`` examples drawn and captured as ``experiments.measure`` does (the
-    same seeds, so the same numbers), in ``view`` only, as scratch pools under ``pool_dir``; the new
+    train and test pools of ``sampling.pool`` examples drawn and captured as ``experiments.measure`` does
+    (the same seeds, so the same numbers), in ``sampling.view`` only, as scratch pools under ``pool_dir``; the new
     blocks run on the train pool only. A non-finite loss or gradient (NaN weights, say) is refused in
     one ``ValueError`` at the first batch that has one (``gradients.capture.check_finite``), where the
     pipeline's own measurement leaves the numbers as they come. Memory: the model, one batch, and one
     point's pools while its statistics are computed."""
-    model, examples = ready_pools(model, prepared, {split: pool for split in SPLITS}, seed, identity, device)
+    pool, view = sampling.pool, sampling.view
+    model, examples = ready_pools(model, prepared, {split: pool for split in SPLITS}, sampling.seed, identity, device)
     check_scratch_space(model, examples["train"].x[:1].to(device), points, view, 2 * pool, pool_dir)
     paths = {
         (split, point): captured.path
@@ -194,17 +204,17 @@ def measure_points(
             points,
             pool_dir,
             identity=identity,
-            batch_size=batch_size,
+            batch_size=sampling.batch_size,
             pool_dtype="float32",
             views=(view,),
-            seed=seed,
+            seed=sampling.seed,
             device=device,
             new_blocks=split == "train",
             checksum=False,
             require_finite=True,
         ).items()
     }
-    rows, mean_loss = pool_rows(paths, points, M, K, device, verify=False)
+    rows, mean_loss = pool_rows(paths, points, sampling.M, sampling.K, device, verify=False)
     return rows, {split: examples[split].index.tolist() for split in SPLITS}, mean_loss
 
 
@@ -225,19 +235,17 @@ def stored_certificate(
     model: ResidualModel,
     pool_dir: Path,
     points: list[str],
-    *,
-    pool: int,
-    M: int,
-    K: int,
-    view: str,
+    sampling: Sampling,
     device: torch.device,
 ) -> pd.DataFrame | None:
     """``certify_model``'s table from gradient pools ``measure`` stored in ``pool_dir`` (both splits, the
     new blocks captured), none captured again: the same examples and seeds, so the same rows up to
-    the pools' storage dtype; None unless it holds every one of ``points`` in ``view`` with ``pool``
-    examples per split. ``attrs["pools"]``: each split's example index (the pools' provenance)."""
+    the pools' storage dtype; None unless it holds every one of ``points`` in ``sampling.view`` with
+    ``sampling.pool`` examples per split (its batch size and seed are measure's own). ``attrs["pools"]``:
+    each split's example index (the pools' provenance)."""
+    pool, M, K = sampling.pool, sampling.M, sampling.K
     check_sizes(pool, M, K)
-    paths = {(split, point): pool_path(pool_dir, split, point, view) for split in SPLITS for point in points}
+    paths = {(split, point): pool_path(pool_dir, split, point, sampling.view) for split in SPLITS for point in points}
     if not all(path.with_suffix(".json").is_file() for path in paths.values()):
         return None
     metas = {key: GradientPool(path, verify=False).meta for key, path in paths.items()}
@@ -351,20 +359,9 @@ def certify(
                 f"--data {data!r} holds token ids, which only a Hugging Face causal LM takes; "
                 f"{checkpoint!r} is a {getattr(model, 'family', type(model).__name__)} model"
             )
-        frame = certify_model(
-            model,
-            prepared,
-            checkpoint_name(checkpoint),
-            rule,
-            Path(scratch) / "pools",
-            pool=pool,
-            M=M,
-            K=K,
-            batch_size=batch_size,
-            view=view,
-            seed=seed,
-            device=torch_device,
-        )
+        sampling = Sampling(pool=pool, M=M, K=K, batch_size=batch_size, view=view, seed=seed)
+        frame = certify_model(model, prepared, checkpoint_name(checkpoint), rule, Path(scratch) / "pools", sampling,
+                              device=torch_device)  # fmt: skip
     frame.attrs["ran"] = ran_on(model, checkpoint, torch_device)
     if out is not None:
         write_out(frame, out)
@@ -377,13 +374,8 @@ def certify_model(
     identity: str,
     rule: str | int | list[str],
     pool_dir: Path,
+    sampling: Sampling,
     *,
-    pool: int,
-    M: int,
-    K: int,
-    batch_size: int,
-    view: str,
-    seed: int,
     device: torch.device,
 ) -> pd.DataFrame:
     """``certify``'s table of a model already loaded, at the points ``rule`` picks
@@ -391,24 +383,12 @@ def certify_model(
     ``frame.attrs["pools"]`` holds each split's pool as window starts (or rows), and for a language
     model ``frame.attrs["loss"]`` its mean per-token loss on the train pool (``loss_attrs``); sizes a
     certificate cannot take are refused first (``check_sizes``)."""
-    check_sizes(pool, M, K)
+    check_sizes(sampling.pool, sampling.M, sampling.K)
     if isinstance(rule, int) and rule > len(model.insertion_points()):
         raise ValueError(
             f"--points {rule}: the model has {len(model.insertion_points())} insertion points; "
             f"allowed: 'all', 1..{len(model.insertion_points())}, or names"
         )
-    rows, pools, mean_loss = measure_points(
-        model,
-        prepared,
-        identity,
-        select_points(model, rule),
-        pool_dir,
-        pool=pool,
-        M=M,
-        K=K,
-        batch_size=batch_size,
-        view=view,
-        seed=seed,
-        device=device,
-    )
+    rows, pools, mean_loss = measure_points(model, prepared, identity, select_points(model, rule), pool_dir, sampling,
+                                            device)  # fmt: skip
     return certificate_frame(model, rows, pools, mean_loss)

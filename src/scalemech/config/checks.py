@@ -191,13 +191,13 @@ def check_architecture(name: str, grid: dict[str, Any]) -> Iterator[str]:
 def check_experiments(config: dict[str, Any]) -> Iterator[str]:
     """Each experiment comes with those whose outputs it reads (``core.steps``: misalign, intervene
     read measure's gradient pools, grow reads trajectory's table)."""
-    producers = {output: step.experiment for step in STEPS.values() for output in step.outputs}
+    producers = {output: step.planned_by for step in STEPS.values() for output in step.outputs}
     planned = ("train", *config["experiments"])
     needs: dict[tuple[str, str], set[str]] = {}
     for step in STEPS.values():
-        for name in step.inputs if step.experiment in config["experiments"] else ():
+        for name in step.inputs if step.planned_by in config["experiments"] else ():
             if producers.get(name, "train") not in planned:
-                needs.setdefault((step.experiment, producers[name]), set()).add(name)
+                needs.setdefault((step.planned_by, producers[name]), set()).add(name)
     for (reader, needed), names in sorted(needs.items()):
         what = " and ".join(
             "gradient pools" if n == "pools" else f"{n} table" for n in sorted(names, key=lambda n: (n != "pools", n))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from ..core.steps import STEPS
 from .checks import grown_grids
 from .errors import ConfigError
 from .grids import model_jobs
@@ -85,21 +86,13 @@ def check_cluster_limits(config: dict[str, Any]) -> Iterator[str]:
     except ConfigError:  # two grids making one model: reported when the jobs are planned
         jobs = []
     grown = set(grown_grids(config))
-    gpu_rules = ("train_model", "measure_model", "intervene_model", "trajectory_model", "growth_model")
+    gpu_rules = [step.rule for step in STEPS.values() if step.device]
     checks = (("max_mem_mb", "mem_mb", " MB"), ("max_runtime", "runtime", " minutes"), ("max_gpus", "gpu", ""))
     for section in ("grids", "pretrained"):
+        kind = "trained" if section == "grids" else "pretrained"
         for name, group in config.get(section, {}).items():
-            if section == "grids":
-                rules = [
-                    "train_model",
-                    "measure_model",
-                    "intervene_model",
-                    *(["growth_model"] if name in grown else []),
-                    "trajectory_model",
-                ]
-            else:
-                grows = ["growth_model"] if name in grown else []
-                rules = ["pin_pretrained", "measure_model", "intervene_model", *grows]
+            runs_on = {"all", kind, *(["grown"] if name in grown else [])}
+            rules = [step.rule for step in STEPS.values() if step.runs_on in runs_on and step.cluster == "grid"]
             models = [job.key for job in jobs if job.grid == name and (job.recipe is None) == (section == "pretrained")]
             named = ", ".join(models[:3]) + (f" and {len(models) - 3} more" if len(models) > 3 else "")
             for limit_key, key, unit in checks:

@@ -13,11 +13,19 @@ from typing import Any
 import jsonschema
 import yaml
 
+from ..core.steps import EXPERIMENTS
+
 
 @cache
 def schema() -> dict[str, Any]:
-    """The config schema shipped with the package (``workflow/schemas/`` links to it)."""
-    return yaml.safe_load(resources.files("scalemech").joinpath("schemas", "config.schema.yaml").read_text())
+    """The config schema shipped with the package (``workflow/schemas/`` links to it), with the
+    ``experiments`` the pipeline's steps declare (``core.steps.EXPERIMENTS``) as its allowed values
+    and its default."""
+    loaded = yaml.safe_load(resources.files("scalemech").joinpath("schemas", "config.schema.yaml").read_text())
+    experiments = loaded["properties"]["experiments"]
+    experiments["items"] = {"enum": list(EXPERIMENTS)}
+    experiments["default"] = list(EXPERIMENTS)
+    return loaded
 
 
 def _strict_integer(checker: Any, instance: Any) -> bool:

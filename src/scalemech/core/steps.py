@@ -1,15 +1,15 @@
 """The per-model steps of the workflow: one declaration each, for its job in ``pipeline.jobs``.
 
 A ``Step`` says which rule (and job function) it is, which experiment of the config plans it,
-which models it runs on, its files by name and its params. What lists steps in the library derives
-from ``STEPS``: the named inputs, outputs and params of the per-model rules
-(``workflow/rules/common.smk``) and of the CLI's step commands, the per-model tables that
-``collect_table`` gathers and the models each comes from, the tables each experiment writes,
-the experiments that need measure's pools (a config check), the steps whose benchmark records
-make the ``runtime`` table, and the CLI's model commands. It lives in ``core``, beside
-``layout``, so that the config's checks may read it, and imports nothing heavy: the CLI builds
-its commands from ``STEPS`` before any torch. A ``job`` below is the model's ``config.ModelJob``
-(typed ``Any``: core imports nothing above it).
+which models it runs on, its files by name and its params. Everything else that lists steps
+derives from ``STEPS``: the per-model rules themselves (``workflow/rules/models.smk``), the CLI's
+model commands, the config's ``experiments`` (allowed values and default), the per-model tables
+that ``collect_table`` gathers and the models each comes from, the tables each experiment
+writes, the experiments that need another's outputs (a config check), the cluster checks' rule
+lists, and the steps whose benchmark records make the ``runtime`` table. It lives in ``core``,
+beside ``layout``, so that the config's checks may read it, and imports nothing heavy: the CLI
+builds its commands from ``STEPS`` before any torch. A ``job`` below is the model's
+``config.ModelJob`` (typed ``Any``: core imports nothing above it).
 """
 
 from __future__ import annotations
@@ -36,21 +36,30 @@ def file(name: str, layout: Layout, dataset: str, model: str) -> str:
     return layout.per_model(name, dataset, model)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Step:
-    """Rule ``rule`` runs ``jobs.JOBS[rule]`` once for each model of ``models``."""
+    """Rule ``rule`` runs ``jobs.JOBS[rule]`` once for each model that ``runs_on`` names.
 
-    rule: str  # the rule and its job function
-    name: str  # its directory under logs/ and benchmarks/; its CLI command when it has ``help``
-    experiment: str  # the entry of the config's ``experiments`` that plans it ("train": every run)
-    models: str  # the models it runs on: "all", "trained", "pretrained" or "grown" (grow.grids, trained or not)
+    ``workflow/rules/models.smk`` writes the rule from this declaration alone."""
+
+    rule: str  # the Snakemake rule and its job function in ``pipeline.jobs``
+    command: str  # its directory under logs/ and benchmarks/; its CLI command, ``scalemech <command>``, with ``help``
+    planned_by: str  # the entry of the config's ``experiments`` that plans it ("train": every run)
+    runs_on: str  # the models: "all", "trained", "pretrained" or "grown" (grow.grids, trained or not)
     inputs: tuple[str, ...]  # its input files, by name (``file``)
     outputs: tuple[str, ...]  # its output files, by name; those not in MODEL_FILES nor pools are tables
-    params: Callable[[dict[str, Any], Any], dict[str, Any]]  # its params, from the config and a model
+    params: Callable[[dict[str, Any], Any], dict[str, Any]] | None = None  # from the config and a model job
+    section: str | None = None  # the config section passed whole (params None: the model's keys and this section)
+    computes: str | None = None  # "<module>:<function>" of ``experiments``: its one table is the generic job's
     derived: tuple[str, ...] = ()  # the run's tables that rules of their own make from its outputs
-    device: bool = True  # its job takes a device (a GPU when its grid asks for one)
-    help: str | None = None  # the help of its CLI command, ``scalemech <name>``; None: no command
+    device: bool = True  # its job takes a device and its cluster job the grid's GPU (when the grid asks for one)
+    cluster: str = "grid"  # its cluster request: "grid" (the grid's resources), "cpu" (``config.cluster_requests``)
+    help: str | None = None  # the help of its CLI command; None: no command
     trained_only: tuple[str, ...] = ()  # inputs only a trained model has (a pretrained one's job gets None)
+
+    def __post_init__(self) -> None:
+        if self.params is None:
+            object.__setattr__(self, "params", _section(self.section))
 
     @property
     def tables(self) -> tuple[str, ...]:
@@ -62,9 +71,9 @@ def _keys(config: dict[str, Any], job: Any) -> dict[str, Any]:
     return {"model_keys": job.keys(config["run"])}
 
 
-def _section(name: str) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
-    """The params of a step that takes its config section ``name`` whole."""
-    return lambda config, job: {**_keys(config, job), name: config[name]}
+def _section(name: str | None) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
+    """The params of a step that takes its config section ``name`` whole (None: the model's keys only)."""
+    return lambda config, job: {**_keys(config, job), **({name: config[name]} if name else {})}
 
 
 def _train_params(config: dict[str, Any], job: Any) -> dict[str, Any]:
@@ -85,7 +94,7 @@ def _misalign_params(config: dict[str, Any], job: Any) -> dict[str, Any]:
     return {**_keys(config, job), "misalign": config["misalign"], "interval_level": config["measure"]["interval_level"]}
 
 
-def _growth_params(config: dict[str, Any], job: Any) -> dict[str, Any]:
+def _placement_params(config: dict[str, Any], job: Any) -> dict[str, Any]:
     return {
         **_keys(config, job),
         "snapshot_dir": Layout(config["run"]).snapshots(job.dataset, job.name),
@@ -108,10 +117,10 @@ STEPS = {
     step.rule: step
     for step in (
         Step(
-            "train_model",
-            "train",
-            "train",
-            "trained",
+            rule="train_model",
+            command="train",
+            planned_by="train",
+            runs_on="trained",
             inputs=("data",),
             outputs=("model", "metrics", "curve"),
             params=_train_params,
@@ -119,77 +128,81 @@ STEPS = {
             help="train one model",
         ),
         Step(
-            "pin_pretrained",
-            "pretrained",
-            "train",
-            "pretrained",
+            rule="pin_pretrained",
+            command="pretrained",
+            planned_by="train",
+            runs_on="pretrained",
             inputs=(),
             outputs=("model",),
             params=lambda config, job: {"spec": job.spec},
             device=False,
         ),
         Step(
-            "measure_model",
-            "measure",
-            "measure",
-            "all",
+            rule="measure_model",
+            command="measure",
+            planned_by="measure",
+            runs_on="all",
             inputs=("data", "model"),
             outputs=("covariance", "covmats", "signal", "dalign", "pools"),
-            params=_section("measure"),
+            section="measure",
             derived=("benchmarks",),  # W5's cost at the measured dims
             help="gradient statistics of one model (E2, E3, E5)",
         ),
         Step(
-            "misalign_model",
-            "misalign",
-            "misalign",
-            "all",
+            rule="misalign_model",
+            command="misalign",
+            planned_by="misalign",
+            runs_on="all",
             inputs=("dalign", "pools"),
             outputs=("misalignment",),
             params=_misalign_params,
             device=False,  # E6 works on the stored pools, on the CPU
+            cluster="cpu",  # its memory and time follow misalign.draws, not the grid
             help="misalignment probability and certificates (E6)",
         ),
         Step(
-            "intervene_model",
-            "intervene",
-            "intervene",
-            "all",
+            rule="intervene_model",
+            command="intervene",
+            planned_by="intervene",
+            runs_on="all",
             inputs=("data", "model", "pools"),
             outputs=("intervention",),
-            params=_section("intervene"),
+            section="intervene",
+            computes="intervene:intervene",
             help="zero-init residual parameter intervention (E7)",
         ),
         Step(
-            "trajectory_model",
-            "trajectory",
-            "trajectory",
-            "trained",
+            rule="trajectory_model",
+            command="trajectory",
+            planned_by="trajectory",
+            runs_on="trained",
             inputs=("data", "model"),
             outputs=("trajectory",),
             params=_trajectory_params,
         ),
         Step(
-            "growth_model",
-            "growth",
-            "grow",
-            "grown",
+            rule="placement_model",
+            command="placement",
+            planned_by="grow",
+            runs_on="grown",
             inputs=("data", "model", "pools", "trajectory"),  # pools: the final weights' certificate is measure's
             outputs=("growth",),
-            params=_growth_params,
+            params=_placement_params,
             trained_only=("trajectory",),  # E10 runs on trained models: a pretrained one grows at its weights
             help="growth at every insertion point against the certificate and equal-compute controls (E11, E8)",
         ),
     )
 }
 
+EXPERIMENTS = tuple(dict.fromkeys(step.planned_by for step in STEPS.values() if step.planned_by != "train"))
+"""The entries the config's ``experiments`` allows, in the order the steps run (its default: all)."""
 PER_MODEL_TABLES = tuple(table for step in STEPS.values() for table in step.tables)
 # The tables each experiment of the config's ``experiments`` writes; training's are in every run.
 EXPERIMENT_TABLES = {
     experiment: tuple(
-        table for step in STEPS.values() if step.experiment == experiment for table in (*step.tables, *step.derived)
+        table for step in STEPS.values() if step.planned_by == experiment for table in (*step.tables, *step.derived)
     )
-    for experiment in dict.fromkeys(step.experiment for step in STEPS.values())
+    for experiment in ("train", *EXPERIMENTS)
 }
 
 

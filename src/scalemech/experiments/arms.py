@@ -67,6 +67,20 @@ class ArmConfig:
             raise ValueError(f"need a non-empty grid of lr_factors >= 0; got {self.lr_factors}")
 
 
+@dataclass(frozen=True)
+class ArmData:
+    """What every arm of one model trains and is judged on: batches of ``task``'s train split, each
+    made ready by ``prepare_batch``, in the order ``order_seed`` draws (the same for every arm); the
+    ``train_pool`` that picks an arm's learning rate and jumpboard; the ``heldout_pool`` its gains are
+    measured on."""
+
+    task: Task
+    train_pool: tuple[Tensor, Tensor]
+    heldout_pool: tuple[Tensor, Tensor]
+    prepare_batch: PrepareBatch
+    order_seed: int
+
+
 def train_only(model: ResidualModel, params: Iterable[nn.Parameter]) -> list[nn.Parameter]:
     """Let ``params`` alone of ``model`` require grad; returns them as a list."""
     params = list(params)
@@ -91,10 +105,8 @@ def train_loss(
 def train_steps(
     model: ResidualModel,
     params: Iterable[nn.Parameter],
-    task: Task,
+    data: ArmData,
     config: ArmConfig,
-    prepare_batch: PrepareBatch,
-    order_seed: int,
     lr: float | None = None,
     steps: int | None = None,
 ) -> Iterator[int]:
@@ -102,17 +114,17 @@ def train_steps(
     constant ``lr`` (default ``config.lr``) on the mean batch loss, yielding the steps done: 0 first,
     then after each step. A run of ``k`` steps is the first ``k`` steps of a longer one.
 
-    Batches are drawn from the whole train split of ``task`` (``Task.sample``) by a generator
-    seeded with ``order_seed``: the same seed, the same batches in the same order.
+    Batches are drawn from the whole train split of ``data.task`` (``Task.sample``) by a generator
+    seeded with ``data.order_seed``: the same seed, the same batches in the same order.
     """
     params = train_only(model, params)
-    generator = torch.Generator().manual_seed(order_seed)
+    task, generator = data.task, torch.Generator().manual_seed(data.order_seed)
     groups = [{"params": params, "weight_decay": config.weight_decay}]
     optimizer = optimizer_for(groups, config.optimizer, config.lr if lr is None else lr, config.momentum)
     model.eval()
     yield 0
     for step in range(config.steps if steps is None else steps):
-        xb, yb = prepare_batch(*task.examples("train", task.sample("train", config.batch_size, generator)))
+        xb, yb = data.prepare_batch(*task.examples("train", task.sample("train", config.batch_size, generator)))
         loss = model.per_example_loss(model(xb), yb).mean()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -121,37 +133,28 @@ def train_steps(
 
 
 def train_params(
-    model: ResidualModel,
-    params: Iterable[nn.Parameter],
-    task: Task,
-    config: ArmConfig,
-    prepare_batch: PrepareBatch,
-    order_seed: int,
-    lr: float | None = None,
+    model: ResidualModel, params: Iterable[nn.Parameter], data: ArmData, config: ArmConfig, lr: float | None = None
 ) -> None:
     """``train_steps`` run to its end: ``config.steps`` steps of ``params`` at ``lr``."""
-    for _ in train_steps(model, params, task, config, prepare_batch, order_seed, lr):
+    for _ in train_steps(model, params, data, config, lr):
         pass
 
 
 def best_trained(
     model: ResidualModel,
     params_of: Callable[[ResidualModel], Iterable[nn.Parameter]],
-    task: Task,
-    train_pool: tuple[Tensor, Tensor],
+    data: ArmData,
     config: ArmConfig,
-    prepare_batch: PrepareBatch,
-    order_seed: int,
 ) -> tuple[ResidualModel, float, float]:
     """``(model, lr, train-pool loss)`` of the copy of ``model`` trained (``train_params`` on ``params_of(copy)``,
-    batches from ``order_seed``) at the ``lr = config.lr·f``, ``f`` in ``config.lr_factors``, with the lowest
+    batches in ``data``'s order) at the ``lr = config.lr·f``, ``f`` in ``config.lr_factors``, with the lowest
     train-pool loss (non-finite counts as worst; ties: the first). ``f = 0`` is ``model`` untouched."""
     best: tuple[ResidualModel, float, float] | None = None  # only the best copy so far stays in memory
     for factor in config.lr_factors:
         candidate, lr = copy.deepcopy(model), config.lr * factor
         if lr > 0:
-            train_params(candidate, params_of(candidate), task, config, prepare_batch, order_seed, lr)
-        loss = train_loss(candidate, train_pool, config, prepare_batch)
+            train_params(candidate, params_of(candidate), data, config, lr)
+        loss = train_loss(candidate, data.train_pool, config, data.prepare_batch)
         if best is None or loss < best[2]:
             best = (candidate, lr, loss)
     return best

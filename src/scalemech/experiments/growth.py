@@ -48,7 +48,7 @@ from ..tasks.base import draw_disjoint, draw_examples
 from ..training.checkpoints import snapshot_paths
 from ..training.continued import step_flops
 from . import arms
-from .arms import ArmConfig
+from .arms import ArmConfig, ArmData
 from .measure import select_points
 
 CERTIFICATE = ["n", "mu_sq", "mu_sq_lo", "mu_sq_hi", "d_align", "d_align_lo", "d_align_hi", "b_exact", "b_exact_ucb"]
@@ -76,31 +76,28 @@ def _flops_per_step(model: ResidualModel, params: list[torch.nn.Parameter], prob
 
 
 def controls(
-    model: ResidualModel,
-    task: Task,
-    train_pool: tuple[Tensor, Tensor],
-    heldout: tuple[Tensor, Tensor],
-    config: ArmConfig,
-    prepare_batch: PrepareBatch,
-    order_seed: int,
-    counts: Sequence[int],
-    old: tuple[float, Tensor],
+    model: ResidualModel, data: ArmData, config: ArmConfig, counts: Sequence[int], old: tuple[float, Tensor]
 ) -> dict[int, tuple[Tensor, float]]:
     """``{steps: (held-out losses, lr)}`` of ``f_old`` trained on every weight for each of ``counts``
     steps at the learning rate of the grid whose train-pool loss is lowest there (non-finite: worst;
     ties: the first factor). Each learning rate trains once, to the most steps: the learning rate is
     constant and the batches one order, so ``k`` steps are the first ``k`` of that run. ``old``:
     ``f_old``'s train-pool loss and held-out losses, which a learning rate of 0 keeps."""
-    wanted, best = sorted(set(counts)), {}
+    wanted, best, prepare_batch = sorted(set(counts)), {}, data.prepare_batch
 
     def keep(at: Sequence[int], candidate: ResidualModel | None, lr: float) -> None:
         loss = (
-            arms.ranked(old[0]) if candidate is None else arms.train_loss(candidate, train_pool, config, prepare_batch)
+            arms.ranked(old[0])
+            if candidate is None
+            else arms.train_loss(candidate, data.train_pool, config, prepare_batch)
         )
         better = [count for count in at if count not in best or loss < best[count][0]]
         if better:
-            losses = old[1] if candidate is None else per_example_losses(candidate, *heldout, config.eval_batch_size,
-                                                                        prepare_batch)  # fmt: skip
+            losses = (
+                old[1]
+                if candidate is None
+                else per_example_losses(candidate, *data.heldout_pool, config.eval_batch_size, prepare_batch)
+            )
             best.update({count: (loss, losses, lr) for count in better})
 
     for factor in config.lr_factors:
@@ -109,8 +106,7 @@ def controls(
             keep(wanted, None, lr)
             continue
         candidate = copy.deepcopy(model)
-        trained = arms.train_steps(candidate, candidate.parameters(), task, config, prepare_batch, order_seed, lr,
-                                   max(wanted))  # fmt: skip
+        trained = arms.train_steps(candidate, candidate.parameters(), data, config, lr, max(wanted))
         for done in trained:
             if done in wanted:
                 keep([done], candidate, lr)
@@ -133,20 +129,12 @@ class Grown:
 
 
 def grow_at(
-    model: ResidualModel,
-    point: str,
-    task: Task,
-    train_pool: tuple[Tensor, Tensor],
-    heldout: tuple[Tensor, Tensor],
-    config: ArmConfig,
-    prepare_batch: PrepareBatch,
-    order_seed: int,
-    seed: int,
-    control_step_flops: int,
+    model: ResidualModel, point: str, data: ArmData, config: ArmConfig, seed: int, control_step_flops: int
 ) -> Grown:
     """The grown arm at ``point`` (module doc): insert (the output unchanged, checked), jumpboard,
-    train on ``order_seed``'s batches, fall back; its FLOPs against ``control_step_flops`` (one step of
+    train on ``data``'s batches, fall back; its FLOPs against ``control_step_flops`` (one step of
     the controls)."""
+    train_pool, heldout_pool, prepare_batch = data.train_pool, data.heldout_pool, data.prepare_batch
     model.eval()
     with seeded(derive_seed(seed, "new_block")):
         expanded, block = model.insert_block(point)
@@ -162,14 +150,13 @@ def grow_at(
         jump_model, jump_model.blocks[jump_model.index(new_name)], train_pool, config, prepare_batch
     )
     trained, lr_selected, train_grown = arms.best_trained(
-        expanded, lambda m: _new_block(m, new_name, config.train_mode), task, train_pool, config, prepare_batch,
-        order_seed,
-    )  # fmt: skip
+        expanded, lambda m: _new_block(m, new_name, config.train_mode), data, config
+    )
     fallback = not train_grown <= jump_train  # also when the trained loss is nan
     grown_flops = config.steps * _flops_per_step(expanded, _new_block(expanded, new_name, config.train_mode), probe)
     steps_flops = round(grown_flops / control_step_flops)
-    jump = per_example_losses(jump_model, *heldout, config.eval_batch_size, prepare_batch)
-    grown = jump if fallback else per_example_losses(trained, *heldout, config.eval_batch_size, prepare_batch)
+    jump = per_example_losses(jump_model, *heldout_pool, config.eval_batch_size, prepare_batch)
+    grown = jump if fallback else per_example_losses(trained, *heldout_pool, config.eval_batch_size, prepare_batch)
     columns = {
         "point": point,
         "point_index": model.index(point),
@@ -192,38 +179,23 @@ def grow_at(
 def grow_points(
     model: ResidualModel,
     points: Sequence[str],
-    task: Task,
-    train_pool: tuple[Tensor, Tensor],
-    heldout: tuple[Tensor, Tensor],
+    data: ArmData,
     old: tuple[float, Tensor],
     config: ArmConfig,
-    prepare_batch: PrepareBatch,
     seed: int,
 ) -> list[dict[str, Any]]:
     """``grow_at`` every point, then the controls at equal steps and at each point's equal FLOPs
-    (``controls``), every arm on one batch order; the arms' columns, held-out losses and paired gains.
-    ``old``: ``f_old``'s train-pool loss and held-out losses."""
+    (``controls``), every arm on ``data``'s one batch order; the arms' columns, held-out losses and
+    paired gains. ``old``: ``f_old``'s train-pool loss and held-out losses."""
     old_heldout = old[1]
-    order_seed = derive_seed(seed, "order")
-    probe = prepare_batch(*(t[: config.batch_size] for t in train_pool))
+    probe = data.prepare_batch(*(t[: config.batch_size] for t in data.train_pool))
     control_step = _flops_per_step(model, list(model.parameters()), probe)  # f_old: the same at every point
     arms_at = [
-        grow_at(
-            model,
-            point,
-            task,
-            train_pool,
-            heldout,
-            config,
-            prepare_batch,
-            order_seed,
-            derive_seed(seed, point),
-            control_step,
-        )  # fmt: skip
+        grow_at(model, point, data, config, derive_seed(seed, point), control_step)
         for point in tqdm(points, desc="growth")
     ]
     counts = [config.steps, *(arm.steps_flops for arm in arms_at)]
-    trained = controls(model, task, train_pool, heldout, config, prepare_batch, order_seed, counts, old)
+    trained = controls(model, data, config, counts, old)
     rows = []
     for arm in arms_at:
         (tokens, lr_tokens), (flops, lr_flops) = trained[config.steps], trained[arm.steps_flops]
@@ -319,8 +291,8 @@ def _snapshot_rows(
     train_pool, heldout_pool = (train.x, train.y), (held.x, held.y)
     old_heldout = per_example_losses(model, *heldout_pool, config.eval_batch_size, prepare_batch)
     old_train = mean_loss(model, *train_pool, config.eval_batch_size, prepare_batch)
-    grown = grow_points(model, chosen, task, train_pool, heldout_pool, (old_train, old_heldout), config, prepare_batch,
-                        seed)  # fmt: skip
+    data = ArmData(task, train_pool, heldout_pool, prepare_batch, derive_seed(seed, "order"))
+    grown = grow_points(model, chosen, data, (old_train, old_heldout), config, seed)
     return [
         {
             "snapshot": snapshot,

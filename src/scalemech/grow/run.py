@@ -17,7 +17,7 @@ import torch
 import transformers
 from transformers import PreTrainedModel
 
-from ..certify import certify_model, format_certificate, grow_ranking
+from ..certify import Sampling, certify_model, format_certificate, grow_ranking
 from ..certify.inputs import checkpoint_name, checkpoint_spec, read_data
 from ..certify.measurement import size_problems
 from ..certify.text import loss_line
@@ -249,20 +249,9 @@ class Grower:
 
     def certificate(self, model: HFCausalLM, rule: str | list[str]) -> pd.DataFrame:
         s = self.settings
-        frame = certify_model(
-            model,
-            self.prepared,
-            self.name,
-            rule,
-            self.scratch / "pools",
-            pool=s.pool,
-            M=s.M,
-            K=s.K,
-            batch_size=s.batch_size,
-            view=s.view,
-            seed=s.seed,
-            device=self.device,
-        )
+        sampling = Sampling(pool=s.pool, M=s.M, K=s.K, batch_size=s.batch_size, view=s.view, seed=s.seed)
+        pools = self.scratch / "pools"
+        frame = certify_model(model, self.prepared, self.name, rule, pools, sampling, device=self.device)
         print(format_certificate(frame))
         line, warning = loss_line(frame.attrs)
         print(line, flush=True)

@@ -9,7 +9,8 @@ Execution settings (``execution``: the device, how often training checkpoints) s
 runs, not what it computes; they come from the config at run time, not as params, so changing
 them reruns nothing. Per-model rules take their paths and params from their declaration in
 ``core.steps`` (``steps.inputs``, ``outputs`` and ``params``), which the rules
-(``workflow/rules/common.smk``) and the CLI both use.
+(``workflow/rules/models.smk``) and the CLI both use; a step that ``computes`` one table with an
+``experiments`` function gets its job from ``experiment_job``, none written here.
 Config sections travel whole (``measure=config["measure"]``) into functions whose keyword
 names are the section's keys: the schema is the one home of every section's defaults, except the
 recipe's, which are ``Recipe``'s (``core/recipe.py``).
@@ -18,6 +19,7 @@ recipe's, which are ``Recipe``'s (``core/recipe.py``).
 from __future__ import annotations
 
 import contextlib
+import importlib
 import inspect
 import json
 import logging
@@ -34,6 +36,7 @@ import pandas as pd
 from ..core import tables
 from ..core.integrity import save_torch, write_text
 from ..core.layout import Layout
+from ..core.steps import STEPS, Step
 from ..models import build_model, load_model
 
 if TYPE_CHECKING:
@@ -274,22 +277,6 @@ def measure_model(
         tables.write_table(frames[name], path, name)
 
 
-def _model_experiment(
-    experiment: Callable[..., pd.DataFrame],
-    table: str,
-    out: str,
-    data: str,
-    model: str,
-    pools: str,
-    keys: dict[str, Any],
-    settings: dict[str, Any],
-    device: torch.device,
-) -> None:
-    """Write ``table`` of ``experiment(model, data, pools, keys, device, **settings)`` to ``out``."""
-    loaded, prepared, model_keys, _ = _loaded(model, data, keys, device)
-    tables.write_table(experiment(loaded, prepared, pools, model_keys, device=device, **settings), out, table)
-
-
 @job
 def misalign_model(
     *,
@@ -310,21 +297,30 @@ def misalign_model(
     tables.write_table(frame, misalignment, "misalignment")
 
 
-@job
-def intervene_model(
-    *,
-    data: str,
-    model: str,
-    pools: str,
-    intervention: str,
-    model_keys: dict[str, Any],
-    intervene: dict[str, Any],
-    device: torch.device,
-) -> None:
-    """E7 at every measured point and view, on the very examples whose gradients the pools hold."""
-    from ..experiments import intervene as intervene_table
+def experiment_job(step: Step) -> Callable[..., None]:
+    """The job of a step that ``computes`` one table: ``table = f(model, data, pools, keys, device=device,
+    **section)``, with ``f`` its ``experiments`` function (``pools`` None unless the step reads them,
+    ``section`` its config section, none without)."""
+    module, name = step.computes.split(":")
+    (table,) = step.tables
 
-    _model_experiment(intervene_table, "intervention", intervention, data, model, pools, model_keys, intervene, device)
+    def run(
+        *,
+        data: str,
+        model: str,
+        model_keys: dict[str, Any],
+        device: torch.device,
+        pools: str | None = None,
+        **named: Any,
+    ) -> None:
+        experiment = getattr(importlib.import_module(f"scalemech.experiments.{module}"), name)
+        settings = named.pop(step.section) if step.section else {}
+        loaded, prepared, keys, _ = _loaded(model, data, model_keys, device)
+        tables.write_table(experiment(loaded, prepared, pools, keys, device=device, **settings), named[table], table)
+
+    run.__name__ = run.__qualname__ = step.rule
+    run.__doc__ = f"{step.help or step.rule}: the ``{table}`` table of ``experiments.{module}.{name}``."
+    return run
 
 
 @job
@@ -359,7 +355,7 @@ def trajectory_model(
 
 
 @job
-def growth_model(
+def placement_model(
     *,
     data: str,
     model: str,
@@ -379,24 +375,23 @@ def growth_model(
     asked, else captured by ``certify.certify_model`` (measure's seed and batch size)."""
     import tempfile
 
-    from ..certify import certify_model, point_ranks, stored_certificate
+    from ..certify import Sampling, certify_model, point_ranks, stored_certificate
     from ..core.seeding import model_identity
     from ..experiments import growth as growth_table
 
     loaded, prepared, keys, payload = _loaded(model, data, model_keys, device)
     settings = {k: v for k, v in grow.items() if k not in ("grids", "certificate")}  # grids: which models
-    Path(growth).parent.mkdir(parents=True, exist_ok=True)  # by hand (scalemech growth) as under Snakemake
+    Path(growth).parent.mkdir(parents=True, exist_ok=True)  # by hand (scalemech placement) as under Snakemake
     with tempfile.TemporaryDirectory(prefix=".growth-pools-", dir=Path(growth).parent) as scratch:
+        sampling = Sampling(**grow["certificate"], batch_size=measure["batch_size"], seed=measure["seed"])
 
         def certificate(at: Any, points: list[str], snapshot: str) -> pd.DataFrame:
             frame = None
             if snapshot == "final":  # measure's pools hold the final weights' gradients
-                frame = stored_certificate(at, Path(pools), points, device=device, **grow["certificate"])
+                frame = stored_certificate(at, Path(pools), points, sampling, device)
             if frame is None:
-                frame = certify_model(
-                    at, prepared, model_identity(keys), points, Path(tempfile.mkdtemp(dir=scratch)),
-                    batch_size=measure["batch_size"], seed=measure["seed"], device=device, **grow["certificate"],
-                )  # fmt: skip
+                captured = Path(tempfile.mkdtemp(dir=scratch))
+                frame = certify_model(at, prepared, model_identity(keys), points, captured, sampling, device=device)
             frame["certify_rank"] = point_ranks(frame)
             return frame
 
@@ -493,3 +488,6 @@ def claims_report(
     check = training_check(read_table(training, "training") if training.exists() else None, criterion)
     description = (captions_dir / "workflow.rst").read_text()
     write_text(front_page, first_page(description, verdicts, {Path(f).name for f in figures}, check, criterion))
+
+
+JOBS.update({rule: experiment_job(step) for rule, step in STEPS.items() if step.computes})
