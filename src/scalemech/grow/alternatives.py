@@ -3,21 +3,22 @@
 - ``inplace``: the original with only its decoder layers at the chosen points trainable, nothing
   grown. A new layer is a copy of the layer it follows, so training those layers in place trains as
   many parameters as the new ones (fewer when two new layers copy one layer: the most possible).
-- ``lora``: PEFT LoRA (``target_modules="all-linear"``: every linear layer but the output head) on
-  the original. A rank-``r`` adapter on a linear map ``in → out`` trains ``r · (in + out)``
-  parameters, so ``r = max(1, round(P_new / Σ (in + out)))`` matches the new layers' ``P_new`` to
-  within half a rank step; ``lora_alpha = 2 r`` (a scale of 2), no dropout. The trained adapter is
-  merged into the weights (``merge_and_unload``), giving a plain model.
+- ``lora``: PEFT LoRA (``target_modules="all-linear"``: every linear layer but the output head, and
+  a mixture of experts' expert weights) on the original. A rank-``r`` adapter on a linear map
+  ``in → out`` trains ``r · (in + out)`` parameters, so ``r = max(1, round(P_new / Σ (in + out)))``
+  matches the new layers' ``P_new`` to within half a rank step; ``lora_alpha = 2 r`` (a scale of 2),
+  no dropout. The trained adapter is merged into the weights (``merge_and_unload``): a plain model.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Iterable
+from typing import Any
 
+import torch
 from torch import nn
-from transformers import PreTrainedModel
-from transformers.pytorch_utils import Conv1D
+from transformers import AutoModelForCausalLM, PreTrainedModel
 
 from ..models.hf import decoder_layers_path
 
@@ -35,18 +36,23 @@ def layers_count(model: PreTrainedModel, indices: Iterable[int]) -> int:
     return sum(p.numel() for i in set(indices) for p in layers[i].parameters())
 
 
+def lora_config(rank: int) -> Any:
+    """PEFT's ``LoraConfig`` of the ``lora`` arm (module doc)."""
+    from peft import LoraConfig
+
+    alpha = LORA_ALPHA_PER_RANK * rank
+    return LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules="all-linear", bias="none")
+
+
 def lora_units(model: PreTrainedModel) -> int:
-    """``Σ (in + out)`` over the linear layers a LoRA of ``all-linear`` adapts: a rank-1 adapter's size."""
-    head = model.get_output_embeddings()
-    total = 0
-    for module in model.modules():
-        if module is head:
-            continue
-        if isinstance(module, nn.Linear):
-            total += module.in_features + module.out_features
-        elif isinstance(module, Conv1D):
-            total += sum(module.weight.shape)
-    return total
+    """A rank-1 adapter's size, ``Σ (in + out)`` over what PEFT's ``all-linear`` adapts (linear layers, and
+    a mixture of experts' stacked expert weights), counted on a copy of the model built on the meta
+    device (no memory)."""
+    from peft import get_peft_model
+
+    with torch.device("meta"):
+        skeleton = AutoModelForCausalLM.from_config(model.config)
+    return trainable_count(get_peft_model(skeleton, lora_config(1)))
 
 
 def lora_rank(target: int, units: int) -> int:
@@ -56,12 +62,9 @@ def lora_rank(target: int, units: int) -> int:
 
 def lora_model(model: PreTrainedModel, rank: int) -> nn.Module:
     """A PEFT LoRA of rank ``rank`` on a copy of ``model`` (module doc): only the adapters train."""
-    from peft import LoraConfig, get_peft_model
+    from peft import get_peft_model
 
-    config = LoraConfig(
-        r=rank, lora_alpha=LORA_ALPHA_PER_RANK * rank, lora_dropout=0.0, target_modules="all-linear", bias="none"
-    )
-    return get_peft_model(copy.deepcopy(model), config)
+    return get_peft_model(copy.deepcopy(model), lora_config(rank))
 
 
 def merged(adapted: nn.Module) -> PreTrainedModel:

@@ -31,8 +31,6 @@ class Retained:
     def __init__(self, data: str, spec: dict[str, Any], vocab_size: int, windows: int, batch_size: int, seed: int):
         """``windows`` held-out (test split) and as many scoring (train split) windows of ``data``,
         checked (``ValueError`` naming ``--retain``): the splits hold them, every id is in the vocabulary."""
-        if not Path(data).exists():
-            raise FileNotFoundError(f"--retain {data!r} does not exist")
         with tempfile.TemporaryDirectory() as unused:
             prepared = read_data(data, Path(unused), spec, windows)
         if getattr(prepared, "kind", None) != "tokens":

@@ -205,8 +205,9 @@ class Grower:
         and the identity of a run to resume (``resume``)."""
         self.settings, self.checkpoint = settings, checkpoint
         self.placement = settings.check()
-        if not Path(data).exists():
-            raise FileNotFoundError(f"--data {data!r} does not exist")
+        for option, path in (("--data", data), ("--retain", settings.retain)):
+            if path is not None and not Path(path).exists():
+                raise FileNotFoundError(f"{option} {path!r} does not exist")
         config = self.read_checkpoint(data)
         new_layers = (
             self.placement.blocks if self.placement.auto else len(resolve(self.placement, config.num_hidden_layers))
