@@ -26,6 +26,7 @@ from scalemech.grow.placement import parse_at, resolve
 from scalemech.grow.retained import Retained
 from scalemech.grow.scores import adept_importance, block_influence
 from scalemech.grow.tradeoff import MAX_FORGETTING, decide_tradeoff, pareto_front, summary
+from scalemech.training import continued
 
 ARMS = {"grown", "control_tokens", "control_flops", "inplace", "lora"}
 
@@ -154,7 +155,7 @@ def test_loras_rank_matches_the_new_layers_parameters(name: str) -> None:
     model = AutoModelForCausalLM.from_config(tiny_config(name))
     units, target = lora_units(model), layers_count(model, [0])
     rank = lora_rank(target, units)
-    adapted = lora_model(model, rank)
+    adapted = lora_model(model, rank, 0)
     assert trainable_count(adapted) == rank * units, name
     assert abs(trainable_count(adapted) - target) <= units / 2 or rank == 1, (name, rank, units, target)
 
@@ -225,3 +226,54 @@ def test_without_retain_no_alternative_arm_is_trained_and_a_card_is_written(tmp_
     record = grow(source, str(token_file(tmp_path / "ids.npy")), tmp_path / "out", copy.copy(TINY))
     assert set(record["arms"]) == {"grown", "control_tokens", "control_flops"} and record["retain"] is None
     assert ModelCard.load(tmp_path / "out" / "README.md").data.base_model == source
+
+
+@pytest.mark.timeout(600)
+def test_every_family_grows_with_retain_and_every_arm(tmp_path: Path) -> None:
+    """Every family of certify's table: the five arms trained, LoRA within half a rank step of the new
+    layer's parameters, ``inplace`` as many as the new layer's, the card naming the base model."""
+    data, retain = token_file(tmp_path / "new.npy"), token_file(tmp_path / "old.npy", seed=1)
+    settings = GrowSettings(**{**vars(TINY), "retain": str(retain), "steps": 2})
+    for name in sorted(CONFIGS):
+        source = save_tiny(name, tmp_path / name)
+        record = grow(source, str(data), tmp_path / f"{name}-out", settings)
+        arms = record["arms"]
+        assert set(arms) == ARMS and set(record["retain"]["arms"]) == ARMS | {"old"}, name
+        lora, target = arms["lora"], arms["lora"]["new_layer_parameters"]
+        assert lora["trainable_parameters"] == lora["rank"] * lora["parameters_per_rank"], name
+        assert abs(lora["trainable_parameters"] - target) <= lora["parameters_per_rank"] / 2, name
+        assert arms["inplace"]["trainable_parameters"] == target == arms["grown"]["trainable_parameters"], name
+        assert ModelCard.load(tmp_path / f"{name}-out" / "README.md").data.base_model == source, name
+
+
+@pytest.mark.timeout(300)
+def test_a_grow_killed_inside_the_lora_arm_resumes_to_the_same_result(tmp_path: Path, monkeypatch) -> None:
+    """The LoRA adapters' resume state (PEFT's parameter names) is read back: the same held-out losses
+    on both domains and the same arms as an uninterrupted run."""
+    source = save_tiny("llama", tmp_path / "llama")
+    data, retain = token_file(tmp_path / "new.npy"), token_file(tmp_path / "old.npy", seed=1)
+    settings = GrowSettings(**{**vars(TINY), "retain": str(retain), "steps": 4, "checkpoint_every": 2})
+    whole = grow(source, str(data), tmp_path / "whole", settings)
+    original_train, original_next = run.train_arm, continued.WindowBatches.next
+    calls = {"lora": 0}
+
+    def dying(self):
+        if calls["lora"]:
+            calls["lora"] += 1
+            if calls["lora"] > 1 + 3:  # its FLOP count's batch, then dies in its third step
+                raise KeyboardInterrupt
+        return original_next(self)
+
+    def train_arm(name, *args, **kwargs):
+        calls["lora"] = int(name == "lora")
+        return original_train(name, *args, **kwargs)
+
+    monkeypatch.setattr(continued.WindowBatches, "next", dying)
+    monkeypatch.setattr(run, "train_arm", train_arm)
+    with pytest.raises(KeyboardInterrupt):
+        grow(source, str(data), tmp_path / "killed", settings)
+    assert (tmp_path / "killed" / ".grow-state" / "lora" / "step-000000002.pt").is_file()
+    monkeypatch.undo()
+    resumed = grow(source, str(data), tmp_path / "killed", settings)
+    assert resumed["held_out"]["mean_loss"] == whole["held_out"]["mean_loss"]
+    assert resumed["retain"]["arms"] == whole["retain"]["arms"] and resumed["arms"] == whole["arms"]

@@ -7,7 +7,8 @@
   a mixture of experts' expert weights) on the original. A rank-``r`` adapter on a linear map
   ``in → out`` trains ``r · (in + out)`` parameters, so ``r = max(1, round(P_new / Σ (in + out)))``
   matches the new layers' ``P_new`` to within half a rank step; ``lora_alpha = 2 r`` (a scale of 2),
-  no dropout. The trained adapter is merged into the weights (``merge_and_unload``): a plain model.
+  no dropout, ``A`` drawn from the run's seed. The trained adapter is merged into the weights
+  (``merge_and_unload``): a plain model.
 """
 
 from __future__ import annotations
@@ -60,11 +61,14 @@ def lora_rank(target: int, units: int) -> int:
     return max(1, round(target / units))
 
 
-def lora_model(model: PreTrainedModel, rank: int) -> nn.Module:
-    """A PEFT LoRA of rank ``rank`` on a copy of ``model`` (module doc): only the adapters train."""
+def lora_model(model: PreTrainedModel, rank: int, seed: int) -> nn.Module:
+    """A PEFT LoRA of rank ``rank`` on a copy of ``model`` (module doc): only the adapters train. Their
+    random initialization (``A``; ``B = 0``) is drawn from ``seed`` alone, the global RNG left as it was."""
     from peft import get_peft_model
 
-    return get_peft_model(copy.deepcopy(model), lora_config(rank))
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return get_peft_model(copy.deepcopy(model), lora_config(rank))
 
 
 def merged(adapted: nn.Module) -> PreTrainedModel:

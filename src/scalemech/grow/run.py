@@ -438,7 +438,7 @@ class Grower:
         arms["inplace"].update(trainable_parameters=count, layers=self.copied)
         units = lora_units(self.old)
         rank = lora_rank(target, units)
-        adapted = lora_model(self.old, rank)
+        adapted = lora_model(self.old, rank, derive_seed(self.settings.seed, self.name, "grow", "lora"))
         count = _count(adapted)
         arms["lora"] = self.train("lora", adapted, steps, None, rank=rank).record()
         arms["lora"].update(trainable_parameters=count, rank=rank, parameters_per_rank=units)
