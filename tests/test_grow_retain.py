@@ -277,3 +277,13 @@ def test_a_grow_killed_inside_the_lora_arm_resumes_to_the_same_result(tmp_path: 
     resumed = grow(source, str(data), tmp_path / "killed", settings)
     assert resumed["held_out"]["mean_loss"] == whole["held_out"]["mean_loss"]
     assert resumed["retain"]["arms"] == whole["retain"]["arms"] and resumed["arms"] == whole["arms"]
+
+
+def test_the_help_states_the_default_max_forgetting(capsys) -> None:
+    """``--max-forgetting``'s help names ``tradeoff.MAX_FORGETTING`` (the CLI imports nothing heavy)."""
+    with pytest.raises(SystemExit):
+        main(["grow", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"(default: {MAX_FORGETTING:g}, grow.tradeoff.MAX_FORGETTING" in text
+    for rule in ("every:K LLaMA-Pro's stride (arXiv 2401.02415)", "ADEPT (arXiv 2510.10071)", "(arXiv 2403.03853)"):
+        assert rule in text, rule

@@ -376,7 +376,9 @@ def parser() -> argparse.ArgumentParser:
     grow.add_argument(
         "--at", default="auto", help="where: auto, layer.3,layer.7, every:K, adept, bi or top (each's source below)"
     )
-    grow.add_argument("--blocks", type=int, help="--at auto: the most new layers (default: 1)")
+    grow.add_argument(
+        "--blocks", type=int, help="--at auto: the most new layers; adept, bi, top: how many (default: 1)"
+    )
     grow.add_argument(
         "--train", choices=["new", "all", "none"], default="new", help="train the new layers, every weight, or none"
     )
