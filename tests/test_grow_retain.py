@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from huggingface_hub import ModelCard
 from safetensors.torch import load_file
-from test_grow import TINY, token_file
+from test_grow import TINY, TINY_ARGV, token_file
 from test_hf import CONFIGS, save_tiny, tiny_config
 from transformers import AutoModelForCausalLM
 
@@ -179,22 +179,23 @@ def test_each_placement_rule_picks_the_layer_it_should(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(300)
-def test_grow_at_bi_on_the_command_line_duplicates_the_identity_layer(tmp_path: Path, capsys) -> None:
-    """``--at bi --retain``: the scores printed and kept, the new layer after layer 1 (index 2), the arms'
-    table printed with forgetting and the Pareto front."""
+@pytest.mark.parametrize("rule", ["adept", "bi"])
+def test_grow_at_a_rule_on_the_command_line_duplicates_the_identity_layer(tmp_path: Path, capsys, rule: str) -> None:
+    """``--at adept|bi --retain``: the scores printed and kept, the new layer after layer 1 (index 2), the
+    arms' table printed with forgetting and the Pareto front."""
     source = zeroed_llama(tmp_path / "llama")
     data, retain = token_file(tmp_path / "new.npy"), token_file(tmp_path / "old.npy", seed=1)
-    argv = ["grow", "--checkpoint", source, "--data", str(data), "--out", str(tmp_path / "out"), "--at", "bi",
+    argv = ["grow", "--checkpoint", source, "--data", str(data), "--out", str(tmp_path / "out"), "--at", rule,
             "--retain", str(retain), "--steps", "2", "--batch-size", "4", "--block-size", "8", "--eval-windows", "8",
             "--pool", "6", "--M", "2", "--K", "2", "--device", "cpu", "--max-forgetting", "0.5"]  # fmt: skip
     assert main(argv) == 0
     record = json.loads((tmp_path / "out" / "growth.json").read_text())
     scores = record["decisions"][0]["scores"]
-    assert scores["rule"] == "bi" and int(np.argmin(scores["per_layer"])) == 1
+    assert scores["rule"] == rule and int(np.argmin(scores["per_layer"])) == 1
     assert record["inserted_layers"] == [2] and record["retain"]["max_forgetting"] == 0.5
     out = capsys.readouterr().out
-    assert "bi scores per layer on --retain" in out and "forgetting ± SE" in out and "Pareto front" in out
-    assert record["command"].startswith("scalemech grow --checkpoint") and "--at bi" in record["command"]
+    assert f"{rule} scores per layer on --retain" in out and "forgetting ± SE" in out and "Pareto front" in out
+    assert record["command"].startswith("scalemech grow --checkpoint") and f"--at {rule}" in record["command"]
 
 
 @pytest.mark.parametrize(
@@ -287,3 +288,27 @@ def test_the_help_states_the_default_max_forgetting(capsys) -> None:
     assert f"(default: {MAX_FORGETTING:g}, grow.tradeoff.MAX_FORGETTING" in text
     for rule in ("every:K LLaMA-Pro's stride (arXiv 2401.02415)", "ADEPT (arXiv 2510.10071)", "(arXiv 2403.03853)"):
         assert rule in text, rule
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_both_scores_run_on_every_family(name: str) -> None:
+    """ADEPT's importance and block influence: one finite score per layer, ≥ 0 (|g·W| sums; 1 − cos ≥ 0
+    up to rounding), on every family certify serves (its layers' hidden states found by the hooks)."""
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(tiny_config(name)).eval()
+    x, y = torch.randint(3, 300, (5, 8)), torch.randint(3, 300, (5, 8))
+    for scores in (adept_importance(model, x, y, 2), block_influence(model, x, 2)):
+        assert len(scores) == 2 and all(np.isfinite(v) and v >= -1e-6 for v in scores), (name, scores)
+
+
+def test_retain_ids_outside_the_vocabulary_are_refused_naming_retain(tmp_path: Path, capsys) -> None:
+    source = save_tiny("llama", tmp_path / "llama")
+    retain = tmp_path / "old.npy"
+    np.save(retain, np.full(6000, 300))
+    argv = ["grow", "--checkpoint", source, "--data", str(token_file(tmp_path / "new.npy")), "--out",
+            str(tmp_path / "out"), "--retain", str(retain), *TINY_ARGV]  # fmt: skip
+    capsys.readouterr()
+    assert main(argv) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith(f"scalemech: error: --retain {retain}: token id 300 is outside"), error
+    assert not (tmp_path / "out").exists()
