@@ -1,4 +1,5 @@
-"""``grow``: certify, insert, check, train the grown model and two controls, decide, write."""
+"""``grow``: certify, insert, check, train the grown model, two controls and (``--retain``) the
+``inplace`` and ``lora`` arms, decide, write."""
 
 from __future__ import annotations
 
