@@ -22,6 +22,7 @@ the traceback instead.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -57,11 +58,21 @@ example (grow where certify says, train the new layers, compare with continuing 
 --at:  auto          greedy: insert after the point certify ranks first among "grow here", train,
                      certify again; up to --blocks rounds, stopping when no point is "grow here"
        layer.3,...   after these decoder layers (the points certify names)
-       every:K       LLaMA-Pro's stride: after every K-th layer
+       every:K       LLaMA-Pro's stride (arXiv 2401.02415): after every K-th layer
+       adept         ADEPT (arXiv 2510.10071): after the --blocks layers least important on --retain,
+                     importance = sum |g * W| over the layer's weights
+       bi            ShortGPT's block influence (arXiv 2403.03853): after the --blocks layers of least
+                     1 - mean cos(layer input, layer output) on --retain
+       top           --blocks new layers after the last layer
 
 decision: the grown model is recommended only when its held-out loss beats both controls (the original
 trained on the same tokens, and for the same FLOPs) by more than 2 paired SE; otherwise it is written
 marked not recommended in growth.json (--fallback: the better control is written instead).
+with --retain R, arms inplace (the copied layers trained in place) and lora (PEFT LoRA on every linear
+layer, rank matching the new layers' parameters) train on the same batches too, and the grown model is
+recommended when it beats every other arm on the new domain by more than 2 paired SE while forgetting
+at most --max-forgetting, or is the only arm on the Pareto front of (new-domain loss, forgetting);
+otherwise the winning arm is named (--fallback writes it).
 """
 """``grow --help``'s closing text (the rule is ``grow.decision``)."""
 DEVICES = ["auto", "cpu", "cuda"]
@@ -195,6 +206,7 @@ def _certify(args: argparse.Namespace) -> None:
 
 def _grow(args: argparse.Namespace) -> None:
     from .grow import GrowSettings, grow
+    from .grow.card import arm_table
 
     settings = GrowSettings(
         at=args.at,
@@ -213,7 +225,11 @@ def _grow(args: argparse.Namespace) -> None:
         tokenizer=args.tokenizer,
         fallback=args.fallback,
         checkpoint_every=args.checkpoint_every,
+        retain=args.retain,
+        command=shlex.join(["scalemech", *args.argv]),
     )
+    if args.max_forgetting is not None:
+        settings.max_forgetting = args.max_forgetting
     record = grow(args.checkpoint, args.data, args.out, settings)
     decision = record["decision"]
     losses = ", ".join(f"{name} {loss:.4f}" for name, loss in record["held_out"]["mean_loss"].items())
@@ -221,6 +237,8 @@ def _grow(args: argparse.Namespace) -> None:
     for name, gain in record["held_out"].items():
         if name.startswith("gain_over_"):
             print(f"  {name}: {gain['mean']:+.4f} (paired SE {gain['se']:.4f})")
+    if record["retain"] is not None:
+        print(arm_table(record))
     verdict = "recommended" if decision["recommended"] else "not recommended"
     print(f"decision: {verdict}: {decision['why']}; wrote {decision['written']} to {args.out}")
 
@@ -355,8 +373,12 @@ def parser() -> argparse.ArgumentParser:
         "--tokenizer",
         help="for text --data: the tokenizer when the checkpoint has none (default: the checkpoint's own)",
     )
-    grow.add_argument("--at", default="auto", help="where: auto, comma-separated points (layer.3,layer.7) or every:K")
-    grow.add_argument("--blocks", type=int, help="--at auto: the most new layers (default: 1)")
+    grow.add_argument(
+        "--at", default="auto", help="where: auto, layer.3,layer.7, every:K, adept, bi or top (each's source below)"
+    )
+    grow.add_argument(
+        "--blocks", type=int, help="--at auto: the most new layers; adept, bi, top: how many (default: 1)"
+    )
     grow.add_argument(
         "--train", choices=["new", "all", "none"], default="new", help="train the new layers, every weight, or none"
     )
@@ -369,7 +391,21 @@ def parser() -> argparse.ArgumentParser:
     grow.add_argument("--M", type=int, default=sizes.M, help="certificate: training examples behind the direction")
     grow.add_argument("--K", type=int, default=sizes.K, help="certificate: test examples that judge it")
     grow.add_argument("--checkpoint-every", type=int, default=50, help="steps between resume states")
-    grow.add_argument("--fallback", action="store_true", help="when not recommended, write the better control")
+    grow.add_argument(
+        "--fallback", action="store_true", help="when not recommended, write the better control (--retain: the winner)"
+    )
+    grow.add_argument(
+        "--retain",
+        help="the model's old domain (--data's formats): every arm is scored on its held-out windows for forgetting, "
+        "the inplace and lora arms are trained, and --at adept/bi score layers on it (default: none, no forgetting)",
+    )
+    grow.add_argument(
+        "--max-forgetting",
+        type=float,
+        help="--retain: the most forgetting (retain loss - the old model's, nats/token) a recommended grown model may "
+        "have (default: 0.02, grow.tradeoff.MAX_FORGETTING: a 2%% rise of the old domain's perplexity, e^0.02 = 1.02, "
+        "small beside what training on a new domain usually costs, yet measurable from a few hundred windows)",
+    )
     grow.add_argument("--seed", type=non_negative, default=0, help="seed of the pools, batches and held-out windows")
     grow.add_argument("--device", choices=DEVICES, default="auto", help="where to compute")
     grow.set_defaults(func=_grow)
@@ -401,6 +437,7 @@ def _resume_hint(args: argparse.Namespace) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run one command; a user error prints ``scalemech: error: <message>`` and returns ``ERROR_STATUS``."""
     args = parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # the command line, for grow's model card
     try:
         args.func(args)
     except KeyboardInterrupt:

@@ -57,11 +57,11 @@ def check_windows(task: TokenIdTask | DocumentIdTask, pool: int, eval_windows: i
         )
 
 
-def check_ids(task: TokenIdTask | DocumentIdTask) -> None:
+def check_ids(task: TokenIdTask | DocumentIdTask, option: str = "--data") -> None:
     """Every id an example of either split can hold lies in the model's vocabulary (the whole data,
-    not just the windows drawn first)."""
+    not just the windows drawn first); a bad one is named with ``option``."""
     for split in ("train", "test"):
-        check_vocabulary(task.used_ids(split), task.vocab_size, f"--data {task.data.source}")
+        check_vocabulary(task.used_ids(split), task.vocab_size, f"{option} {task.data.source}")
 
 
 def memory_limit(device: torch.device) -> int:

@@ -1,9 +1,16 @@
-"""Where ``grow`` inserts layers: ``--at auto | layer.3,layer.7 | every:K``.
+"""Where ``grow`` inserts layers: ``--at auto | layer.3,layer.7 | every:K | adept | bi | top``.
 
 A point ``layer.i`` is the stream after decoder layer ``i``; a new layer there follows layer ``i``.
-``every:K`` is LLaMA-Pro's stride: a new layer after every ``K``-th layer (after layers ``K − 1``,
-``2K − 1``, …). ``auto`` is greedy on the certificate: the point ``certify`` ranks first among
-"grow here" (largest ``block_grad_norm``, ``certify.grow_ranking``).
+
+- ``auto`` (this project, Paper D): greedy on the certificate, the point ``certify`` ranks first
+  among "grow here" (largest ``block_grad_norm``, ``certify.grow_ranking``).
+- ``every:K`` (LLaMA-Pro, arXiv 2401.02415): a new layer after every ``K``-th layer (after layers
+  ``K − 1``, ``2K − 1``, …).
+- ``adept`` (ADEPT, arXiv 2510.10071): after each of the ``--blocks`` layers least important on the
+  retain data, ``Σ|g·W|`` (``scores.adept_importance``).
+- ``bi`` (ShortGPT's block influence, arXiv 2403.03853): after each of the ``--blocks`` layers of
+  least ``1 − cos(h_in, h_out)`` on the retain data (``scores.block_influence``).
+- ``top``: ``--blocks`` new layers after the last layer (the uniform point of the pipeline's E11).
 """
 
 from __future__ import annotations
@@ -13,7 +20,13 @@ from dataclasses import dataclass
 
 EVERY = re.compile(r"every:([1-9][0-9]*)")
 POINT = re.compile(r"layer\.(0|[1-9][0-9]*)")
-AT_FORMS = "'auto', comma-separated points such as 'layer.3,layer.7', or 'every:K' (a new layer after every K-th)"
+AT_FORMS = (
+    "'auto', comma-separated points such as 'layer.3,layer.7', 'every:K' (a new layer after every K-th), "
+    "'adept', 'bi' (both with --retain) or 'top'"
+)
+RULES = ("adept", "bi", "top")
+"""Placements resolved from the model (and, for ``adept`` and ``bi``, per-layer scores on ``--retain``)."""
+NEEDS_RETAIN = ("adept", "bi")
 
 
 @dataclass(frozen=True)
@@ -25,15 +38,21 @@ class Placement:
     blocks: int | None = None
     after: tuple[int, ...] = ()
     stride: int | None = None
+    rule: str | None = None
 
 
-def parse_at(at: str, blocks: int | None) -> Placement:
+def parse_at(at: str, blocks: int | None, retain: bool = False) -> Placement:
     """``--at`` and ``--blocks`` checked without the model (``ValueError`` naming the bad value and the
-    forms allowed); ``--blocks`` (default 1) counts only for ``auto``, and must match a fixed list."""
+    forms allowed); ``--blocks`` (default 1) counts for ``auto`` and the rules, and must match a fixed
+    list; ``adept`` and ``bi`` need ``retain`` data."""
     if blocks is not None and blocks < 1:
         raise ValueError(f"--blocks {blocks} must be at least 1")
     if at == "auto":
         return Placement(auto=True, blocks=blocks or 1)
+    if at in RULES:
+        if at in NEEDS_RETAIN and not retain:
+            raise ValueError(f"--at {at!r} scores layers on the old domain: give it with --retain DATA")
+        return Placement(blocks=blocks or 1, rule=at)
     if match := EVERY.fullmatch(at):
         return Placement(blocks=blocks, stride=int(match.group(1)))
     names = at.split(",")
@@ -46,9 +65,22 @@ def parse_at(at: str, blocks: int | None) -> Placement:
     return Placement(blocks=len(after), after=after)
 
 
-def resolve(placement: Placement, depth: int) -> tuple[int, ...]:
+def least(scores: list[float], count: int) -> tuple[int, ...]:
+    """The ``count`` layers of lowest score (ties: the lower index first), in increasing order."""
+    return tuple(sorted(sorted(range(len(scores)), key=lambda i: (scores[i], i))[:count]))
+
+
+def resolve(placement: Placement, depth: int, scores: list[float] | None = None) -> tuple[int, ...]:
     """The layers a fixed ``placement`` inserts after, for a model of ``depth`` layers (``ValueError``
-    for a point or stride the model does not have)."""
+    for a point or stride the model does not have); ``adept`` and ``bi`` take the per-layer ``scores``
+    (without them, the count alone: the first layers, as a placeholder for checks before loading)."""
+    if placement.rule == "top":
+        return (depth - 1,) * (placement.blocks or 1)
+    if placement.rule is not None:
+        count = placement.blocks or 1
+        if count > depth:
+            raise ValueError(f"--blocks {count}: --at {placement.rule} picks distinct layers; the model has {depth}")
+        return least(scores, count) if scores is not None else tuple(range(count))
     if placement.stride is not None:
         stride = placement.stride
         if stride > depth:

@@ -1,9 +1,10 @@
 """What an interrupted ``grow`` resumes: the run's identity, checked before any work, and its wall time.
 
 ``--out/.grow-state/run.json`` records the options that change an arm (training, placement,
-certificate, held-out windows, seed) and the sha256 of the checkpoint's weights and of the data. A
-rerun whose identity differs is refused in one line naming what changed (an arm trained under one
-identity is never continued or reused under another); ``wall_seconds`` adds up over the runs.
+certificate, held-out windows, seed) and the sha256 of the checkpoint's weights, of the data and of
+the ``--retain`` data. A rerun whose identity differs is refused in one line naming what changed (an
+arm trained under one identity is never continued or reused under another); ``wall_seconds`` adds up
+over the runs.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""``grow``: certify, insert, check, train the grown model and two controls, decide, write."""
+"""``grow``: certify, insert, check, train the grown model, two controls and (``--retain``) the
+``inplace`` and ``lora`` arms, decide, write."""
 
 from __future__ import annotations
 
@@ -28,12 +29,14 @@ from ..core.seeding import derive_seed
 from ..data.tokenized import TEXT_SLACK
 from ..models import build_model
 from ..models.hf import DTYPES, HFCausalLM, check_block_size, decoder_layers_path, token_id_task
-from ..models.hf_growth import PRESERVED_ATOL, check_preserved, grow_layers, index_dependence
+from ..models.hf_growth import PRESERVED_ATOL, check_preserved, grow_layers, index_dependence, new_positions
 from ..models.hub import decoder_config
 from ..stats import sizes
 from ..tasks import draw_disjoint
 from ..training.checkpoints import checkpoint_lock
 from ..training.continued import Arm, WindowBatches, sequence_losses, step_flops, train_arm, window_loss
+from .alternatives import LORA_ALPHA_PER_RANK, layers_count, lora_model, lora_rank, lora_units, merged, trainable_count
+from .card import write_card
 from .checks import cap_problems, check_ids, check_memory, check_windows
 from .decision import decide
 from .output import (
@@ -49,6 +52,8 @@ from .output import (
 )
 from .placement import Placement, parse_at, resolve
 from .resume import RunRecord
+from .retained import Retained, held_out_losses
+from .tradeoff import MAX_FORGETTING, decide_tradeoff, summary
 
 TRAIN_MODES = ("new", "all", "none")
 WARMUP_FRACTION = 0.1
@@ -100,6 +105,10 @@ class GrowSettings:
     tokenizer: str | None = None
     fallback: bool = False
     checkpoint_every: int = 50
+    retain: str | None = None
+    max_forgetting: float = MAX_FORGETTING
+    command: str | None = None
+    """The command line, for the model card (the Python API: ``grow(...)``)."""
 
     def check(self) -> Placement:
         """Every option checked before anything loads (``ValueError`` naming each bad value); the placement."""
@@ -112,9 +121,11 @@ class GrowSettings:
                 problems.append(f"{name} = {getattr(self, name)} must be at least 1")
         if not (math.isfinite(self.lr) and self.lr > 0):
             problems.append(f"lr = {self.lr} must be a finite number > 0")
+        if not (math.isfinite(self.max_forgetting) and self.max_forgetting >= 0):
+            problems.append(f"max_forgetting = {self.max_forgetting} must be a finite number >= 0")
         if problems:
             raise ValueError("grow: " + "; ".join(problems))
-        return parse_at(self.at, self.blocks)
+        return parse_at(self.at, self.blocks, self.retain is not None)
 
     def recipe(self, steps: int) -> Recipe:
         """AdamW (``transformers.Trainer``'s betas, no weight decay), 10 % warmup then cosine to 0, clipping at 1."""
@@ -155,6 +166,28 @@ def _shifted(inserted: list[int], new: list[int]) -> list[int]:
     return sorted(shifted + list(new))
 
 
+def _count(model: torch.nn.Module, every: bool = False) -> int:
+    """``model``'s parameters that require grad (``every``: all of them)."""
+    return sum(p.numel() for p in model.parameters()) if every else trainable_count(model)
+
+
+def _totals(stages: list[Arm]) -> dict[str, int]:
+    """The grown arm's steps, tokens and FLOPs over its stages."""
+    return {key: sum(getattr(a, key) for a in stages) for key in ("steps", "tokens", "flops")}
+
+
+def _origins(origin: list[int], after: list[int]) -> list[int]:
+    """``origin`` (per layer, the original layer it derives from) after new layers copy the layers
+    ``after``: each new layer derives from what the layer it copies derives from."""
+    old_to_new, new_layers = new_positions(len(origin), after)
+    grown = [0] * (len(origin) + len(new_layers))
+    for i, index in enumerate(old_to_new):
+        grown[index] = origin[i]
+    for index, source in new_layers:
+        grown[index] = origin[source]
+    return grown
+
+
 def _plain(value: Any) -> Any:
     """A table cell as JSON holds it: numpy scalars as Python numbers, nan as null."""
     value = value.item() if hasattr(value, "item") else value
@@ -173,8 +206,9 @@ class Grower:
         and the identity of a run to resume (``resume``)."""
         self.settings, self.checkpoint = settings, checkpoint
         self.placement = settings.check()
-        if not Path(data).exists():
-            raise FileNotFoundError(f"--data {data!r} does not exist")
+        for option, path in (("--data", data), ("--retain", settings.retain)):
+            if path is not None and not Path(path).exists():
+                raise FileNotFoundError(f"{option} {path!r} does not exist")
         config = self.read_checkpoint(data)
         new_layers = (
             self.placement.blocks if self.placement.auto else len(resolve(self.placement, config.num_hidden_layers))
@@ -184,12 +218,18 @@ class Grower:
         self.out, self.created = out.resolve(), not out.exists()
         self.read_data(data, config, new_layers)
         check_memory(config, settings.batch_size, self.task.block_size, new_layers, self.device)
+        self.retained = None
+        if settings.retain is not None:
+            self.retained = Retained(
+                settings.retain, self.spec, config.vocab_size, settings.eval_windows, settings.batch_size, settings.seed
+            )
         options = {name: getattr(settings, name) for name in IDENTITY_OPTIONS}
         self.record = RunRecord(
             self.out,
             {
                 "checkpoint_sha256": self.source["sha256"],
                 "data_sha256": self.data["sha256"],
+                "retain_sha256": self.retained.record["sha256"] if self.retained else None,
                 "tokenizer": checkpoint_name(self.spec["tokenizer"]),
                 "block_size": self.task.block_size,
                 **options,
@@ -309,30 +349,45 @@ class Grower:
         return arm
 
     # -- the run ------------------------------------------------------------------------------------
+    def fixed_points(self, current: HFCausalLM) -> tuple[tuple[int, ...], dict[str, Any]]:
+        """A fixed placement's layers (``resolve``) and, for ``adept`` and ``bi``, the per-layer scores on
+        the retain data behind them (``retained.Retained.scores``)."""
+        rule = self.placement.rule
+        if rule not in ("adept", "bi"):
+            return resolve(self.placement, current.depth), {}
+        scores = self.retained.scores(current.hf_model, rule)
+        shown = ", ".join(f"layer.{i} {value:.4g}" for i, value in enumerate(scores))
+        print(f"grow: {rule} scores per layer on --retain: {shown}")
+        return resolve(self.placement, current.depth, scores), {"scores": {"rule": rule, "per_layer": scores}}
+
     def grow_model(self) -> tuple[PreTrainedModel, list[int], list[dict[str, Any]], list[Arm]]:
-        """The grown model, its new layers (final numbering), the decisions and the grown arm's stages."""
+        """The grown model, its new layers (final numbering), the decisions and the grown arm's stages;
+        ``self.copied`` holds the original layer each new layer copies (directly or through a copy)."""
         s, current, inserted = self.settings, self.model, []
         decisions, stages, generator = [], [], None
+        origin = list(range(self.model.depth))  # per layer of the current model: the original layer it derives from
         rounds = self.placement.blocks if self.placement.auto and s.train != "none" else 1
         for round_ in range(1, rounds + 1):
             if self.placement.auto:  # untrained insertions leave the certificate as it was: --train none takes one
                 frame = self.certificate(current, "all")
                 ranked = grow_ranking(frame)["point"].iloc[: 1 if s.train != "none" else self.placement.blocks]
                 after = sorted(int(point.removeprefix("layer.")) for point in ranked)
+                scores: dict[str, Any] = {}
             else:
-                after = list(resolve(self.placement, current.depth))
+                fixed, scores = self.fixed_points(current)
+                after = list(fixed)
                 frame = self.certificate(current, sorted({f"layer.{i}" for i in after}))
             chosen = ",".join(f"layer.{i}" for i in after) or None
             if round_ == 1:
                 self.held_out(frame.attrs["pools"])
-            decisions.append({"round": round_, "chosen": chosen, "certificate": _rows(frame)})
+            decisions.append({"round": round_, "chosen": chosen, "certificate": _rows(frame), **scores})
             if not after:
                 count = f"{len(inserted)} new layer{'' if len(inserted) == 1 else 's'}"
                 print(f"grow: round {round_}: no point is 'grow here'; stopping after {count}")
                 break
             grown, new = grow_layers(current.hf_model, after)
             gap = check_preserved(current.hf_model, grown, self.eval_x[:CHECK_WINDOWS].to(self.device))
-            inserted = _shifted(inserted, new)
+            inserted, origin = _shifted(inserted, new), _origins(origin, after)
             decisions[-1].update(new_layers=new, max_abs_logit_change=gap, allowed_change=PRESERVED_ATOL)
             print(f"grow: round {round_}: new layers {new} after {chosen}; logits unchanged (max |Δ| = {gap:.2g})")
             if s.train != "none":
@@ -340,6 +395,7 @@ class Grower:
                 stages.append(self.train(f"grown-{round_}", grown, s.steps, generator, inserted=inserted))
                 generator = stages[-1].generator_state
             current = HFCausalLM(_frozen(grown), self.spec)
+        self.copied = sorted({origin[i] for i in inserted})
         return current.hf_model, inserted, decisions, stages
 
     def controls(self, stages: list[Arm], losses: dict[str, np.ndarray]) -> tuple[dict[str, Any], Any]:
@@ -351,28 +407,81 @@ class Grower:
         arms, best = {}, None
         for name, arm_steps in (("control_tokens", steps), ("control_flops", max(1, round(flops / per_step)))):
             control = _trainable(copy.deepcopy(self.old), [], "all")
-            arms[name] = self.train(name, control, arm_steps, None).record()
-            losses[name] = self.losses(control)
+            count = _count(control)  # before training, which freezes it
+            arms[name] = {**self.train(name, control, arm_steps, None).record(), "trainable_parameters": count}
+            losses[name], self.arm_models[name] = self.losses(control), control
             if best is None or losses[name].mean() < losses[best[0]].mean():
                 best = (name, control)
         arms["control_flops"].update(grown_flops=flops, flops_per_step=per_step, rule=FLOPS_RULE)
         return arms, best
 
+    def alternatives(
+        self, stages: list[Arm], grown: PreTrainedModel, inserted: list[int], losses: dict[str, np.ndarray]
+    ) -> dict[str, Any]:
+        """Train ``inplace`` (the original layers the new ones copy) and ``lora`` (rank matched to the new
+        layers' parameters) on the grown arm's steps and batches (``alternatives``), score them into
+        ``losses``; their records."""
+        steps, target = sum(a.steps for a in stages), layers_count(grown, inserted)
+        inplace = _trainable(copy.deepcopy(self.old), self.copied, "new")
+        count = _count(inplace)  # before training, which freezes it
+        arms = {"inplace": self.train("inplace", inplace, steps, None, layers=self.copied).record()}
+        arms["inplace"].update(trainable_parameters=count, layers=self.copied)
+        units = lora_units(self.old)
+        rank = lora_rank(target, units)
+        adapted = lora_model(self.old, rank, derive_seed(self.settings.seed, self.name, "grow", "lora"))
+        count = _count(adapted)
+        arms["lora"] = self.train("lora", adapted, steps, None, rank=rank).record()
+        arms["lora"].update(trainable_parameters=count, rank=rank, parameters_per_rank=units)
+        arms["lora"].update(alpha=LORA_ALPHA_PER_RANK * rank, target_modules="all-linear", new_layer_parameters=target)
+        self.arm_models.update(inplace=inplace, lora=merged(adapted))
+        for name in ("inplace", "lora"):
+            losses[name] = self.losses(self.arm_models[name])
+        return arms
+
+    def weigh_retain(
+        self, grown: PreTrainedModel, losses: dict[str, np.ndarray], decision: dict[str, Any], trained: bool
+    ) -> dict[str, Any]:
+        """Every model's losses on the held-out retain windows and its forgetting (``tradeoff``); when the
+        arms were trained, ``decision`` becomes ``tradeoff.decide_tradeoff``'s. ``growth.json``'s ``retain``."""
+        models = {"old": self.old, "grown": grown, **self.arm_models}
+        retain = held_out_losses(models, self.retained)
+        weighed = decide_tradeoff(losses, retain, self.settings.max_forgetting) if trained else None
+        if weighed is not None:
+            decision.update({key: weighed[key] for key in ("recommended", "why", "winner", "rule")})
+        rows = weighed["arms"] if weighed else summary(losses, retain)
+        return {
+            **self.retained.record,
+            "windows": len(self.retained.y),
+            "max_forgetting": self.settings.max_forgetting,
+            "pareto_front": weighed["pareto_front"] if weighed else None,
+            "arms": rows,
+        }
+
     def run(self) -> dict[str, Any]:
-        """Load, grow, train the controls, decide, write ``--out`` whole (``output.write_output``)."""
+        """Load, grow, train the controls (and under ``--retain`` the alternatives), decide, write
+        ``--out`` whole (``output.write_output``)."""
         s = self.settings
         self.load()
+        self.arm_models: dict[str, PreTrainedModel] = {}
         grown, inserted, decisions, stages = self.grow_model()
         losses = {"old": self.losses(self.old), "grown": self.losses(grown)}
+        trainable = layers_count(grown, inserted) if s.train == "new" else _count(grown, every=True)
         arms: dict[str, dict[str, Any]] = {"grown": {"stages": [a.record() for a in stages]}}
+        arms["grown"].update(trainable_parameters=trainable if stages else 0, **_totals(stages))
         best_control, written = None, "grown" if inserted else "old"
         if stages:
             controls, best_control = self.controls(stages, losses)
             arms.update(controls)
+            if self.retained is not None:
+                arms.update(self.alternatives(stages, grown, inserted, losses))
         decision = decide(losses, trained=bool(stages), inserted=bool(inserted))
+        retain = self.weigh_retain(grown, losses, decision, bool(stages)) if self.retained is not None else None
         model = grown
-        if not decision["recommended"] and s.fallback and best_control is not None:
-            written, model = best_control
+        if not decision["recommended"] and s.fallback:
+            if decision.get("winner") in self.arm_models:
+                written, model = decision["winner"], self.arm_models[decision["winner"]]
+            elif best_control is not None and retain is None:
+                written, model = best_control
         decision["written"] = written
         record = {
             "source": {
@@ -381,7 +490,9 @@ class Grower:
                 "layers": self.model.depth,
                 **self.source,
             },
+            "command": s.command or f"grow({self.checkpoint!r}, {self.data['path']!r}, {str(self.out)!r}, {s!r})",
             "data": self.data,
+            "retain": retain,
             "inserted_layers": inserted if written == "grown" else [],
             "layers": model.config.get_text_config().num_hidden_layers,
             "placement": {"at": s.at, "blocks": self.placement.blocks},
@@ -418,6 +529,7 @@ class Grower:
 
         def write(directory: Path) -> None:
             record["tokenizer_copied"] = write_checkpoint(model, directory, self.source_dtype, tokenizer)
+            write_card(directory, record)
             write_growth(directory, record)  # last: a directory with growth.json is whole
 
         write_output(self.out, write)

@@ -1,0 +1,96 @@
+"""The decision under ``--retain``: learn the new domain, keep the old one.
+
+Every arm ``a`` (``old`` is the reference, not an arm) is scored per held-out window ``w`` on the new
+domain, ``n_a(w)``, and on the retain data, ``r_a(w)``. Its forgetting is the paired difference
+``F_a = mean_w (r_a(w) − r_old(w))`` with ``SE = sd_w(r_a − r_old) / √W`` (``stats.paired_difference``:
+the same windows scored by both models). The grown model is recommended when
+
+1. it beats every other arm on the new domain by more than ``GAIN_SE`` paired SE
+   (``mean_w(n_a − n_grown) > 2 SE``) while ``F_grown ≤ max_forgetting``; or
+2. it is the only arm on the Pareto front of (mean new-domain loss, ``F``): it is no worse on both
+   and better on one than every other arm.
+
+Otherwise the winning arm among the others is named, the one to use instead: the lowest new-domain
+loss among the arms forgetting at most ``max_forgetting``, or, when none does, the arm that forgets
+least.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import stats
+from .decision import GAIN_SE
+
+MAX_FORGETTING = 0.02
+"""Default ``--max-forgetting`` in nats per token: ``e^0.02 ≈ 1.02``, a 2 % rise of the old domain's
+perplexity, small beside what continued training on a new domain usually costs and large enough to
+be measured from a few hundred held-out windows (the SE of ``F`` is printed beside it)."""
+REFERENCE = "old"
+
+
+def summary(new: dict[str, np.ndarray], retain: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:
+    """Per model: mean new-domain and retain loss, forgetting ``F`` with its paired SE, and (arms other
+    than ``grown``) the grown model's paired gain over it on the new domain, ``n_a − n_grown``."""
+    rows = {}
+    for name in new:
+        forgetting = stats.paired_difference(retain[name], retain[REFERENCE])
+        row = {
+            "new_loss": float(new[name].mean()),
+            "retain_loss": float(retain[name].mean()),
+            "forgetting": forgetting.mean,
+            "forgetting_se": forgetting.se,
+        }
+        if name != "grown" and "grown" in new:
+            gain = stats.paired_difference(new[name], new["grown"])
+            row.update(grown_gain=gain.mean, grown_gain_se=gain.se)
+        rows[name] = row
+    return rows
+
+
+def pareto_front(points: dict[str, tuple[float, float]]) -> list[str]:
+    """The names whose ``(loss, forgetting)`` no other point dominates (≤ on both, < on one)."""
+
+    def dominated(a: tuple[float, float]) -> bool:
+        return any(b[0] <= a[0] and b[1] <= a[1] and b != a for b in points.values())
+
+    return [name for name, point in points.items() if not dominated(point)]
+
+
+def decide_tradeoff(new: dict[str, np.ndarray], retain: dict[str, np.ndarray], max_forgetting: float) -> dict[str, Any]:
+    """``{"recommended", "why", "winner", "rule", "pareto_front", "arms"}`` (module doc) from per-window
+    held-out losses by model on the new domain (``new``) and the retain data (``retain``), both holding
+    ``old``, ``grown`` and the other trained arms."""
+    rows = summary(new, retain)
+    arms = [name for name in rows if name != REFERENCE]
+    front = pareto_front({name: (rows[name]["new_loss"], rows[name]["forgetting"]) for name in arms})
+    rule = (
+        f"recommended when the grown model beats every other arm on the new domain by > {GAIN_SE:g} paired SE "
+        f"while forgetting <= {max_forgetting:g} nats/token, or is the only arm on the Pareto front of "
+        "(new-domain loss, forgetting)"
+    )
+    grown = rows["grown"]
+    others = [name for name in arms if name != "grown"]
+    missed = [name for name in others if not rows[name]["grown_gain"] > GAIN_SE * rows[name]["grown_gain_se"]]
+    kept = grown["forgetting"] <= max_forgetting
+    if not missed and kept:
+        forgets = f"forgetting {grown['forgetting']:.4f} <= {max_forgetting:g}"
+        why = f"beats every other arm by > {GAIN_SE:g} SE on the new domain, {forgets}"
+        return {"recommended": True, "why": why, "winner": "grown", "rule": rule, "pareto_front": front, "arms": rows}
+    if front == ["grown"]:
+        why = "the only arm on the Pareto front of (new-domain loss, forgetting)"
+        return {"recommended": True, "why": why, "winner": "grown", "rule": rule, "pareto_front": front, "arms": rows}
+    within = [name for name in others if rows[name]["forgetting"] <= max_forgetting]
+    if within:
+        winner = min(within, key=lambda name: rows[name]["new_loss"])
+        loss = rows[winner]["new_loss"]
+        because = f"lowest new-domain loss ({loss:.4f}) of the arms forgetting <= {max_forgetting:g}"
+    else:
+        winner = min(others, key=lambda name: rows[name]["forgetting"])
+        because = f"no arm forgets <= {max_forgetting:g}; it forgets least ({rows[winner]['forgetting']:.4f})"
+    lacks = [f"does not beat {', '.join(missed)} by > {GAIN_SE:g} SE"] if missed else []
+    lacks += [] if kept else [f"forgets {grown['forgetting']:.4f} > {max_forgetting:g}"]
+    why = f"grown {' and '.join(lacks)}; {winner} wins among the other arms: {because}"
+    return {"recommended": False, "why": why, "winner": winner, "rule": rule, "pareto_front": front, "arms": rows}
