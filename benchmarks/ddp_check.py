@@ -66,14 +66,16 @@ def worker(out: Path, ids: Path, device: str) -> None:
         (out / "losses.json").write_text(json.dumps(record))
 
 
+TORCHRUN = Path(sys.executable).parent / "torchrun"
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}  # one thread per process, as torchrun's own default
+
+
 def launch(out: Path, ids: Path, processes: int, device: str, timeout: float = 300) -> subprocess.CompletedProcess:
     """``torchrun --standalone`` of this file's worker mode on ``processes`` processes."""
     out.mkdir(parents=True, exist_ok=True)
-    torchrun = Path(sys.executable).parent / "torchrun"
-    command = [str(torchrun), "--standalone", "--nproc_per_node", str(processes), __file__,
+    command = [str(TORCHRUN), "--standalone", "--nproc_per_node", str(processes), __file__,
                "--worker", str(out), str(ids), "--device", device]  # fmt: skip
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=ENV)
 
 
 def main() -> int:

@@ -1,6 +1,6 @@
 """Data-parallel arms (``training.engine`` through ``accelerate``): two CPU processes under ``torchrun``
 (gloo) train an arm as one process does at the same global batch; only the main process writes and
-locks; the per-decoder-layer FSDP units of a grown model."""
+locks; the memory arithmetic of growing a 7B model."""
 
 from __future__ import annotations
 
@@ -14,9 +14,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, LlamaConfig
 
-from scalemech.models.hf_growth import grow_layers
 from scalemech.training.checkpoints import checkpoint_lock
-from scalemech.training.engine import check_fsdp, fsdp_units, share
+from scalemech.training.engine import share
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("ddp_check", ROOT / "benchmarks" / "ddp_check.py")
@@ -59,33 +58,6 @@ def test_a_locked_arm_stops_two_processes_at_once(tmp_path: Path) -> None:
     assert not (tmp_path / "p2" / "losses.json").exists()
 
 
-def _grown() -> torch.nn.Module:
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
-                         num_attention_heads=4, num_key_value_heads=2)  # fmt: skip
-    grown, new = grow_layers(AutoModelForCausalLM.from_config(config), [1])
-    assert new == [2]
-    return grown
-
-
-def test_per_layer_fsdp_units_keep_the_new_layer_apart() -> None:
-    """Growth's new layer alone trainable: every unit is all frozen or all trainable, the new layer a
-    unit of its own; a LoRA-like adapter inside a frozen layer makes that unit mixed, which FSDP takes
-    only with use_orig_params."""
-    model = _grown()
-    for name, p in model.named_parameters():
-        p.requires_grad_(".layers.2." in name)
-    units = fsdp_units(model)
-    assert [name for name, _ in units] == [f"model.layers.{k}" for k in range(4)] + ["<root>"]
-    assert [kind for _, kind in units] == ["frozen", "frozen", "trainable", "frozen", "frozen"]
-    check_fsdp(model, use_orig_params=False)
-    model.model.layers[0].self_attn.q_proj.weight.requires_grad_(True)
-    assert dict(fsdp_units(model))["model.layers.0"] == "mixed"
-    check_fsdp(model, use_orig_params=True)
-    with pytest.raises(ValueError, match="model.layers.0 mix frozen and trainable.*fsdp_use_orig_params: true"):
-        check_fsdp(model, use_orig_params=False)
-
-
 def test_a_batch_is_shared_evenly_or_refused() -> None:
     x, y = torch.arange(8).reshape(4, 2), torch.arange(4)
     parts = [share((x, y), rank, 2) for rank in range(2)]
@@ -112,3 +84,30 @@ def test_the_memory_arithmetic_counts_a_llama_and_its_lora_as_transformers_and_p
     assert 3 * tiny.lora_params_per_rank() == sum(p.numel() for p in lora.parameters() if p.requires_grad)
     assert LLAMA_2[0].params() == 6_738_415_616  # LLaMA-2-7B's parameter count
     assert arm_bytes(10, 4) == 4 * 10 + 4 * 4 + 8 * 4  # float32 weights, gradients, AdamW's two moments
+
+
+@pytest.mark.timeout(600)
+def test_grow_on_two_processes_matches_one_and_records_its_world(tmp_path: Path) -> None:
+    """``torchrun -m scalemech.cli grow`` on 1 and 2 CPU processes at the same global batch: every arm's
+    held-out loss within ``TOLERANCE``, one output written whole, ``growth.json`` naming its world size."""
+    from test_grow import token_file
+    from test_hf import save_tiny
+
+    source, data = save_tiny("llama", tmp_path / "src"), token_file(tmp_path / "ids.npy")
+    grow = ["grow", "--checkpoint", source, "--data", str(data), "--at", "layer.0", "--steps", "6", "--lr", "1e-2",
+            "--batch-size", "4", "--block-size", "8", "--eval-windows", "8", "--pool", "6", "--M", "2", "--K", "2",
+            "--device", "cpu"]  # fmt: skip
+    records = {}
+    for processes in (1, 2):
+        out = tmp_path / f"out{processes}"
+        command = [str(ddp_check.TORCHRUN), "--standalone", "--nproc_per_node", str(processes), "-m", "scalemech.cli",
+                   *grow, "--out", str(out)]  # fmt: skip
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=ddp_check.ENV)
+        assert done.returncode == 0, done.stderr[-3000:]
+        records[processes] = json.loads((out / "growth.json").read_text())
+    assert [records[p]["machine"]["world_size"] for p in (1, 2)] == [1, 2]
+    one, two = (records[p]["held_out"]["mean_loss"] for p in (1, 2))
+    assert one.keys() == two.keys() and abs(one["grown"] - one["old"]) > 100 * ddp_check.TOLERANCE, one
+    assert all(abs(one[arm] - two[arm]) <= ddp_check.TOLERANCE for arm in one), (one, two)
+    written = [sorted(p.name for p in (tmp_path / f"out{n}").iterdir()) for n in (1, 2)]
+    assert written[0] == written[1], written

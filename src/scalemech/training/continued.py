@@ -43,7 +43,7 @@ from .checkpoints import (
     resume_state,
     save_checkpoint,
 )
-from .engine import accelerator, check_fsdp, share
+from .engine import accelerator, check_engine, share
 from .train import lr_at, make_optimizer
 
 
@@ -145,6 +145,7 @@ def train_arm(
     stops being finite. On several processes (module doc) each trains on its share of the batch and
     only the main process locks and writes ``directory``."""
     device = next(model.parameters()).device
+    check_engine(device.type)
     engine = accelerator(device.type)
     main = engine.is_main_process
     with checkpoint_lock(directory) if main else contextlib.nullcontext():  # before any state is read
@@ -163,9 +164,7 @@ def train_arm(
             return arm
         optimizer = make_optimizer(model, recipe)
         trained = model
-        if engine.num_processes > 1:  # DDP, or FSDP from an accelerate config
-            if engine.distributed_type.name == "FSDP":
-                check_fsdp(model, engine.state.fsdp_plugin.use_orig_params)
+        if engine.num_processes > 1:  # DDP: a replica in every process
             trained, optimizer = engine.prepare(model, optimizer)
         batches = WindowBatches(task, recipe.batch_size, seed, device)
         if generator_state is not None:
@@ -192,14 +191,18 @@ def train_arm(
         for step in bar:
             for group in optimizer.param_groups:
                 group["lr"] = lr_at(step, recipe.steps, recipe)
-            x, y = share(batches.next(), engine.process_index, engine.num_processes)
+            x, y = (
+                batches.next()
+                if engine.num_processes == 1
+                else share(batches.next(), engine.process_index, engine.num_processes)
+            )
             loss = window_loss(trained, x, y)
             if not torch.isfinite(loss):
                 raise ValueError(f"grow: arm {name!r} reached a non-finite loss at step {step}; lower --lr")
             optimizer.zero_grad(set_to_none=True)
-            engine.backward(loss)
+            loss.backward()  # under DDP its hooks all-reduce the gradients (accelerate's backward adds nothing else)
             if recipe.grad_clip is not None:
-                engine.clip_grad_norm_(trainable, recipe.grad_clip)
+                nn.utils.clip_grad_norm_(trainable, recipe.grad_clip)  # the same on every replica: DDP averaged them
             optimizer.step()
             bar.set_postfix(loss=f"{loss.item():.4f}")
             done = step + 1
@@ -218,5 +221,6 @@ def train_arm(
         if main:
             mark_complete(directory, identity)
         engine.wait_for_everyone()
+        engine.free_memory()  # the prepared wrappers: the next arm's model is another
         arm.seconds, arm.generator_state = time.perf_counter() - start, batches.generator.get_state()
         return arm

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from torch import Tensor, nn
+from torch import Tensor
 
 
 @cache
@@ -31,6 +31,16 @@ def accelerator(device_type: str):  # -> accelerate.Accelerator
     from accelerate import Accelerator
 
     return Accelerator(cpu=device_type == "cpu", device_placement=False)
+
+
+def check_engine(device_type: str) -> None:
+    """``ValueError`` when accelerate was configured to shard (FSDP, DeepSpeed): not supported yet."""
+    kind = accelerator(device_type).distributed_type.name
+    if kind not in ("NO", "MULTI_CPU", "MULTI_GPU"):
+        raise ValueError(
+            f"grow: accelerate's {kind} is not supported yet (an arm's resume states are full tensors); "
+            "allowed: one process, or data-parallel processes launched by torchrun or accelerate launch"
+        )
 
 
 def world(device_type: str = "cpu") -> tuple[int, int]:
@@ -46,37 +56,3 @@ def share(batch: tuple[Tensor, Tensor], rank: int, size: int) -> tuple[Tensor, T
     if rows % size:
         raise ValueError(f"batch size {rows} does not split over {size} processes; allowed: a multiple of {size}")
     return batch[0][rank::size], batch[1][rank::size]
-
-
-def decoder_layers(model: nn.Module) -> list[nn.Module]:
-    """The decoder layers of a Hugging Face causal LM (the modules of its ``_no_split_modules``
-    classes, as ``transformers`` lists them), in order; ``ValueError`` when it names none."""
-    names = set(getattr(model, "_no_split_modules", None) or ())
-    layers = [module for module in model.modules() if type(module).__name__ in names]
-    if not layers:
-        raise ValueError(f"{type(model).__name__} names no decoder layer class (_no_split_modules); cannot shard it")
-    return layers
-
-
-def fsdp_units(model: nn.Module) -> list[tuple[str, str]]:
-    """The FSDP units of per-decoder-layer wrapping, in order: ``(name, kind)`` for each decoder layer,
-    then ``<root>`` (embeddings, final norm, head), ``kind`` "trainable", "frozen" or "mixed" by its
-    parameters' ``requires_grad``. Growth's new layers form trainable units of their own; a mixed unit
-    (LoRA's adapters inside a frozen layer) needs ``use_orig_params`` (``check_fsdp``)."""
-    names = {id(module): name for name, module in model.named_modules()}
-    layers = decoder_layers(model)
-    inside = {id(p) for layer in layers for p in layer.parameters()}
-    groups = [(names[id(layer)], list(layer.parameters())) for layer in layers]
-    groups.append(("<root>", [p for p in model.parameters() if id(p) not in inside]))
-    kinds = {frozenset({True}): "trainable", frozenset({False}): "frozen"}
-    return [(name, kinds.get(frozenset(p.requires_grad for p in params), "mixed")) for name, params in groups]
-
-
-def check_fsdp(model: nn.Module, use_orig_params: bool) -> None:
-    """``ValueError`` naming the mixed units FSDP would refuse without ``use_orig_params``."""
-    mixed = [name for name, kind in fsdp_units(model) if kind == "mixed"]
-    if mixed and not use_orig_params:
-        raise ValueError(
-            f"FSDP units {', '.join(mixed)} mix frozen and trainable parameters, which FSDP refuses without "
-            "use_orig_params; allowed: fsdp_use_orig_params: true in the accelerate config"
-        )
