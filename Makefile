@@ -4,7 +4,7 @@ VENV   := .venv
 STAMP  := $(VENV)/.installed
 CORES  ?= all
 
-.PHONY: reproduce paper-widths docs test test-all test-slurm paper-smoke gpu-check lint bench clean-venv
+.PHONY: reproduce paper-widths docs test test-all test-slurm paper-smoke gpu-check gpu-check-2 lint bench clean-venv
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,7 @@ docs: $(STAMP)
 	$(VENV)/bin/python -m scalemech.pipeline.readme --run quick
 	$(VENV)/bin/python -m scalemech.pipeline.readme --run paper-widths --not-run-ok
 	$(VENV)/bin/python -m scalemech.pipeline.readme --tests
+	$(VENV)/bin/python -m scalemech.pipeline.readme --memory
 	$(VENV)/bin/python -m scalemech.config.doc
 	$(VENV)/bin/python -m scalemech.pipeline.rulesdoc
 
@@ -64,6 +65,11 @@ paper-smoke: $(STAMP)
 # (benchmarks/cuda_check.py; needs a CUDA device, under 8 minutes).
 gpu-check: $(STAMP)
 	$(VENV)/bin/python benchmarks/cuda_check.py
+
+# One arm of grow trained on two GPUs (torchrun, nccl) against one GPU at the same global batch
+# (benchmarks/ddp_check.py; needs two CUDA devices, about a minute).
+gpu-check-2: $(STAMP)
+	$(VENV)/bin/python benchmarks/ddp_check.py --device cuda --processes 2
 
 # Snakemake's own lints, snakefmt on the rules, ruff's lints and formatter on the Python, and the import
 # contracts of the layers (pyproject.toml configures ruff and import-linter).

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import shutil
@@ -35,6 +36,7 @@ from ..stats import sizes
 from ..tasks import draw_disjoint
 from ..training.checkpoints import checkpoint_lock
 from ..training.continued import Arm, WindowBatches, sequence_losses, step_flops, train_arm, window_loss
+from ..training.engine import world
 from .alternatives import LORA_ALPHA_PER_RANK, layers_count, lora_model, lora_rank, lora_units, merged, trainable_count
 from .card import write_card
 from .checks import cap_problems, check_ids, check_memory, check_windows
@@ -214,6 +216,7 @@ class Grower:
             self.placement.blocks if self.placement.auto else len(resolve(self.placement, config.num_hidden_layers))
         )
         self.device = resolve_device(settings.device)
+        self.rank, self.world_size = world(self.device.type)  # several under torchrun: the main one (0) writes
         check_out(out, self.source_dir, self.source["sha256"])
         self.out, self.created = out.resolve(), not out.exists()
         self.read_data(data, config, new_layers)
@@ -320,6 +323,11 @@ class Grower:
     def batches_seed(self) -> int:
         return derive_seed(self.settings.seed, self.name, "grow", "batches")
 
+    def save_record(self) -> None:
+        """The run record (``resume``), by the main process only."""
+        if self.rank == 0:
+            self.record.save()
+
     def identity(self, arm: str, **more: Any) -> dict[str, Any]:
         """An arm's: the run's identity (``resume``), its recipe and what else decides it."""
         s = self.settings
@@ -345,7 +353,7 @@ class Grower:
             generator_state=generator,
         )
         _frozen(model)
-        self.record.save()
+        self.save_record()
         return arm
 
     # -- the run ------------------------------------------------------------------------------------
@@ -520,6 +528,7 @@ class Grower:
             "machine": {
                 **machine(),
                 "device": str(self.device),
+                "world_size": self.world_size,  # processes training each arm data-parallel (training.engine)
                 "torch": torch.__version__,
                 "transformers": transformers.__version__,
             },
@@ -532,7 +541,8 @@ class Grower:
             write_card(directory, record)
             write_growth(directory, record)  # last: a directory with growth.json is whole
 
-        write_output(self.out, write)
+        if self.rank == 0:
+            write_output(self.out, write)
         return record
 
 
@@ -552,18 +562,22 @@ def grow(checkpoint: str, data: str, out: str | Path, settings: GrowSettings | N
     """Grow ``checkpoint`` on ``data`` into ``out`` (the package doc); returns ``growth.json``'s record.
     ``out`` is locked for the run (``training.checkpoints.checkpoint_lock`` on its resume states): a
     second ``grow`` into it is refused in one line. An interrupted run keeps its resume states and
-    their wall time; one that leaves nothing to resume leaves no lock file, nor an ``out`` it created."""
+    their wall time; one that leaves nothing to resume leaves no lock file, nor an ``out`` it created.
+    Launched on several processes (``torchrun``), every one runs the whole command, each arm trains
+    data-parallel (``training.engine``), and only the main one locks and writes."""
     grower = Grower(checkpoint, data, Path(out), settings or GrowSettings())
-    with checkpoint_lock(grower.out / STATE_DIR):
+    main = grower.rank == 0
+    with checkpoint_lock(grower.out / STATE_DIR) if main else contextlib.nullcontext():
         grower.scratch = Path(tempfile.mkdtemp(prefix="scalemech-grow-"))
         done = False
         try:
-            grower.record.save()  # a rerun with other options is refused (``resume``)
+            grower.save_record()  # a rerun with other options is refused (``resume``)
             record = grower.run()
             done = True
             return record
         finally:
             shutil.rmtree(grower.scratch, ignore_errors=True)
             if not done and (grower.out / STATE_DIR).is_dir():
-                grower.record.save()  # the wall time so far, for the rerun that resumes
-            tidy(grower.out, grower.created)
+                grower.save_record()  # the wall time so far, for the rerun that resumes
+            if main:
+                tidy(grower.out, grower.created)

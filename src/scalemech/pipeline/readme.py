@@ -226,6 +226,15 @@ def suite_block(records: dict[str, dict]) -> str:
     return "\n".join([start, *body, end])
 
 
+def memory_block() -> str:
+    """The README block of "Growing a 7B model": ``training.footprint``'s table and certify's scratch space."""
+    from ..training.footprint import capture_lines, table
+
+    start, end = markers("growing-7b")
+    note = "Computed by `training/footprint.py` (`make docs`); weights and AdamW states, activations excluded."
+    return "\n".join([start, note, "", *table(), "", "certify's gradient pools on disk:", "", *capture_lines(), end])
+
+
 def _duration(seconds: float) -> str:
     minutes, rest = divmod(round(seconds), 60)
     return f"{minutes} min {rest} s"
@@ -240,7 +249,11 @@ def main(argv: list[str] | None = None) -> None:
         help="a run without a report: keep the block of the one recorded in docs/<run>/, else say it was not run",
     )  # fmt: skip
     parser.add_argument("--tests", action="store_true", help="write the test suite's times (results/test/*.json)")
+    parser.add_argument("--memory", action="store_true", help="write the memory arithmetic of growing a 7B model")
     args = parser.parse_args(argv)
+    if args.memory:
+        replace_block(Path(args.readme), "growing-7b", memory_block())
+        return
     if args.tests:
         records = {path.name: json.loads(path.read_text()) for path in Path("results", "test").glob("*.json")}
         replace_block(Path(args.readme), "tests", suite_block(records))

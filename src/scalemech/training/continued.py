@@ -9,12 +9,16 @@ train mode, as under ``transformers.Trainer``. Resumable: the trainable tensors,
 the generator are checkpointed every ``checkpoint_every`` steps (``training.checkpoints``), and a
 finished arm is loaded rather than retrained; an arm's directory is locked while it trains or loads
 (``checkpoint_lock``), so two ``grow`` runs on one ``--out`` never train one arm together.
+Launched on several processes (``torchrun``), an arm trains data-parallel through ``accelerate``
+(``training.engine``): each process takes its share of every global batch, and only the main one
+holds the lock and writes.
 ``step_flops`` counts one step's FLOPs (``torch.utils.flop_counter``); ``sequence_losses`` scores
 held-out windows one by one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,6 +43,7 @@ from .checkpoints import (
     resume_state,
     save_checkpoint,
 )
+from .engine import accelerator, check_engine, share
 from .train import lr_at, make_optimizer
 
 
@@ -137,9 +142,14 @@ def train_arm(
     ``Arm.generator_state``). ``identity`` says what decides the result (a resumed or loaded state
     must match it); states go to ``directory``, locked throughout (``checkpoint_lock``:
     ``CheckpointLockedError`` at once while another trainer holds it). ``ValueError`` when the loss
-    stops being finite."""
-    with checkpoint_lock(directory):  # before any state is read, until the arm ends
-        device = next(model.parameters()).device
+    stops being finite. On several processes (module doc) each trains on its share of the batch and
+    only the main process locks and writes ``directory``."""
+    device = next(model.parameters()).device
+    check_engine(device.type)
+    engine = accelerator(device.type)
+    main = engine.is_main_process
+    with checkpoint_lock(directory) if main else contextlib.nullcontext():  # before any state is read
+        engine.wait_for_everyone()
         block = task.block_size
         arm = Arm(
             name, recipe.steps, recipe.steps * recipe.batch_size * block, recipe.steps * flops_per_step, seed, 0.0
@@ -153,6 +163,9 @@ def train_arm(
             arm.generator_state = finished["generator"]
             return arm
         optimizer = make_optimizer(model, recipe)
+        trained = model
+        if engine.num_processes > 1:  # DDP: a replica in every process
+            trained, optimizer = engine.prepare(model, optimizer)
         batches = WindowBatches(task, recipe.batch_size, seed, device)
         if generator_state is not None:
             batches.generator.set_state(generator_state)
@@ -169,23 +182,31 @@ def train_arm(
         start = time.perf_counter()
         model.train()
         bar = tqdm(
-            range(first, recipe.steps), desc=f"grow: {name}", initial=first, total=recipe.steps, disable=not progress
+            range(first, recipe.steps),
+            desc=f"grow: {name}",
+            initial=first,
+            total=recipe.steps,
+            disable=not (progress and main),
         )
         for step in bar:
             for group in optimizer.param_groups:
                 group["lr"] = lr_at(step, recipe.steps, recipe)
-            x, y = batches.next()
-            loss = window_loss(model, x, y)
+            x, y = (
+                batches.next()
+                if engine.num_processes == 1
+                else share(batches.next(), engine.process_index, engine.num_processes)
+            )
+            loss = window_loss(trained, x, y)
             if not torch.isfinite(loss):
                 raise ValueError(f"grow: arm {name!r} reached a non-finite loss at step {step}; lower --lr")
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            loss.backward()  # under DDP its hooks all-reduce the gradients (accelerate's backward adds nothing else)
             if recipe.grad_clip is not None:
-                nn.utils.clip_grad_norm_(trainable, recipe.grad_clip)
+                nn.utils.clip_grad_norm_(trainable, recipe.grad_clip)  # the same on every replica: DDP averaged them
             optimizer.step()
             bar.set_postfix(loss=f"{loss.item():.4f}")
             done = step + 1
-            if done % checkpoint_every == 0 or done == recipe.steps:
+            if main and (done % checkpoint_every == 0 or done == recipe.steps):
                 save_checkpoint(
                     directory,
                     {
@@ -197,6 +218,9 @@ def train_arm(
                     },
                 )
         model.eval()
-        mark_complete(directory, identity)
+        if main:
+            mark_complete(directory, identity)
+        engine.wait_for_everyone()
+        engine.free_memory()  # the prepared wrappers: the next arm's model is another
         arm.seconds, arm.generator_state = time.perf_counter() - start, batches.generator.get_state()
         return arm

@@ -1,0 +1,113 @@
+"""Data-parallel arms (``training.engine`` through ``accelerate``): two CPU processes under ``torchrun``
+(gloo) train an arm as one process does at the same global batch; only the main process writes and
+locks; the memory arithmetic of growing a 7B model."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, LlamaConfig
+
+from scalemech.training.checkpoints import checkpoint_lock
+from scalemech.training.engine import share
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("ddp_check", ROOT / "benchmarks" / "ddp_check.py")
+ddp_check = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(ddp_check)  # the worker that make gpu-check-2 runs on GPUs
+
+
+def _run(out: Path, ids: Path, processes: int) -> subprocess.CompletedProcess:
+    return ddp_check.launch(out, ids, processes, "cpu")
+
+
+@pytest.mark.timeout(600)
+def test_two_processes_train_an_arm_as_one_and_only_the_main_one_writes(tmp_path: Path) -> None:
+    ids = ddp_check.token_ids(tmp_path / "ids.npy")
+    runs = {}
+    for processes in (1, 2):
+        done = _run(tmp_path / f"p{processes}", ids, processes)
+        assert done.returncode == 0, done.stderr[-3000:]
+        runs[processes] = json.loads((tmp_path / f"p{processes}" / "losses.json").read_text())
+    assert (runs[1]["world"], runs[2]["world"]) == (1, 2)
+    one, two = np.array(runs[1]["losses"]), np.array(runs[2]["losses"])
+    assert np.abs(one - two).max() <= ddp_check.TOLERANCE, np.abs(one - two).max()
+    assert one.mean() < np.mean(runs[1]["before"]) - 100 * ddp_check.TOLERANCE  # the arm trained the model
+    written = {p: sorted(q.name for q in (tmp_path / f"p{p}" / "arm").iterdir()) for p in (1, 2)}
+    assert written[1] == written[2], written  # one set of checkpoints, not one per process
+
+
+@pytest.mark.timeout(300)
+def test_a_locked_arm_stops_two_processes_at_once(tmp_path: Path) -> None:
+    """Another trainer holds the arm's lock: the main process refuses at once, torchrun ends the other,
+    and nothing is written."""
+    ids = ddp_check.token_ids(tmp_path / "ids.npy")
+    arm = tmp_path / "p2" / "arm"
+    arm.mkdir(parents=True)
+    with checkpoint_lock(arm):
+        before = sorted(p.name for p in arm.iterdir())
+        done = _run(tmp_path / "p2", ids, 2)
+        assert sorted(p.name for p in arm.iterdir()) == before
+    assert done.returncode != 0 and "CheckpointLockedError" in done.stderr, done.stderr[-3000:]
+    assert not (tmp_path / "p2" / "losses.json").exists()
+
+
+def test_a_batch_is_shared_evenly_or_refused() -> None:
+    x, y = torch.arange(8).reshape(4, 2), torch.arange(4)
+    parts = [share((x, y), rank, 2) for rank in range(2)]
+    assert torch.equal(torch.cat([parts[0][1], parts[1][1]]).sort().values, y)
+    with pytest.raises(ValueError, match="batch size 4 does not split over 3 processes"):
+        share((x, y), 0, 3)
+
+
+def test_the_memory_arithmetic_counts_a_llama_and_its_lora_as_transformers_and_peft_do() -> None:
+    """``footprint.Decoder`` against brute force: a tiny untied Llama's parameters, one layer's, and
+    PEFT LoRA's trainable parameters at rank 3 on every linear layer; LLaMA-2-7B's published count."""
+    from peft import LoraConfig, get_peft_model
+
+    from scalemech.training.footprint import LLAMA_2, Decoder, arm_bytes
+
+    tiny = Decoder("tiny", 32, 72, 3, vocab=64)
+    config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=72, num_hidden_layers=3,
+                         num_attention_heads=4, num_key_value_heads=4, tie_word_embeddings=False)  # fmt: skip
+    model = AutoModelForCausalLM.from_config(config)
+    assert tiny.params() == sum(p.numel() for p in model.parameters())
+    assert tiny.layer_params() == sum(p.numel() for p in model.model.layers[0].parameters())
+    linear = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    lora = get_peft_model(model, LoraConfig(r=3, target_modules=linear))
+    assert 3 * tiny.lora_params_per_rank() == sum(p.numel() for p in lora.parameters() if p.requires_grad)
+    assert LLAMA_2[0].params() == 6_738_415_616  # LLaMA-2-7B's parameter count
+    assert arm_bytes(10, 4) == 4 * 10 + 4 * 4 + 8 * 4  # float32 weights, gradients, AdamW's two moments
+
+
+@pytest.mark.timeout(600)
+def test_grow_on_two_processes_matches_one_and_records_its_world(tmp_path: Path) -> None:
+    """``torchrun -m scalemech.cli grow`` on 1 and 2 CPU processes at the same global batch: every arm's
+    held-out loss within ``TOLERANCE``, one output written whole, ``growth.json`` naming its world size."""
+    from test_grow import token_file
+    from test_hf import save_tiny
+
+    source, data = save_tiny("llama", tmp_path / "src"), token_file(tmp_path / "ids.npy")
+    grow = ["grow", "--checkpoint", source, "--data", str(data), "--at", "layer.0", "--steps", "6", "--lr", "1e-2",
+            "--batch-size", "4", "--block-size", "8", "--eval-windows", "8", "--pool", "6", "--M", "2", "--K", "2",
+            "--device", "cpu"]  # fmt: skip
+    records = {}
+    for processes in (1, 2):
+        out = tmp_path / f"out{processes}"
+        command = [str(ddp_check.TORCHRUN), "--standalone", "--nproc_per_node", str(processes), "-m", "scalemech.cli",
+                   *grow, "--out", str(out)]  # fmt: skip
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=ddp_check.ENV)
+        assert done.returncode == 0, done.stderr[-3000:]
+        records[processes] = json.loads((out / "growth.json").read_text())
+    assert [records[p]["machine"]["world_size"] for p in (1, 2)] == [1, 2]
+    one, two = (records[p]["held_out"]["mean_loss"] for p in (1, 2))
+    assert one.keys() == two.keys() and abs(one["grown"] - one["old"]) > 100 * ddp_check.TOLERANCE, one
+    assert all(abs(one[arm] - two[arm]) <= ddp_check.TOLERANCE for arm in one), (one, two)
+    written = [sorted(p.name for p in (tmp_path / f"out{n}").iterdir()) for n in (1, 2)]
+    assert written[0] == written[1], written
