@@ -417,7 +417,7 @@ class Grower:
             control = _trainable(copy.deepcopy(self.old), [], "all")
             count = _count(control)  # before training, which freezes it
             arms[name] = {**self.train(name, control, arm_steps, None).record(), "trainable_parameters": count}
-            losses[name], self.arm_models[name] = self.losses(control), control
+            self.keep(name, control, losses)
             if best is None or losses[name].mean() < losses[best[0]].mean():
                 best = (name, control)
         arms["control_flops"].update(grown_flops=flops, flops_per_step=per_step, rule=FLOPS_RULE)
@@ -441,18 +441,24 @@ class Grower:
         arms["lora"] = self.train("lora", adapted, steps, None, rank=rank).record()
         arms["lora"].update(trainable_parameters=count, rank=rank, parameters_per_rank=units)
         arms["lora"].update(alpha=LORA_ALPHA_PER_RANK * rank, target_modules="all-linear", new_layer_parameters=target)
-        self.arm_models.update(inplace=inplace, lora=merged(adapted))
-        for name in ("inplace", "lora"):
-            losses[name] = self.losses(self.arm_models[name])
+        self.keep("inplace", inplace, losses)
+        self.keep("lora", merged(adapted), losses)
         return arms
+
+    def keep(self, name: str, model: PreTrainedModel, losses: dict[str, np.ndarray]) -> None:
+        """Score a trained arm into ``losses`` (and its retain losses under ``--retain``), then keep it on
+        the CPU until the decision (``--fallback`` may write it): the device holds one arm at a time."""
+        losses[name] = self.losses(model)
+        if self.retained is not None:
+            self.retain_losses[name] = self.retained.losses(model)
+        self.arm_models[name] = model.to("cpu")
 
     def weigh_retain(
         self, grown: PreTrainedModel, losses: dict[str, np.ndarray], decision: dict[str, Any], trained: bool
     ) -> dict[str, Any]:
         """Every model's losses on the held-out retain windows and its forgetting (``tradeoff``); when the
         arms were trained, ``decision`` becomes ``tradeoff.decide_tradeoff``'s. ``growth.json``'s ``retain``."""
-        models = {"old": self.old, "grown": grown, **self.arm_models}
-        retain = held_out_losses(models, self.retained)
+        retain = {**held_out_losses({"old": self.old, "grown": grown}, self.retained), **self.retain_losses}
         weighed = decide_tradeoff(losses, retain, self.settings.max_forgetting) if trained else None
         if weighed is not None:
             decision.update({key: weighed[key] for key in ("recommended", "why", "winner", "rule")})
@@ -470,7 +476,8 @@ class Grower:
         ``--out`` whole (``output.write_output``)."""
         s = self.settings
         self.load()
-        self.arm_models: dict[str, PreTrainedModel] = {}
+        self.arm_models: dict[str, PreTrainedModel] = {}  # the trained arms but grown, on the CPU (``keep``)
+        self.retain_losses: dict[str, np.ndarray] = {}
         grown, inserted, decisions, stages = self.grow_model()
         losses = {"old": self.losses(self.old), "grown": self.losses(grown)}
         trainable = layers_count(grown, inserted) if s.train == "new" else _count(grown, every=True)
