@@ -104,6 +104,7 @@ def test_grow_on_two_processes_matches_one_and_records_its_world(tmp_path: Path)
                    *grow, "--out", str(out)]  # fmt: skip
         done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=ddp_check.ENV)
         assert done.returncode == 0, done.stderr[-3000:]
+        assert done.stdout.count("held-out loss per token") == 1, done.stdout[-3000:]  # the main process prints
         records[processes] = json.loads((out / "growth.json").read_text())
     assert [records[p]["machine"]["world_size"] for p in (1, 2)] == [1, 2]
     one, two = (records[p]["held_out"]["mean_loss"] for p in (1, 2))

@@ -22,6 +22,7 @@ the traceback instead.
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -231,6 +232,8 @@ def _grow(args: argparse.Namespace) -> None:
     if args.max_forgetting is not None:
         settings.max_forgetting = args.max_forgetting
     record = grow(args.checkpoint, args.data, args.out, settings)
+    if record["machine"]["world_size"] > 1 and int(os.environ.get("RANK", "0")):
+        return  # under torchrun the main process reports
     decision = record["decision"]
     losses = ", ".join(f"{name} {loss:.4f}" for name, loss in record["held_out"]["mean_loss"].items())
     print(f"held-out loss per token ({record['held_out']['windows']} windows): {losses}")

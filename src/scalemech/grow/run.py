@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import io
 import math
 import shutil
 import sys
@@ -574,7 +575,8 @@ def grow(checkpoint: str, data: str, out: str | Path, settings: GrowSettings | N
     data-parallel (``training.engine``), and only the main one locks and writes."""
     grower = Grower(checkpoint, data, Path(out), settings or GrowSettings())
     main = grower.rank == 0
-    with checkpoint_lock(grower.out / STATE_DIR) if main else contextlib.nullcontext():
+    quiet = contextlib.nullcontext() if main else contextlib.redirect_stdout(io.StringIO())  # one report, rank 0's
+    with quiet, checkpoint_lock(grower.out / STATE_DIR) if main else contextlib.nullcontext():
         grower.scratch = Path(tempfile.mkdtemp(prefix="scalemech-grow-"))
         done = False
         try:
