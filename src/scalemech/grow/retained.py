@@ -62,9 +62,3 @@ class Retained:
         if rule == "adept":
             return adept_importance(model, x, y, self.batch_size)
         return block_influence(model, x, self.batch_size)
-
-
-def held_out_losses(models: dict[str, PreTrainedModel], retained: Retained) -> dict[str, np.ndarray]:
-    """``retained.losses`` of each model."""
-    with torch.no_grad():
-        return {name: retained.losses(model) for name, model in models.items()}

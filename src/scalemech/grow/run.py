@@ -55,7 +55,7 @@ from .output import (
 )
 from .placement import Placement, parse_at, resolve
 from .resume import RunRecord
-from .retained import Retained, held_out_losses
+from .retained import Retained
 from .tradeoff import MAX_FORGETTING, decide_tradeoff, summary
 
 TRAIN_MODES = ("new", "all", "none")
@@ -167,11 +167,6 @@ def _shifted(inserted: list[int], new: list[int]) -> list[int]:
     for index in sorted(new):
         shifted = [k + (k >= index) for k in shifted]
     return sorted(shifted + list(new))
-
-
-def _count(model: torch.nn.Module, every: bool = False) -> int:
-    """``model``'s parameters that require grad (``every``: all of them)."""
-    return sum(p.numel() for p in model.parameters()) if every else trainable_count(model)
 
 
 def _totals(stages: list[Arm]) -> dict[str, int]:
@@ -416,7 +411,7 @@ class Grower:
         arms, best = {}, None
         for name, arm_steps in (("control_tokens", steps), ("control_flops", max(1, round(flops / per_step)))):
             control = _trainable(copy.deepcopy(self.old), [], "all")
-            count = _count(control)  # before training, which freezes it
+            count = trainable_count(control)  # before training, which freezes it
             arms[name] = {**self.train(name, control, arm_steps, None).record(), "trainable_parameters": count}
             self.keep(name, control, losses)
             if best is None or losses[name].mean() < losses[best[0]].mean():
@@ -432,13 +427,13 @@ class Grower:
         ``losses``; their records."""
         steps, target = sum(a.steps for a in stages), layers_count(grown, inserted)
         inplace = _trainable(copy.deepcopy(self.old), self.copied, "new")
-        count = _count(inplace)  # before training, which freezes it
+        count = trainable_count(inplace)  # before training, which freezes it
         arms = {"inplace": self.train("inplace", inplace, steps, None, layers=self.copied).record()}
         arms["inplace"].update(trainable_parameters=count, layers=self.copied)
         units = lora_units(self.old)
         rank = lora_rank(target, units)
         adapted = lora_model(self.old, rank, derive_seed(self.settings.seed, self.name, "grow", "lora"))
-        count = _count(adapted)
+        count = trainable_count(adapted)
         arms["lora"] = self.train("lora", adapted, steps, None, rank=rank).record()
         arms["lora"].update(trainable_parameters=count, rank=rank, parameters_per_rank=units)
         arms["lora"].update(alpha=LORA_ALPHA_PER_RANK * rank, target_modules="all-linear", new_layer_parameters=target)
@@ -459,7 +454,7 @@ class Grower:
     ) -> dict[str, Any]:
         """Every model's losses on the held-out retain windows and its forgetting (``tradeoff``); when the
         arms were trained, ``decision`` becomes ``tradeoff.decide_tradeoff``'s. ``growth.json``'s ``retain``."""
-        retain = {**held_out_losses({"old": self.old, "grown": grown}, self.retained), **self.retain_losses}
+        retain = {"old": self.retained.losses(self.old), "grown": self.retained.losses(grown), **self.retain_losses}
         weighed = decide_tradeoff(losses, retain, self.settings.max_forgetting) if trained else None
         if weighed is not None:
             decision.update({key: weighed[key] for key in ("recommended", "why", "winner", "rule")})
@@ -481,7 +476,7 @@ class Grower:
         self.retain_losses: dict[str, np.ndarray] = {}
         grown, inserted, decisions, stages = self.grow_model()
         losses = {"old": self.losses(self.old), "grown": self.losses(grown)}
-        trainable = layers_count(grown, inserted) if s.train == "new" else _count(grown, every=True)
+        trainable = layers_count(grown, inserted) if s.train == "new" else grown.num_parameters()
         arms: dict[str, dict[str, Any]] = {"grown": {"stages": [a.record() for a in stages]}}
         arms["grown"].update(trainable_parameters=trainable if stages else 0, **_totals(stages))
         best_control, written = None, "grown" if inserted else "old"

@@ -78,19 +78,23 @@ def decide_tradeoff(new: dict[str, np.ndarray], retain: dict[str, np.ndarray], m
     if not missed and kept:
         forgets = f"forgetting {grown['forgetting']:.4f} <= {max_forgetting:g}"
         why = f"beats every other arm by > {GAIN_SE:g} SE on the new domain, {forgets}"
-        return {"recommended": True, "why": why, "winner": "grown", "rule": rule, "pareto_front": front, "arms": rows}
-    if front == ["grown"]:
-        why = "the only arm on the Pareto front of (new-domain loss, forgetting)"
-        return {"recommended": True, "why": why, "winner": "grown", "rule": rule, "pareto_front": front, "arms": rows}
+        recommended, winner = True, "grown"
+    elif front == ["grown"]:
+        recommended, winner, why = True, "grown", "the only arm on the Pareto front of (new-domain loss, forgetting)"
+    else:
+        recommended, (winner, because) = False, _winner(rows, others, max_forgetting)
+        lacks = [f"does not beat {', '.join(missed)} by > {GAIN_SE:g} SE"] if missed else []
+        lacks += [] if kept else [f"forgets {grown['forgetting']:.4f} > {max_forgetting:g}"]
+        why = f"grown {' and '.join(lacks)}; {winner} wins among the other arms: {because}"
+    return {"recommended": recommended, "why": why, "winner": winner, "rule": rule, "pareto_front": front, "arms": rows}
+
+
+def _winner(rows: dict[str, dict[str, Any]], others: list[str], max_forgetting: float) -> tuple[str, str]:
+    """The arm to use instead of the grown one, and why (module doc)."""
     within = [name for name in others if rows[name]["forgetting"] <= max_forgetting]
     if within:
         winner = min(within, key=lambda name: rows[name]["new_loss"])
         loss = rows[winner]["new_loss"]
-        because = f"lowest new-domain loss ({loss:.4f}) of the arms forgetting <= {max_forgetting:g}"
-    else:
-        winner = min(others, key=lambda name: rows[name]["forgetting"])
-        because = f"no arm forgets <= {max_forgetting:g}; it forgets least ({rows[winner]['forgetting']:.4f})"
-    lacks = [f"does not beat {', '.join(missed)} by > {GAIN_SE:g} SE"] if missed else []
-    lacks += [] if kept else [f"forgets {grown['forgetting']:.4f} > {max_forgetting:g}"]
-    why = f"grown {' and '.join(lacks)}; {winner} wins among the other arms: {because}"
-    return {"recommended": False, "why": why, "winner": winner, "rule": rule, "pareto_front": front, "arms": rows}
+        return winner, f"lowest new-domain loss ({loss:.4f}) of the arms forgetting <= {max_forgetting:g}"
+    winner = min(others, key=lambda name: rows[name]["forgetting"])
+    return winner, f"no arm forgets <= {max_forgetting:g}; it forgets least ({rows[winner]['forgetting']:.4f})"

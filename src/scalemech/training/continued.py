@@ -191,11 +191,7 @@ def train_arm(
         for step in bar:
             for group in optimizer.param_groups:
                 group["lr"] = lr_at(step, recipe.steps, recipe)
-            x, y = (
-                batches.next()
-                if engine.num_processes == 1
-                else share(batches.next(), engine.process_index, engine.num_processes)
-            )
+            x, y = share(batches.next(), engine.process_index, engine.num_processes)  # all of it on one process
             loss = window_loss(trained, x, y)
             if not torch.isfinite(loss):
                 raise ValueError(f"grow: arm {name!r} reached a non-finite loss at step {step}; lower --lr")
