@@ -363,6 +363,24 @@ def test_pystdlib_deterministic_and_only_stdlib(tmp_path):
     assert {e["path"] for e in other_seed if e["split"] == "test"} != test_files
 
 
+def test_pydoc_topics_split_whole_and_seeded(tmp_path):
+    topics = text.pydoc_topics()
+    manifest = prepare_dataset("pydoc", {"test_fraction": 0.2}, tmp_path / "a")
+    listed = manifest["source"]["topics"]
+    assert [e["topic"] for e in listed] == sorted(topics) and manifest["vocab_size"] == 256
+    assert all(hashlib.sha256(topics[e["topic"]].encode()).hexdigest() == e["sha256"] for e in listed)
+    data = load_prepared(tmp_path / "a")
+    for split in ("train", "test"):  # whole topics, each in one split, as UTF-8 bytes
+        stream = "".join(topics[e["topic"]] for e in listed if e["split"] == split).encode()
+        assert bytes(getattr(data, f"{split}_x").numpy()) == stream and stream
+    test_bytes = sum(len(topics[e["topic"]].encode()) for e in listed if e["split"] == "test")
+    assert test_bytes >= 0.2 * manifest["source"]["bytes"]
+    other = prepare_dataset("pydoc", {"test_fraction": 0.2, "split_seed": 1}, tmp_path / "b")["source"]["topics"]
+    assert [e["split"] for e in other] != [e["split"] for e in listed]
+    with pytest.raises(ValueError, match="unknown config key.*max_files"):
+        prepare_dataset("pydoc", {"max_files": 3}, tmp_path / "c")
+
+
 def test_single_file_chunked_split(tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_bytes(np.random.default_rng(0).integers(0, 256, 10240, dtype=np.uint8).tobytes())
@@ -408,7 +426,12 @@ def test_unknown_dataset_or_key(tmp_path):
         prepare_dataset("svhn", {}, tmp_path / "svhn")
     with pytest.raises(ValueError, match="colour.*allowed"):
         prepare_dataset("mnist5k", {"colour": 1}, tmp_path / "mnist5k")
-    assert len(DATASETS) == 7
+    from scalemech.config.schema import schema
+    from scalemech.data import text
+
+    defs = schema()["$defs"]  # every hand-kept list of data sets in the config schema names these
+    assert defs["grid"]["properties"]["dataset"]["enum"] == list(DATASETS)
+    assert set(defs["pretrained_group"]["properties"]["dataset"]["enum"]) == set(text.CONFIG_KEYS)
 
 
 def test_image_pool_is_seeded_sample_of_the_split(tmp_path):

@@ -5,7 +5,7 @@
 ``store`` for the format and checks, and each source module for its config keys:
 
 - ``cifar10``, ``cifar100`` (``cifar``), ``imagenet`` (``imagenet``), ``mnist5k`` (``mnist``);
-- ``tinyshakespeare``, ``corpus``, ``pystdlib`` (``text``, byte level).
+- ``tinyshakespeare``, ``corpus``, ``pystdlib``, ``pydoc`` (``text``, byte level).
 
 ``load_prepared(out_dir)`` returns a ``Prepared`` with memory-mapped tensors.
 """
@@ -24,7 +24,16 @@ from .store import DataError, staging, write_manifest
 # which read only the dataset names and keys, never do.
 LOADERS = ("Prepared", "load_prepared", "normalize_images", "text_windows")
 
-DATASETS: tuple[str, ...] = ("cifar10", "cifar100", "imagenet", "mnist5k", "tinyshakespeare", "pystdlib", "corpus")
+DATASETS: tuple[str, ...] = (
+    "cifar10",
+    "cifar100",
+    "imagenet",
+    "mnist5k",
+    "tinyshakespeare",
+    "pystdlib",
+    "pydoc",
+    "corpus",
+)
 _MODULES = {
     "cifar10": cifar,
     "cifar100": cifar,
@@ -32,6 +41,7 @@ _MODULES = {
     "mnist5k": mnist,
     "tinyshakespeare": text,
     "pystdlib": text,
+    "pydoc": text,
     "corpus": text,
 }
 

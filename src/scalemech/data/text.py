@@ -5,9 +5,13 @@
 - ``corpus``: any local text file ``path``;
 - ``pystdlib``: the running interpreter's standard-library ``.py`` sources (``sysconfig``
   'stdlib' path, without site-/dist-packages; test folders only with ``include_tests: true``);
-  the manifest lists each file, its sha256 and its split.
+  the manifest lists each file, its sha256 and its split;
+- ``pydoc``: the English documentation text the standard library ships in ``pydoc_data.topics``
+  (``help()``'s topics: the language reference's sections, about 466 kB over 79 topics), a second
+  offline domain beside ``pystdlib`` (E12 grows a model trained on code into prose); the manifest
+  lists each topic, its sha256 and its split.
 
-Splits are i.i.d. where the corpus allows: ``pystdlib`` assigns whole files at random (seeded by
+Splits are i.i.d. where the corpus allows: ``pystdlib`` (``pydoc``) assigns whole files (topics) at random (seeded by
 ``split_seed``) to the test split until it holds ``test_fraction`` (default 0.1) of the bytes,
 so train and test are not different libraries. A single file keeps the contiguous split (its
 last ``test_fraction``) by default, or with ``split: chunks`` assigns chunks of ``chunk_bytes``
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import platform
 import sysconfig
 import urllib.request
 from pathlib import Path
@@ -33,6 +38,7 @@ CONFIG_KEYS = {
     "tinyshakespeare": ("path", "url", "download", "test_fraction", "split", "split_seed", "chunk_bytes"),
     "corpus": ("path", "test_fraction", "split", "split_seed", "chunk_bytes"),
     "pystdlib": ("include_tests", "max_files", "test_fraction", "split_seed"),
+    "pydoc": ("test_fraction", "split_seed"),
 }
 CHUNK_BYTES = 65536
 SHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
@@ -49,6 +55,13 @@ def stdlib_sources(include_tests: bool = False) -> tuple[Path, list[Path]]:
         subdirs[:] = [d for d in subdirs if d not in excluded]  # prune: never walk site-packages
         files += [Path(folder, n).relative_to(root) for n in names if n.endswith(".py")]
     return root, sorted(files, key=lambda p: p.as_posix())
+
+
+def pydoc_topics() -> dict[str, str]:
+    """``pydoc_data.topics.topics``: help()'s topic name -> its documentation text."""
+    from pydoc_data.topics import topics
+
+    return topics
 
 
 def random_split(sizes: list[int], test_fraction: float, seed: int) -> np.ndarray:
@@ -82,6 +95,23 @@ def _write_split(directory: Path, parts: list[bytes], test: np.ndarray, where: s
     for array in arrays.values():
         array.flush()
     return {"bytes": total, "sha256": hashlib.sha256(b"".join(parts)).hexdigest()}
+
+
+def _split_parts(
+    directory: Path, named: dict[str, bytes], test_fraction: float, seed: int, where: str, listing: tuple[str, str]
+) -> dict:
+    """Whole named parts (files, topics) assigned at random to the splits (``random_split``) and
+    written; the manifest's byte count, sha256 and, under ``listing = (key, field)``, each part's name
+    (as ``field``), its sha256 and its split."""
+    parts = list(named.values())
+    test = random_split([len(p) for p in parts], test_fraction, seed)
+    return {
+        **_write_split(directory, parts, test, where),
+        listing[0]: [
+            {listing[1]: name, "sha256": hashlib.sha256(part).hexdigest(), "split": "test" if is_test else "train"}
+            for name, part, is_test in zip(named, parts, test)
+        ],
+    }
 
 
 def _cut(data: bytes, cfg: dict, test_fraction: float) -> tuple[list[bytes], np.ndarray]:
@@ -123,26 +153,18 @@ def prepare(name: str, cfg: dict, directory: Path, offline: bool) -> dict:
     test_fraction = float(cfg.get("test_fraction", 0.1))
     if not 0.0 < test_fraction < 1.0:
         raise DataError(f"{name}: test_fraction {test_fraction} must lie strictly between 0 and 1")
-    if name == "pystdlib":
-        root, files = stdlib_sources(bool(cfg.get("include_tests", False)))
-        files = files[: cfg.get("max_files")]
-        parts = [(root / f).read_bytes() for f in files]
-        test = random_split([len(p) for p in parts], test_fraction, int(cfg.get("split_seed", 0)))
-        stream = _write_split(directory, parts, test, str(root))
-        source = {
-            "type": "pystdlib",
-            "path": str(root),
-            "include_tests": bool(cfg.get("include_tests", False)),
-            **stream,
-            "files": [
-                {
-                    "path": f.as_posix(),
-                    "sha256": hashlib.sha256(part).hexdigest(),
-                    "split": "test" if is_test else "train",
-                }
-                for f, part, is_test in zip(files, parts, test)
-            ],
-        }
+    if name in ("pystdlib", "pydoc"):
+        if name == "pystdlib":
+            root, files = stdlib_sources(bool(cfg.get("include_tests", False)))
+            files = files[: cfg.get("max_files")]
+            named = {f.as_posix(): (root / f).read_bytes() for f in files}
+            source = {"type": "pystdlib", "path": str(root), "include_tests": bool(cfg.get("include_tests", False))}
+        else:
+            named = {topic: text.encode() for topic, text in sorted(pydoc_topics().items())}
+            source = {"type": "pydoc", "module": "pydoc_data.topics", "python": platform.python_version()}
+        listing = ("files", "path") if name == "pystdlib" else ("topics", "topic")
+        seed = int(cfg.get("split_seed", 0))
+        source.update(_split_parts(directory, named, test_fraction, seed, source.get("path", source["type"]), listing))
     else:
         path, source = _text_file(name, cfg, directory, offline)
         parts, test = _cut(path.read_bytes(), cfg, test_fraction)
