@@ -20,11 +20,11 @@ from transformers import AutoModelForCausalLM, LlamaConfig
 from scalemech.cli import main
 from scalemech.core.recipe import Recipe
 from scalemech.data.tokenized import load_token_ids
+from scalemech.experiments.decision import decide
 from scalemech.grow import GrowSettings, grow, run
-from scalemech.grow.decision import decide
 from scalemech.grow.placement import parse_at, resolve
 from scalemech.models.hf import decoder_layers_path
-from scalemech.models.hf_growth import check_preserved, grow_layers, grown_config, new_positions
+from scalemech.models.hf_growth import check_grown, grow_layers, grown_config, new_positions
 from scalemech.tasks.tokens import TokenIdTask
 from scalemech.training import continued
 
@@ -143,7 +143,7 @@ def test_a_family_whose_layers_depend_on_their_index_is_refused() -> None:
     model = AutoModelForCausalLM.from_config(config).eval()
     grown, _ = grow_layers(model, [0])
     with pytest.raises(ValueError, match="model_type 'gpt2': inserting layers changed the model's logits"):
-        check_preserved(model, grown, torch.randint(3, VOCAB, (2, 8)))
+        check_grown(model, grown, torch.randint(3, VOCAB, (2, 8)))
 
 
 def test_placements_are_parsed_and_every_k_is_llama_pros_stride() -> None:

@@ -144,7 +144,24 @@ def test_summary_and_the_decision_follow_their_rule() -> None:
     lora = {"new": base - 0.095 + alternating, "retain": retain_old + 0.02}
     only = decide_tradeoff({**new, "lora": lora["new"]}, {**retain, "lora": lora["retain"]}, 0.001)
     assert only["recommended"] and only["pareto_front"] == ["grown"] and "only arm on the Pareto front" in only["why"]
-    assert pareto_front({"a": (1.0, 0.0), "b": (1.0, 0.0), "c": (2.0, 0.0)}) == ["a", "b"]
+    arms = ["grown", "lora"]
+    assert pareto_front(arms, new, retain) == arms  # each lower on one axis by > 2 SE, higher on the other
+
+
+def test_a_noise_level_difference_dominates_nothing() -> None:
+    """Grown lower on both axes by a fraction of an SE: the plain front of the means named grown alone;
+    with paired SEs both arms stay on it, and grown is not recommended by the Pareto branch."""
+    rng = np.random.default_rng(1)
+    base, retain_old = rng.normal(3.0, 0.5, 200), rng.normal(2.0, 0.5, 200)
+    noise = 0.05 * (-1.0) ** np.arange(200)  # mean 0: lora is higher by 0.001 exactly, ~0.3 paired SE
+    new = {"old": base, "grown": base - 0.1, "lora": base - 0.1 + 0.001 + noise}
+    retain = {"old": retain_old, "grown": retain_old + 0.05, "lora": retain_old + 0.05 + 0.001 + noise}
+    assert new["grown"].mean() < new["lora"].mean() and retain["grown"].mean() < retain["lora"].mean()
+    assert pareto_front(["grown", "lora"], new, retain) == ["grown", "lora"]
+    judged = decide_tradeoff(new, retain, 0.02)
+    assert not judged["recommended"] and judged["pareto_front"] == ["grown", "lora"]
+    clear = {**new, "lora": new["lora"] + 0.05}  # now lora is higher on the new domain by ~10 SE
+    assert pareto_front(["grown", "lora"], clear, retain) == ["grown"]
 
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))

@@ -630,7 +630,7 @@ def test_a_finished_or_refused_grow_leaves_no_lock_file(capsys, monkeypatch, tmp
     def changed(*args, **kwargs):
         raise ValueError("model_type 'llama': inserting layers changed the model's logits")
 
-    monkeypatch.setattr(run, "check_preserved", changed)
+    monkeypatch.setattr(run, "check_grown", changed)
     message = last_line_error(capsys, grow_argv(source, data, tmp_path / "out"))
     assert "changed the model's logits" in message and not (tmp_path / "out").exists()
 

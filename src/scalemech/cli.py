@@ -72,10 +72,10 @@ marked not recommended in growth.json (--fallback: the better control is written
 with --retain R, arms inplace (the copied layers trained in place) and lora (PEFT LoRA on every linear
 layer, rank matching the new layers' parameters) train on the same batches too, and the grown model is
 recommended when it beats every other arm on the new domain by more than 2 paired SE while forgetting
-at most --max-forgetting, or is the only arm on the Pareto front of (new-domain loss, forgetting);
-otherwise the winning arm is named (--fallback writes it).
+at most --max-forgetting, or is the only arm on the Pareto front of (new-domain loss, forgetting) with
+its dominance beyond 2 paired SE; otherwise the winning arm is named (--fallback writes it).
 """
-"""``grow --help``'s closing text (the rule is ``grow.decision``)."""
+"""``grow --help``'s closing text (the rule is ``experiments.decision``)."""
 DEVICES = ["auto", "cpu", "cuda"]
 
 

@@ -11,15 +11,17 @@ something to rank), and at each insertion point:
    every weight), with the fallback rule: E8's arm (``experiments.arms``);
 3. two controls per snapshot, trained from ``f_old`` on every weight with the same optimizer and
    the same batches: ``control_tokens`` for the same ``steps`` (equal examples), ``control_flops`` for
-   ``round(FLOPs(grown) / FLOPs(control step))`` steps (equal compute, FLOPs counted by
-   ``torch.utils.flop_counter``), each at the best learning rate of the same grid.
+   ``round(FLOPs(grown) / FLOPs(control step))`` steps, at least 1 once the grown arm trained (equal
+   compute, FLOPs counted by ``torch.utils.flop_counter``), each at the best learning rate of the same
+   grid: the arms and budgets of ``experiments.decision``, the engine ``scalemech grow`` shares.
 
 Every arm of a snapshot sees the same batches in the same order (one order seed per model and
 snapshot). Held-out losses are taken on ``heldout`` test examples disjoint from the certificate's
 test pool (training draws from the train split only); each gain is a paired difference over them
 (``stats.paired_difference``): ``gain_old = L(old) − L(grown)``, ``gain_tokens = L(control_tokens) −
-L(grown)``, ``gain_flops`` likewise, ``control_change = L(control_tokens) − L(old)``. The predicted
-gain is the certificate's ``block_grad_norm``: the first-order loss decrease per unit step of the
+L(grown)``, ``gain_flops`` likewise, ``control_change = L(control_tokens) − L(old)``; ``recommended`` is
+``grow``'s decision on those losses (``decision.decide``: both controls beaten by more than 2 paired SE).
+The predicted gain is the certificate's ``block_grad_norm``: the first-order loss decrease per unit step of the
 new block's parameters along steepest descent.
 """
 
@@ -31,6 +33,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import torch
 from torch import Tensor
@@ -42,13 +45,14 @@ from ..core.tables import columns
 from ..data import Prepared
 from ..gradients.batches import PrepareBatch, mean_loss, per_example_losses, to_device
 from ..gradients.norms import recalibrate_batch_norm
-from ..models.base import ResidualModel
+from ..models.base import ResidualModel, check_preserved
 from ..tasks import Task
 from ..tasks.base import draw_disjoint, draw_examples
 from ..training.checkpoints import snapshot_paths
 from ..training.continued import step_flops
 from . import arms
 from .arms import ArmConfig, ArmData
+from .decision import CONTROLS, control_steps, decide, gains_over
 from .measure import select_points
 
 CERTIFICATE = ["n", "mu_sq", "mu_sq_lo", "mu_sq_hi", "d_align", "d_align_lo", "d_align_hi", "b_exact", "b_exact_ucb"]
@@ -113,8 +117,8 @@ def controls(
     return {count: (losses, lr) for count, (_, losses, lr) in best.items()}
 
 
-def _paired(a: Tensor, b: Tensor) -> stats.PairedDifference:
-    return stats.paired_difference(a.cpu().double().numpy(), b.cpu().double().numpy())
+def _numpy(losses: Tensor) -> np.ndarray:
+    return losses.cpu().double().numpy()
 
 
 @dataclasses.dataclass
@@ -140,10 +144,7 @@ def grow_at(
         expanded, block = model.insert_block(point)
     probe = prepare_batch(*(t[: config.batch_size] for t in train_pool))
     with torch.no_grad():
-        reference = model(probe[0])
-        gap = float((expanded.eval()(probe[0]) - reference).abs().max())
-    if gap > 1e-5 * max(1.0, float(reference.abs().max())):
-        raise RuntimeError(f"inserting a block at {point!r} changed the model's output by {gap:.3g}")
+        check_preserved(model(probe[0]), expanded.eval()(probe[0]), f"inserting a block at {point!r}")
     new_name = f"{point}+new"
     jump_model = copy.deepcopy(expanded)
     jump_step, jump_train, jump_interior = arms.jumpboard(
@@ -154,7 +155,7 @@ def grow_at(
     )
     fallback = not train_grown <= jump_train  # also when the trained loss is nan
     grown_flops = config.steps * _flops_per_step(expanded, _new_block(expanded, new_name, config.train_mode), probe)
-    steps_flops = round(grown_flops / control_step_flops)
+    steps_flops = control_steps(config.steps, grown_flops, control_step_flops)["control_flops"]
     jump = per_example_losses(jump_model, *heldout_pool, config.eval_batch_size, prepare_batch)
     grown = jump if fallback else per_example_losses(trained, *heldout_pool, config.eval_batch_size, prepare_batch)
     columns = {
@@ -200,11 +201,13 @@ def grow_points(
     for arm in arms_at:
         (tokens, lr_tokens), (flops, lr_flops) = trained[config.steps], trained[arm.steps_flops]
         losses = {"jump": arm.jump, "grown": arm.grown, "control_tokens": tokens, "control_flops": flops}
+        scored = {name: _numpy(values) for name, values in {**losses, "old": old_heldout}.items()}
+        over = gains_over(scored, ("old", *CONTROLS))
         gains = {
-            "gain_old": _paired(old_heldout, arm.grown),
-            "gain_tokens": _paired(tokens, arm.grown),
-            "gain_flops": _paired(flops, arm.grown),
-            "control_change": _paired(tokens, old_heldout),
+            "gain_old": over["old"],
+            "gain_tokens": over["control_tokens"],
+            "gain_flops": over["control_flops"],
+            "control_change": stats.paired_difference(scored["control_tokens"], scored["old"]),
         }
         rows.append(
             {
@@ -215,6 +218,7 @@ def grow_points(
                 "n_heldout": len(old_heldout),
                 **{name: g.mean for name, g in gains.items()},
                 **{f"{name}_se": g.se for name, g in gains.items()},
+                "recommended": decide(scored, trained=True, inserted=True)["recommended"],
             }
         )
     return rows

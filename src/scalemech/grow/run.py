@@ -29,9 +29,11 @@ from ..core.machine import machine
 from ..core.recipe import Recipe
 from ..core.seeding import derive_seed
 from ..data.tokenized import TEXT_SLACK
+from ..experiments.decision import control_steps, decide
 from ..models import build_model
+from ..models.base import PRESERVED_ATOL
 from ..models.hf import DTYPES, HFCausalLM, check_block_size, decoder_layers_path, token_id_task
-from ..models.hf_growth import PRESERVED_ATOL, check_preserved, grow_layers, index_dependence, new_positions
+from ..models.hf_growth import check_grown, grow_layers, index_dependence, new_positions
 from ..models.hub import decoder_config
 from ..stats import sizes
 from ..tasks import draw_disjoint
@@ -41,7 +43,6 @@ from ..training.engine import world
 from .alternatives import LORA_ALPHA_PER_RANK, layers_count, lora_model, lora_rank, lora_units, merged, trainable_count
 from .card import write_card
 from .checks import cap_problems, check_ids, check_memory, check_windows
-from .decision import decide
 from .output import (
     STATE_DIR,
     check_out,
@@ -390,9 +391,10 @@ class Grower:
                 print(f"grow: round {round_}: no point is 'grow here'; stopping after {count}")
                 break
             grown, new = grow_layers(current.hf_model, after)
-            gap = check_preserved(current.hf_model, grown, self.eval_x[:CHECK_WINDOWS].to(self.device))
+            gap = check_grown(current.hf_model, grown, self.eval_x[:CHECK_WINDOWS].to(self.device))
             inserted, origin = _shifted(inserted, new), _origins(origin, after)
-            decisions[-1].update(new_layers=new, max_abs_logit_change=gap, allowed_change=PRESERVED_ATOL)
+            allowed = f"{PRESERVED_ATOL:g} x max(1, max |logits|)"  # models.base.check_preserved
+            decisions[-1].update(new_layers=new, max_abs_logit_change=gap, allowed_change=allowed)
             print(f"grow: round {round_}: new layers {new} after {chosen}; logits unchanged (max |Δ| = {gap:.2g})")
             if s.train != "none":
                 _trainable(grown, inserted, s.train)
@@ -409,7 +411,7 @@ class Grower:
         per_step = self.flops_of(_trainable(self.old, [], "all"))
         _frozen(self.old)
         arms, best = {}, None
-        for name, arm_steps in (("control_tokens", steps), ("control_flops", max(1, round(flops / per_step)))):
+        for name, arm_steps in control_steps(steps, flops, per_step).items():
             control = _trainable(copy.deepcopy(self.old), [], "all")
             count = trainable_count(control)  # before training, which freezes it
             arms[name] = {**self.train(name, control, arm_steps, None).record(), "trainable_parameters": count}

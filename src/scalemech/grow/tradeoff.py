@@ -7,8 +7,9 @@ the same windows scored by both models). The grown model is recommended when
 
 1. it beats every other arm on the new domain by more than ``GAIN_SE`` paired SE
    (``mean_w(n_a − n_grown) > 2 SE``) while ``F_grown ≤ max_forgetting``; or
-2. it is the only arm on the Pareto front of (mean new-domain loss, ``F``): it is no worse on both
-   and better on one than every other arm.
+2. it is the only arm on the Pareto front of (new-domain loss, ``F``): it dominates every other arm,
+   lower by more than ``GAIN_SE`` paired SE on one axis and not higher by more than ``GAIN_SE`` paired
+   SE on the other (``dominates``; a noise-level difference dominates nothing).
 
 Otherwise the winning arm among the others is named, the one to use instead: the lowest new-domain
 loss among the arms forgetting at most ``max_forgetting``, or, when none does, the arm that forgets
@@ -22,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from .. import stats
-from .decision import GAIN_SE
+from ..experiments.decision import GAIN_SE
 
 MAX_FORGETTING = 0.02
 """Default ``--max-forgetting`` in nats per token: ``e^0.02 ≈ 1.02``, a 2 % rise of the old domain's
@@ -50,13 +51,19 @@ def summary(new: dict[str, np.ndarray], retain: dict[str, np.ndarray]) -> dict[s
     return rows
 
 
-def pareto_front(points: dict[str, tuple[float, float]]) -> list[str]:
-    """The names whose ``(loss, forgetting)`` no other point dominates (≤ on both, < on one)."""
+def dominates(a: str, b: str, new: dict[str, np.ndarray], retain: dict[str, np.ndarray]) -> bool:
+    """Arm ``a`` dominates arm ``b``: on one axis (new-domain loss, or retain loss, whose paired differences
+    are those of forgetting) ``a`` is lower by more than ``GAIN_SE`` paired SE, and on the other it is not
+    higher by more than ``GAIN_SE`` paired SE (the same windows scored by both)."""
+    lower = [stats.paired_difference(losses[b], losses[a]).exceeds(GAIN_SE) for losses in (new, retain)]
+    higher = [stats.paired_difference(losses[a], losses[b]).exceeds(GAIN_SE) for losses in (new, retain)]
+    return any(lower) and not any(higher)
 
-    def dominated(a: tuple[float, float]) -> bool:
-        return any(b[0] <= a[0] and b[1] <= a[1] and b != a for b in points.values())
 
-    return [name for name, point in points.items() if not dominated(point)]
+def pareto_front(names: list[str], new: dict[str, np.ndarray], retain: dict[str, np.ndarray]) -> list[str]:
+    """The arms of ``names`` that no other dominates (``dominates``): a difference within the noise of
+    the held-out windows decides nothing."""
+    return [b for b in names if not any(dominates(a, b, new, retain) for a in names if a != b)]
 
 
 def decide_tradeoff(new: dict[str, np.ndarray], retain: dict[str, np.ndarray], max_forgetting: float) -> dict[str, Any]:
@@ -65,7 +72,7 @@ def decide_tradeoff(new: dict[str, np.ndarray], retain: dict[str, np.ndarray], m
     ``old``, ``grown`` and the other trained arms."""
     rows = summary(new, retain)
     arms = [name for name in rows if name != REFERENCE]
-    front = pareto_front({name: (rows[name]["new_loss"], rows[name]["forgetting"]) for name in arms})
+    front = pareto_front(arms, new, retain)
     rule = (
         f"recommended when the grown model beats every other arm on the new domain by > {GAIN_SE:g} paired SE "
         f"while forgetting <= {max_forgetting:g} nats/token, or is the only arm on the Pareto front of "

@@ -26,6 +26,22 @@ from ..tasks import Task
 from ..tasks.images import ImageTask
 from ..tasks.windows import TextTask
 
+PRESERVED_ATOL = 1e-5
+"""The function check's tolerance: ``max |f_new − f_old| ≤ PRESERVED_ATOL · max(1, max |f_old|)`` in float32."""
+
+
+def check_preserved(old: Tensor, new: Tensor, what: str, output: str = "output", hint: str = "") -> float:
+    """``gap = max |new − old|`` of the outputs of ``f_old`` and ``f_new`` on the same inputs: the check
+    that an insertion left the function as it was (``h_0 = 0``), shared by E11 and ``grow``.
+    ``ValueError`` ("``what`` changed the model's ``output`` by …``hint``") when ``gap`` exceeds
+    ``PRESERVED_ATOL · max(1, max |old|)`` (relative for large outputs: float32 sums in another order
+    differ by a few ulps of their size)."""
+    gap = float((new.float() - old.float()).abs().max())
+    allowed = PRESERVED_ATOL * max(1.0, float(old.float().abs().max()))
+    if not gap <= allowed:  # nan fails too
+        raise ValueError(f"{what} changed the model's {output} by {gap:.3g} (allowed {allowed:.3g} in float32){hint}")
+    return gap
+
 
 def _at_least_float32(logits: Tensor) -> Tensor:
     """Logits for the loss: half precision promoted to float32, float64 kept as is."""

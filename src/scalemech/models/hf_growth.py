@@ -6,7 +6,8 @@ patched module list, the grown model is built from its own config (``grown_confi
 ``num_hidden_layers`` and every per-layer list such as ``layer_types`` updated), so each layer gets
 the ``layer_idx`` of its new place, tied embeddings stay tied, the KV cache has a slot per layer,
 and the model ``save_pretrained`` writes loads with plain ``from_pretrained``. Then its weights are
-loaded strictly, and ``check_preserved`` compares its logits with the old model's.
+loaded strictly, and ``check_grown`` compares its logits with the old model's (``base.check_preserved``,
+the function check E11 applies too).
 """
 
 from __future__ import annotations
@@ -19,10 +20,8 @@ from torch import Tensor
 from transformers import AutoModelForCausalLM, PretrainedConfig, PreTrainedModel
 from transformers.initialization import no_init_weights
 
+from .base import check_preserved
 from .hf import decoder_layers_path, zero_output_copy
-
-PRESERVED_ATOL = 1e-5
-"""Largest allowed ``max |logits_new − logits_old|`` in float32 after an insertion."""
 
 
 def new_positions(depth: int, after: Sequence[int]) -> tuple[list[int], list[tuple[int, int]]]:
@@ -125,16 +124,11 @@ def index_dependence(config: dict) -> str | None:
 
 
 @torch.no_grad()
-def check_preserved(old: PreTrainedModel, grown: PreTrainedModel, ids: Tensor, atol: float = PRESERVED_ATOL) -> float:
-    """``max |logits_grown − logits_old|`` on ``ids`` (B, T), both float32 models in eval mode; ``ValueError``
-    naming the family when it exceeds ``atol``: the insertion changed the function."""
+def check_grown(old: PreTrainedModel, grown: PreTrainedModel, ids: Tensor) -> float:
+    """``base.check_preserved`` on the logits of ``old`` and ``grown`` (float32, eval mode) for ``ids``
+    (B, T): ``max |Δ logits|``; ``ValueError`` naming the family when the insertion changed them."""
     if old.dtype != torch.float32 or grown.dtype != torch.float32:
-        raise ValueError(f"check_preserved compares float32 models; got {old.dtype} and {grown.dtype}")
+        raise ValueError(f"check_grown compares float32 models; got {old.dtype} and {grown.dtype}")
     old_logits, grown_logits = (m.eval()(input_ids=ids, use_cache=False).logits for m in (old, grown))
-    gap = float((grown_logits - old_logits).abs().max())
-    if not gap <= atol:
-        raise ValueError(
-            f"model_type {old.config.model_type!r}: inserting layers changed the model's logits by {gap:.3g} "
-            f"(allowed {atol:g} in float32); grow cannot insert layers into this family"
-        )
-    return gap
+    what = f"model_type {old.config.model_type!r}: inserting layers"
+    return check_preserved(old_logits, grown_logits, what, "logits", "; grow cannot insert layers into this family")
