@@ -322,6 +322,7 @@ def make_tables(trend: int = 1, families: tuple[str, ...] = ("resnet",)) -> dict
         control_change=gain_budget - gain_old,
         control_change_se=0.001,
     )
+    growth["recommended"] = (growth["gain_tokens"] > 0.002) & (growth["gain_flops"] > 0.002)  # both by > 2 SE
     dims = np.array([16, 64, 256, 1024])
     time_ratio = [4.0, 2.0, 0.6, 0.2] if s > 0 else [4.0, 5.0, 6.0, 8.0]
     benchmarks = pd.DataFrame(
