@@ -4,7 +4,7 @@ VENV   := .venv
 STAMP  := $(VENV)/.installed
 CORES  ?= all
 
-.PHONY: reproduce paper-widths docs test test-all test-slurm paper-smoke gpu-check gpu-check-2 lint bench clean-venv
+.PHONY: reproduce paper-widths growth docs test test-all test-slurm paper-smoke gpu-check gpu-check-2 lint bench clean-venv
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -22,6 +22,12 @@ reproduce: $(STAMP)
 paper-widths: $(STAMP)
 	$(VENV)/bin/python -m scalemech.pipeline.runrecord results/paper-widths/reproduce.json -- \
 		$(VENV)/bin/snakemake --cores $(CORES) --configfile config/paper-widths.yaml
+
+# E12, growth for domain adaptation (config/growth.yaml: four llamas trained on pystdlib, grown into the
+# pydoc documentation text at every placement rule); its wall and CPU time go to results/growth/reproduce.json.
+growth: $(STAMP)
+	$(VENV)/bin/python -m scalemech.pipeline.runrecord results/growth/reproduce.json -- \
+		$(VENV)/bin/snakemake --cores $(CORES) --configfile config/growth.yaml
 
 # The README's results blocks and docs/<run>/ from the last `make reproduce` and `make paper-widths`
 # (a paper-widths run not made yet: its block says so); config/README.md from the config schema;

@@ -68,6 +68,7 @@ rule all:
         rules.claims_report.output,
         rules.figures.input,
         rules.train.input,
+        rules.tables.input,
         rules.trajectory.input if "trajectory" in EXPERIMENTS else [],
 
 

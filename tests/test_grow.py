@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -163,6 +164,21 @@ def test_placements_are_parsed_and_every_k_is_llama_pros_stride() -> None:
         resolve(parse_at("layer.6", None), 6)
     with pytest.raises(ValueError, match="every:1..every:6"):
         resolve(parse_at("every:7", None), 6)
+
+
+@pytest.mark.timeout(300)
+def test_best_grows_at_the_certificates_first_point_where_auto_may_grow_nothing(tmp_path: Path) -> None:
+    """``--at best`` takes the certificate's whole ranking (``point_ranks``), ``auto`` its "grow here" points only."""
+    from scalemech.certify import point_ranks
+
+    source, data = Path(save_tiny("llama", tmp_path / "llama")), token_file(tmp_path / "ids.npy")
+    runs = {at: grow(str(source), str(data), tmp_path / at, GrowSettings(**{**vars(TINY), "at": at, "train": "none"}))
+            for at in ("auto", "best")}  # fmt: skip
+    certificate = pd.DataFrame(runs["best"]["decisions"][0]["certificate"])
+    first = certificate.loc[point_ranks(certificate).idxmin(), "point"]
+    assert runs["best"]["decisions"][0]["chosen"] == first and runs["best"]["inserted_layers"]
+    certified = "grow here" in set(certificate["verdict"])
+    assert runs["auto"]["decisions"][0]["chosen"] == (first if certified else None)
 
 
 def test_the_decision_needs_both_controls_beaten_by_two_paired_se() -> None:

@@ -156,6 +156,9 @@ def _with_bounds(frame: pd.DataFrame, name: str) -> pd.DataFrame:
     return frame.assign(**{f"{name}_se": se, f"{name}_ucb": frame[name] + 1.645 * se})
 
 
+ADAPTATION_ARMS = ["grown", "control_tokens", "control_flops", "inplace", "lora"]
+
+
 @cache
 def make_tables(trend: int = 1, families: tuple[str, ...] = ("resnet",)) -> dict[str, pd.DataFrame]:
     """Every table, built with (``trend=1``) or against (``trend=-1``) each claim, signal far above
@@ -323,6 +326,19 @@ def make_tables(trend: int = 1, families: tuple[str, ...] = ("resnet",)) -> dict
         control_change_se=0.001,
     )
     growth["recommended"] = (growth["gain_tokens"] > 0.002) & (growth["gain_flops"] > 0.002)  # both by > 2 SE
+    adaptation = _grid(families, placement=["best", "every:2", "adept", "bi", "top"], arm=ADAPTATION_ARMS)
+    wobble = 0.002 * np.sin(adaptation["depth"] + 3 * adaptation["width"])  # bases differ, within their SEs
+    rival = adaptation["placement"] != "best"
+    vs_grown = np.where(adaptation["arm"] == "grown", 0.0, 1.0)
+    adaptation = adaptation.assign(
+        inserted="2", copied="1", trainable_parameters=1000, steps=100, tokens=6400, flops=1e9, n_new=256,
+        n_retain=256, new_loss_old=2.5, retain_loss_old=1.5, new_loss=2.2 + wobble, retain_loss=1.55 + wobble,
+        gain=0.3 - wobble, gain_se=0.005, forgetting=0.05 + wobble, forgetting_se=0.005,
+        vs_grown_new=vs_grown * (s * 0.05 + wobble), vs_grown_new_se=0.005,
+        vs_grown_forgetting=vs_grown * (s * 0.05 + wobble), vs_grown_forgetting_se=0.005,
+        vs_best_new=rival * (s * 0.05 + wobble), vs_best_new_se=0.005, vs_best_forgetting=rival * (s * 0.05 + wobble),
+        vs_best_forgetting_se=0.005, recommended=s > 0, winner="grown",
+    )  # fmt: skip
     dims = np.array([16, 64, 256, 1024])
     time_ratio = [4.0, 2.0, 0.6, 0.2] if s > 0 else [4.0, 5.0, 6.0, 8.0]
     benchmarks = pd.DataFrame(
@@ -349,6 +365,7 @@ def make_tables(trend: int = 1, families: tuple[str, ...] = ("resnet",)) -> dict
         intervention=intervention,
         trajectory=trajectory,
         growth=growth,
+        adaptation=adaptation,
     )
     own = {name: frame[contract(name)] for name, frame in tables.items()}
     return own | {"benchmarks": benchmarks[BENCHMARKS], "powerlaw": powerlaw_table(own["training"])}

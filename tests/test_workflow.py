@@ -35,7 +35,7 @@ TINY = {
     "device": "cpu",
     "offline": True,
     "threads": 1,
-    "datasets": {"mnist5k": {"test_fraction": 0.2}, "pystdlib": {"max_files": 40}},
+    "datasets": {"mnist5k": {"test_fraction": 0.2}, "pystdlib": {"max_files": 40}, "pydoc": {"test_fraction": 0.2}},
     "grids": {
         "resnet": {
             "dataset": "mnist5k",
@@ -65,6 +65,16 @@ TINY = {
         "batch_size": 16,
         "lr_factors": [0.0, 1.0],
         "certificate": {"pool": 24, "M": 4, "K": 4},
+    },
+    "adapt": {
+        "grids": ["llama"],
+        "placements": ["best", "every:1", "adept", "bi", "top"],
+        "steps": 3,
+        "batch_size": 4,
+        "eval_windows": 16,
+        "pool": 16,
+        "M": 4,
+        "K": 4,
     },
 }
 
@@ -126,6 +136,23 @@ def test_tiny_run_makes_every_figure_the_report_logs_and_benchmarks(tiny_run: Ti
     assert (tiny_run.folder / "benchmarks" / "tiny" / "train" / "mnist5k" / "resnet-d8-w1-s0.tsv").is_file()
     runtime = pd.read_csv(tiny_run.folder / "results" / "tiny" / "tables" / "runtime.csv")
     assert set(runtime["cpu_from"]) == {"job"} and (runtime["cpu_seconds"] > 0).all()  # each job's own count
+
+
+@pytest.mark.timeout(900)
+def test_tiny_run_grows_the_llama_into_a_new_domain(tiny_run: TinyRun) -> None:
+    """E12: every placement × arm of the base, the base's own rows paired with themselves at zero."""
+    table = pd.read_csv(tiny_run.folder / "results" / "tiny" / "tables" / "adaptation.csv")
+    placements, arms = TINY["adapt"]["placements"], ["grown", "control_tokens", "control_flops", "inplace", "lora"]
+    assert sorted(zip(table["placement"], table["arm"])) == sorted((p, a) for p in placements for a in arms)
+    assert set(table["model"]) == {"llama-d1-w64-s0"} and (table["n_new"] == table["n_retain"]).all()
+    assert table[["new_loss", "retain_loss", "gain", "forgetting"]].notna().all().all()
+    assert (table[["gain_se", "forgetting_se"]] > 0).all().all()
+    assert (table.loc[table["placement"] == "best", ["vs_best_new", "vs_best_forgetting"]] == 0).all().all()
+    assert (table.loc[table["arm"] == "grown", ["vs_grown_new", "vs_grown_forgetting"]] == 0).all().all()
+    grown = table[table["arm"] == "grown"]
+    assert (grown["trainable_parameters"] > 0).all() and (grown["steps"] == TINY["adapt"]["steps"]).all()
+    log = tiny_run.folder / "logs" / "tiny" / "adapt" / "pystdlib" / "llama-d1-w64-s0.log"
+    assert "grow: round 1" in log.read_text()  # grow's own report, in the job's log
 
 
 @pytest.mark.timeout(900)

@@ -58,6 +58,8 @@ example (grow where certify says, train the new layers, compare with continuing 
 
 --at:  auto          greedy: insert after the point certify ranks first among "grow here", train,
                      certify again; up to --blocks rounds, stopping when no point is "grow here"
+       best          as auto over certify's whole ranking: "grow here", then "weak", then no signal
+                     (grows where the certificate is only weak too; E11's and E12's certificate point)
        layer.3,...   after these decoder layers (the points certify names)
        every:K       LLaMA-Pro's stride (arXiv 2401.02415): after every K-th layer
        adept         ADEPT (arXiv 2510.10071): after the --blocks layers least important on --retain,
@@ -377,7 +379,7 @@ def parser() -> argparse.ArgumentParser:
         help="for text --data: the tokenizer when the checkpoint has none (default: the checkpoint's own)",
     )
     grow.add_argument(
-        "--at", default="auto", help="where: auto, layer.3,layer.7, every:K, adept, bi or top (each's source below)"
+        "--at", default="auto", help="where: auto, best, layer.3,layer.7, every:K, adept, bi or top (sources below)"
     )
     grow.add_argument(
         "--blocks", type=int, help="--at auto: the most new layers; adept, bi, top: how many (default: 1)"

@@ -34,7 +34,16 @@ TRAINED = [key for key, job in JOBS.items() if job.recipe is not None]
 PRETRAINED = [key for key, job in JOBS.items() if job.recipe is None]
 GROW_GRIDS = config["grow"].get("grids", sorted(config["grids"]))
 GROWN = [key for key in JOBS if JOBS[key].grid in GROW_GRIDS]  # grow.grids: trained grids, pretrained groups
-EXPERIMENTS = config["experiments"]  # beside training; the others' rules are not planned
+ADAPTED = [key for key in TRAINED if JOBS[key].grid in config["adapt"]["grids"]]  # E12's bases
+# The models of each kind a step runs on (scalemech.core.steps.Step.runs_on).
+MODELS = {"all": list(JOBS), "trained": TRAINED, "pretrained": PRETRAINED, "grown": GROWN, "adapted": ADAPTED}
+# Beside training, the experiments of the config that have models to run on (adapt: adapt.grids' only);
+# the others' rules, tables and figures are not planned.
+EXPERIMENTS = [
+    name
+    for name in config["experiments"]
+    if any(MODELS[step.runs_on] for step in STEPS.values() if step.planned_by == name)
+]
 RUN_TABLES = run_tables(EXPERIMENTS)
 
 
@@ -57,6 +66,8 @@ def model_inputs(rule):
     """The rule's named inputs; those only a trained model has (``Step.trained_only``) are none for a
     pretrained one."""
     named = steps.inputs(rule, LAYOUT, "{dataset}", "{model}")
+    if STEPS[rule].config_inputs is not None:
+        named.update(STEPS[rule].config_inputs(config))
     for name in STEPS[rule].trained_only:
         named[name] = lambda wc, path=named[name]: path if job(wc).recipe is not None else []
     return named
@@ -129,10 +140,8 @@ def cluster_request(rule, key):
     return request
 
 
-# The models of each kind a step runs on (scalemech.core.steps.Step.runs_on); the per-model steps that
-# compute and their models (besides data, one job per dataset), those of experiments this run
-# leaves out dropped; and the models each per-model table is collected from.
-MODELS = {"all": list(JOBS), "trained": TRAINED, "pretrained": PRETRAINED, "grown": GROWN}
+# The per-model steps that compute and their models (besides data, one job per dataset), those of
+# experiments this run leaves out dropped; and the models each per-model table is collected from.
 COMPUTING_STEPS = {
     step.command: MODELS[step.runs_on] for step in STEPS.values() if step.planned_by in ("train", *EXPERIMENTS)
 }

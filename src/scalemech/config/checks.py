@@ -213,6 +213,33 @@ def check_grow_grids(config: dict[str, Any]) -> Iterator[str]:
             yield f"grow.grids[{i}]: {name!r} is not a grid or pretrained group of this config; allowed: {groups}"
 
 
+def check_adapt(config: dict[str, Any]) -> Iterator[str]:
+    """``adapt`` (E12): its grids are trained llama grids of this config (grow exports a llama to
+    transformers), its domain a text data set listed under datasets and not a base's own, ``every:K``
+    within every base's depth, ``best`` among the placements (the ``vs_best`` columns pair against
+    it), the certificate's ``M`` and ``K`` within its pool."""
+    adapt = config["adapt"]
+    if not adapt["grids"]:
+        return
+    llamas = sorted(name for name, grid in config["grids"].items() if grid["family"] == "llama")
+    for i, name in enumerate(adapt["grids"]):
+        if name not in llamas:
+            yield f"adapt.grids[{i}]: {name!r} is not a llama grid of this config; allowed: {llamas}"
+    grids = [config["grids"][name] for name in adapt["grids"] if name in llamas]
+    domain, own = adapt["domain"], sorted({grid["dataset"] for grid in grids})
+    if domain not in config["datasets"]:
+        yield f"adapt.domain: {domain!r} is not listed under datasets; allowed: add it there"
+    if domain in own:
+        yield f"adapt.domain: {domain!r} is the bases' own data set; allowed: another text data set than {own}"
+    depth = min((d for grid in grids for d in grid["depths"]), default=None)
+    for placement in adapt["placements"]:
+        if placement.startswith("every:") and depth is not None and int(placement[6:]) > depth:
+            yield f"adapt.placements: {placement!r} needs {placement[6:]} layers; allowed: every:1..every:{depth}"
+    if "best" not in adapt["placements"]:
+        yield "adapt.placements: needs 'best' (the certificate's placement every other is paired against)"
+    yield from certificate_size_problems(adapt["pool"], adapt["M"], adapt["K"], "adapt.{}:".format)
+
+
 def check_grow_certificate(config: dict[str, Any]) -> Iterator[str]:
     """``grow.certificate``'s pool, ``M`` and ``K`` pass the check every certificate passes
     (``stats.certificate_size_problems``: ``M`` and ``K`` at most the pool)."""

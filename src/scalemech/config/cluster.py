@@ -85,13 +85,13 @@ def check_cluster_limits(config: dict[str, Any]) -> Iterator[str]:
         jobs = model_jobs(config)
     except ConfigError:  # two grids making one model: reported when the jobs are planned
         jobs = []
-    grown = set(grown_grids(config))
+    grown, adapted = set(grown_grids(config)), set(config["adapt"]["grids"])
     gpu_rules = [step.rule for step in STEPS.values() if step.device]
     checks = (("max_mem_mb", "mem_mb", " MB"), ("max_runtime", "runtime", " minutes"), ("max_gpus", "gpu", ""))
     for section in ("grids", "pretrained"):
         kind = "trained" if section == "grids" else "pretrained"
         for name, group in config.get(section, {}).items():
-            runs_on = {"all", kind, *(["grown"] if name in grown else [])}
+            runs_on = {"all", kind, *(["grown"] if name in grown else []), *(["adapted"] if name in adapted else [])}
             rules = [step.rule for step in STEPS.values() if step.runs_on in runs_on and step.cluster == "grid"]
             models = [job.key for job in jobs if job.grid == name and (job.recipe is None) == (section == "pretrained")]
             named = ", ".join(models[:3]) + (f" and {len(models) - 3} more" if len(models) > 3 else "")

@@ -11,6 +11,7 @@ import jsonschema
 
 from ..data import config_keys
 from .checks import (
+    check_adapt,
     check_architecture,
     check_augment,
     check_batch_sizes,
@@ -107,6 +108,7 @@ def cross_checks(config: dict[str, Any]) -> Iterator[str]:
     yield from check_experiments(config)
     yield from check_grow_grids(config)
     yield from check_grow_certificate(config)
+    yield from check_adapt(config)
     yield from check_point_names(config)
     yield from check_split_fractions(config)
     yield from check_text_paths(config)

@@ -57,6 +57,11 @@ class Layout:
         """Weight snapshots along training, one directory per run identity (not a declared output)."""
         return f"{self.results}/snapshots/{dataset}/{model}"
 
+    def adapted(self, dataset: str, model: str) -> str:
+        """E12's grow runs of one base (its exported checkpoint, one output per placement; not declared:
+        an interrupted job resumes from grow's own states there)."""
+        return f"{self.results}/adapt/{dataset}/{model}"
+
     def per_model(self, table: str, dataset: str, model: str) -> str:
         """One model's rows of a table measured per model (``steps.PER_MODEL_TABLES``)."""
         return f"{self.results}/{table}/{dataset}/{model}{suffix(table)}"

@@ -45,7 +45,7 @@ class Step:
     rule: str  # the Snakemake rule and its job function in ``pipeline.jobs``
     command: str  # its directory under logs/ and benchmarks/; its CLI command, ``scalemech <command>``, with ``help``
     planned_by: str  # the entry of the config's ``experiments`` that plans it ("train": every run)
-    runs_on: str  # the models: "all", "trained", "pretrained" or "grown" (grow.grids, trained or not)
+    runs_on: str  # the models: "all", "trained", "pretrained", "grown" (grow.grids) or "adapted" (adapt.grids)
     inputs: tuple[str, ...]  # its input files, by name (``file``)
     outputs: tuple[str, ...]  # its output files, by name; those not in MODEL_FILES nor pools are tables
     params: Callable[[dict[str, Any], Any], dict[str, Any]] | None = None  # from the config and a model job
@@ -56,6 +56,7 @@ class Step:
     cluster: str = "grid"  # its cluster request: "grid" (the grid's resources), "cpu" (``config.cluster_requests``)
     help: str | None = None  # the help of its CLI command; None: no command
     trained_only: tuple[str, ...] = ()  # inputs only a trained model has (a pretrained one's job gets None)
+    config_inputs: Callable[[dict[str, Any]], dict[str, str]] | None = None  # named inputs the config picks
 
     def __post_init__(self) -> None:
         if self.params is None:
@@ -101,6 +102,19 @@ def _placement_params(config: dict[str, Any], job: Any) -> dict[str, Any]:
         "grow": config["grow"],
         "measure": config["measure"],
     }
+
+
+def _adapt_params(config: dict[str, Any], job: Any) -> dict[str, Any]:
+    return {
+        **_keys(config, job),
+        "adapt": {key: value for key, value in config["adapt"].items() if key not in ("grids", "domain")},
+        "out": Layout(config["run"]).adapted(job.dataset, job.name),
+    }
+
+
+def _domain(config: dict[str, Any]) -> dict[str, str]:
+    """E12's domain B: the prepared data set ``adapt.domain``."""
+    return {"domain": Layout(config["run"]).data(config["adapt"]["domain"])}
 
 
 def _trajectory_params(config: dict[str, Any], job: Any) -> dict[str, Any]:
@@ -191,6 +205,17 @@ STEPS = {
             trained_only=("trajectory",),  # E10 runs on trained models: a pretrained one grows at its weights
             help="growth at every insertion point against the certificate and equal-compute controls (E11, E8)",
         ),
+        Step(
+            rule="adapt_model",
+            command="adapt",
+            planned_by="adapt",
+            runs_on="adapted",
+            inputs=("data", "model"),  # data: domain A, the base's own; domain B is the config's (config_inputs)
+            outputs=("adaptation",),
+            params=_adapt_params,
+            config_inputs=_domain,
+            help="growth into a new domain, every placement rule x every arm: gain and forgetting (E12)",
+        ),
     )
 }
 
@@ -230,6 +255,8 @@ def arguments(rule: str, config: dict[str, Any], model_job: Any) -> dict[str, An
     """The job arguments of per-model ``rule`` for ``model_job``: its named inputs, outputs and params."""
     where = (Layout(config["run"]), model_job.dataset, model_job.name)
     named = inputs(rule, *where)
+    if STEPS[rule].config_inputs is not None:
+        named.update(STEPS[rule].config_inputs(config))
     if model_job.recipe is None:
         named.update(dict.fromkeys(STEPS[rule].trained_only))
     return {**named, **outputs(rule, *where), **params(rule, config, model_job)}

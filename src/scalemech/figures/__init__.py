@@ -1,4 +1,4 @@
-"""Figures F1–F10 of docs/science.md §5, one module per figure (``f1_covariance`` …), drawn from tidy
+"""Figures F1–F11 of docs/science.md §5, one module per figure (``f1_covariance`` …), drawn from tidy
 tables only; ``common`` holds what they share, ``aggregate`` and ``placement`` (E11's placement
 strategies) what they share with the report.
 

@@ -1,9 +1,13 @@
-"""Where ``grow`` inserts layers: ``--at auto | layer.3,layer.7 | every:K | adept | bi | top``.
+"""Where ``grow`` inserts layers: ``--at auto | best | layer.3,layer.7 | every:K | adept | bi | top``.
 
 A point ``layer.i`` is the stream after decoder layer ``i``; a new layer there follows layer ``i``.
 
 - ``auto`` (this project, Paper D): greedy on the certificate, the point ``certify`` ranks first
-  among "grow here" (largest ``block_grad_norm``, ``certify.grow_ranking``).
+  among "grow here" (largest ``block_grad_norm``, ``certify.grow_ranking``); none: nothing is grown.
+- ``best``: greedy on the certificate's whole ranking (``certify.point_ranks``: "grow here" points,
+  then "weak", then "no detectable signal", each by ``block_grad_norm``), so a layer is grown where the
+  certificate is only weak too: the certificate's placement in comparisons that need a grown model
+  (E11's certificate point, E12).
 - ``every:K`` (LLaMA-Pro, arXiv 2401.02415): a new layer after every ``K``-th layer (after layers
   ``K − 1``, ``2K − 1``, …).
 - ``adept`` (ADEPT, arXiv 2510.10071): after each of the ``--blocks`` layers least important on the
@@ -21,7 +25,7 @@ from dataclasses import dataclass
 EVERY = re.compile(r"every:([1-9][0-9]*)")
 POINT = re.compile(r"layer\.(0|[1-9][0-9]*)")
 AT_FORMS = (
-    "'auto', comma-separated points such as 'layer.3,layer.7', 'every:K' (a new layer after every K-th), "
+    "'auto', 'best', comma-separated points such as 'layer.3,layer.7', 'every:K' (a new layer after every K-th), "
     "'adept', 'bi' (both with --retain) or 'top'"
 )
 RULES = ("adept", "bi", "top")
@@ -47,8 +51,8 @@ def parse_at(at: str, blocks: int | None, retain: bool = False) -> Placement:
     list; ``adept`` and ``bi`` need ``retain`` data."""
     if blocks is not None and blocks < 1:
         raise ValueError(f"--blocks {blocks} must be at least 1")
-    if at == "auto":
-        return Placement(auto=True, blocks=blocks or 1)
+    if at in ("auto", "best"):
+        return Placement(auto=True, blocks=blocks or 1, rule=None if at == "auto" else at)
     if at in RULES:
         if at in NEEDS_RETAIN and not retain:
             raise ValueError(f"--at {at!r} scores layers on the old domain: give it with --retain DATA")

@@ -20,7 +20,7 @@ import torch
 import transformers
 from transformers import PreTrainedModel
 
-from ..certify import Sampling, certify_model, format_certificate, grow_ranking
+from ..certify import Sampling, certify_model, format_certificate, grow_ranking, point_ranks
 from ..certify.inputs import checkpoint_name, checkpoint_spec, read_data
 from ..certify.measurement import size_problems
 from ..certify.text import loss_line
@@ -375,7 +375,9 @@ class Grower:
         for round_ in range(1, rounds + 1):
             if self.placement.auto:  # untrained insertions leave the certificate as it was: --train none takes one
                 frame = self.certificate(current, "all")
-                ranked = grow_ranking(frame)["point"].iloc[: 1 if s.train != "none" else self.placement.blocks]
+                whole = self.placement.rule == "best"  # every point in the certificate's order, not "grow here" only
+                order = frame.loc[point_ranks(frame).sort_values().index] if whole else grow_ranking(frame)
+                ranked = order["point"].iloc[: 1 if s.train != "none" else self.placement.blocks]
                 after = sorted(int(point.removeprefix("layer.")) for point in ranked)
                 scores: dict[str, Any] = {}
             else:
@@ -457,6 +459,7 @@ class Grower:
         """Every model's losses on the held-out retain windows and its forgetting (``tradeoff``); when the
         arms were trained, ``decision`` becomes ``tradeoff.decide_tradeoff``'s. ``growth.json``'s ``retain``."""
         retain = {"old": self.retained.losses(self.old), "grown": self.retained.losses(grown), **self.retain_losses}
+        self.retain_losses = retain  # every model's, for a caller that pairs runs (E12)
         weighed = decide_tradeoff(losses, retain, self.settings.max_forgetting) if trained else None
         if weighed is not None:
             decision.update({key: weighed[key] for key in ("recommended", "why", "winner", "rule")})
@@ -475,9 +478,10 @@ class Grower:
         s = self.settings
         self.load()
         self.arm_models: dict[str, PreTrainedModel] = {}  # the trained arms but grown, on the CPU (``keep``)
-        self.retain_losses: dict[str, np.ndarray] = {}
+        self.retain_losses: dict[str, np.ndarray] = {}  # per held-out retain window, by model (``weigh_retain``)
         grown, inserted, decisions, stages = self.grow_model()
         losses = {"old": self.losses(self.old), "grown": self.losses(grown)}
+        self.new_losses, self.inserted = losses, inserted  # per held-out window, by model: filled in as arms train
         trainable = layers_count(grown, inserted) if s.train == "new" else grown.num_parameters()
         arms: dict[str, dict[str, Any]] = {"grown": {"stages": [a.record() for a in stages]}}
         arms["grown"].update(trainable_parameters=trainable if stages else 0, **_totals(stages))
@@ -570,6 +574,12 @@ def grow(checkpoint: str, data: str, out: str | Path, settings: GrowSettings | N
     their wall time; one that leaves nothing to resume leaves no lock file, nor an ``out`` it created.
     Launched on several processes (``torchrun``), every one runs the whole command, each arm trains
     data-parallel (``training.engine``), and only the main one locks and writes."""
+    return grown(checkpoint, data, out, settings).result
+
+
+def grown(checkpoint: str, data: str, out: str | Path, settings: GrowSettings | None = None) -> Grower:
+    """``grow``, returning the finished ``Grower``: its ``result`` (``growth.json``'s record) and, per held-out
+    window and model, ``new_losses`` and (``--retain``) ``retain_losses``, which E12 pairs across runs."""
     grower = Grower(checkpoint, data, Path(out), settings or GrowSettings())
     main = grower.rank == 0
     quiet = contextlib.nullcontext() if main else contextlib.redirect_stdout(io.StringIO())  # one report, rank 0's
@@ -578,9 +588,9 @@ def grow(checkpoint: str, data: str, out: str | Path, settings: GrowSettings | N
         done = False
         try:
             grower.save_record()  # a rerun with other options is refused (``resume``)
-            record = grower.run()
+            grower.result = grower.run()
             done = True
-            return record
+            return grower
         finally:
             shutil.rmtree(grower.scratch, ignore_errors=True)
             if not done and (grower.out / STATE_DIR).is_dir():

@@ -409,6 +409,29 @@ def placement_model(
 
 
 @job
+def adapt_model(
+    *,
+    data: str,
+    model: str,
+    domain: str,
+    adaptation: str,
+    model_keys: dict[str, Any],
+    adapt: dict[str, Any],
+    out: str,
+    device: torch.device,
+) -> None:
+    """E12: the base ``model`` (trained on ``data``, domain A) grown into ``domain`` (B) by ``grow`` at
+    every placement rule, its arms scored on both (``grow.adaptation``); grow's report goes to the log."""
+    from ..grow.adaptation import adaptation as adaptation_table
+
+    loaded, payload = load_model(model, map_location="cpu")
+    with contextlib.redirect_stdout(sys.stderr):  # the job's stderr is its log (job_context)
+        frame = adaptation_table(loaded, data, domain, Path(out), keys_of(model_keys, payload["spec"]), device=device,
+                                 **adapt)  # fmt: skip
+    tables.write_table(frame, adaptation, "adaptation")
+
+
+@job
 def cost_table(*, dalign: str, table: str, cost: dict[str, Any]) -> None:
     """W5: time the Gram U-statistics against the covariance at every D measured in this run."""
     from ..stats.cost import cost_table as timings

@@ -1,0 +1,120 @@
+"""E12: growth for domain adaptation, one base model through ``grow`` at every placement rule.
+
+A llama trained on domain A (the base) is exported to ``transformers`` (``models.hf_export.save_hf``:
+the same function, a byte-level tokenizer) and grown into domain B by the very ``grow`` users run
+(``run.grown``), with ``--retain A``, once per placement rule of ``--at``. Each run trains the same
+arms on the same batches: ``grown`` (new layers only), ``control_tokens``, ``control_flops``,
+``inplace`` and ``lora``, and scores every model on the same held-out windows of B (``eval_windows``
+of B's test split, disjoint from the certificate's pool) and of A (its test split, which the base
+never trained on). Each row of the ``adaptation`` table is one placement × arm, with paired
+differences over those windows (``stats.paired_difference``, mean and SE):
+
+- ``gain = L_old(B) − L_arm(B)`` and ``forgetting = L_arm(A) − L_old(A)``;
+- ``vs_grown_new = L_arm(B) − L_grown(B)``, ``vs_grown_forgetting = L_arm(A) − L_grown(A)``
+  (``= F_arm − F_grown``), within the placement;
+- ``vs_best_new = L_arm(B) − L_arm,best(B)`` and ``vs_best_forgetting`` likewise, the same arm across
+  placements: every run scores the same windows (checked), as they are drawn from the seed and the
+  checkpoint alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from .. import stats
+from ..core.tables import columns
+from ..models.hf_export import save_hf
+from ..models.llama import Llama
+from .run import Grower, GrowSettings, grown
+
+ARMS = ("grown", "control_tokens", "control_flops", "inplace", "lora")
+REFERENCE = "best"  # the certificate's placement, every other is paired against it (vs_best_*)
+
+
+def run_directory(placement: str) -> str:
+    """The directory name of one placement's ``grow`` output (``every:2`` → ``every-2``)."""
+    return placement.replace(":", "-")
+
+
+def _paired(name: str, a: np.ndarray, b: np.ndarray) -> dict[str, float]:
+    """``{name: mean(a − b), name_se: its SE}`` over the same windows."""
+    difference = stats.paired_difference(a, b)
+    return {name: difference.mean, f"{name}_se": difference.se}
+
+
+def _check_same_windows(runs: dict[str, Grower]) -> None:
+    """Every run scored the held-out windows of the ``REFERENCE`` run (``ValueError`` naming the run)."""
+    reference = runs[REFERENCE]
+    for placement, run in runs.items():
+        same = torch.equal(run.eval_x, reference.eval_x) and torch.equal(run.retained.x, reference.retained.x)
+        if not same:
+            raise ValueError(f"E12: grow --at {placement} scored other held-out windows than --at {REFERENCE}")
+
+
+def rows(runs: dict[str, Grower], keys: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``adaptation`` rows of finished ``grow`` runs by placement (module doc)."""
+    _check_same_windows(runs)
+    reference = runs[REFERENCE]
+    out = []
+    for placement, run in runs.items():
+        new, retain, arms = run.new_losses, run.retain_losses, run.result["arms"]
+        for arm in ARMS:
+            out.append(
+                {
+                    **keys,
+                    "placement": placement,
+                    "inserted": ",".join(map(str, run.inserted)),
+                    "copied": ",".join(map(str, run.copied)),
+                    "arm": arm,
+                    **{key: arms[arm][key] for key in ("trainable_parameters", "steps", "tokens", "flops")},
+                    "n_new": len(new["old"]),
+                    "n_retain": len(retain["old"]),
+                    "new_loss_old": float(new["old"].mean()),
+                    "retain_loss_old": float(retain["old"].mean()),
+                    "new_loss": float(new[arm].mean()),
+                    "retain_loss": float(retain[arm].mean()),
+                    **_paired("gain", new["old"], new[arm]),
+                    **_paired("forgetting", retain[arm], retain["old"]),
+                    **_paired("vs_grown_new", new[arm], new["grown"]),
+                    **_paired("vs_grown_forgetting", retain[arm], retain["grown"]),
+                    **_paired("vs_best_new", new[arm], reference.new_losses[arm]),
+                    **_paired("vs_best_forgetting", retain[arm], reference.retain_losses[arm]),
+                    "recommended": run.result["decision"]["recommended"],
+                    "winner": run.result["decision"]["winner"],
+                }
+            )
+    return out
+
+
+def adaptation(
+    base: Llama,
+    domain_a: str,
+    domain_b: str,
+    out: Path,
+    keys: dict[str, Any],
+    *,
+    placements: Sequence[str],
+    device: torch.device | str,
+    **options: Any,
+) -> pd.DataFrame:
+    """The ``adaptation`` table of ``base`` (module doc): exported into ``out/base``, grown into the data
+    ``domain_b`` with ``--retain domain_a`` once per placement into ``out/<placement>`` (each resumable
+    by ``grow``'s own states); ``options``: ``GrowSettings`` fields (steps, lr, batch_size, eval_windows,
+    pool, M, K, seed)."""
+    if REFERENCE not in placements:
+        raise ValueError(f"E12 pairs every placement against {REFERENCE!r}; placements {list(placements)} lack it")
+    checkpoint = save_hf(base, Path(out) / "base")
+    kind = torch.device(device).type
+    runs = {}
+    for placement in tqdm(placements, desc="adapt"):
+        settings = GrowSettings(at=placement, retain=domain_a, device=kind, **options)
+        settings.command = f"E12: grow {checkpoint} {domain_b} --retain {domain_a} --at {placement}"
+        runs[placement] = grown(str(checkpoint), domain_b, Path(out) / run_directory(placement), settings)
+    return pd.DataFrame(rows(runs, keys)).reindex(columns=columns("adaptation"))

@@ -1,0 +1,74 @@
+"""grow.adaptation (E12): the adaptation rows against brute force, and the windows every run must share."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from scalemech.core.tables import check_columns
+from scalemech.grow.adaptation import ARMS, adaptation, rows
+
+MODELS = ("old", *ARMS)
+
+
+def _run(rng: np.random.Generator, shift: float, windows: torch.Tensor) -> SimpleNamespace:
+    """A finished grow run as ``rows`` reads it: per-window losses by model, arms' records, decision."""
+    new = {name: rng.normal(3.0 - shift * (name != "old"), 0.3, 40) for name in MODELS}
+    retain = {name: rng.normal(2.0 + shift * (name != "old"), 0.3, 40) for name in MODELS}
+    arms = {name: {"trainable_parameters": 10, "steps": 5, "tokens": 80, "flops": 1000} for name in ARMS}
+    return SimpleNamespace(
+        new_losses=new,
+        retain_losses=retain,
+        result={"arms": arms, "decision": {"recommended": False, "winner": "lora"}},
+        inserted=[2],
+        copied=[1],
+        eval_x=windows,
+        retained=SimpleNamespace(x=windows + 1),
+    )
+
+
+def test_rows_are_paired_differences_computed_by_hand() -> None:
+    rng, windows = np.random.default_rng(0), torch.arange(40).reshape(8, 5)
+    runs = {"best": _run(rng, 0.2, windows), "bi": _run(rng, 0.1, windows)}
+    table = pd.DataFrame(rows(runs, {"model": "m"})).set_index(["placement", "arm"])
+    check_columns(table.reset_index(), "adaptation", [c for c in table.reset_index().columns])
+
+    def by_hand(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+        d = a - b
+        return d.mean(), np.sqrt(((d - d.mean()) ** 2).sum() / (len(d) - 1) / len(d))
+
+    for placement, run in runs.items():
+        new, retain = run.new_losses, run.retain_losses
+        for arm in ARMS:
+            row = table.loc[(placement, arm)]
+            pairs = {
+                "gain": (new["old"], new[arm]),
+                "forgetting": (retain[arm], retain["old"]),
+                "vs_grown_new": (new[arm], new["grown"]),
+                "vs_grown_forgetting": (retain[arm], retain["grown"]),
+                "vs_best_new": (new[arm], runs["best"].new_losses[arm]),
+                "vs_best_forgetting": (retain[arm], runs["best"].retain_losses[arm]),
+            }
+            for name, (a, b) in pairs.items():
+                mean, se = by_hand(a, b)
+                assert row[name] == pytest.approx(mean, abs=1e-12) and row[f"{name}_se"] == pytest.approx(se), name
+            assert row["new_loss"] == pytest.approx(new[arm].mean()) and row["n_retain"] == 40
+    assert table.loc[("bi", "grown"), "forgetting"] == pytest.approx(
+        table.loc[("bi", "grown"), "retain_loss"] - table.loc[("bi", "grown"), "retain_loss_old"]
+    )
+
+
+def test_runs_that_scored_other_windows_are_not_paired() -> None:
+    rng = np.random.default_rng(1)
+    runs = {"best": _run(rng, 0.2, torch.zeros(8, 5)), "top": _run(rng, 0.2, torch.ones(8, 5))}
+    with pytest.raises(ValueError, match="grow --at top scored other held-out windows than --at best"):
+        rows(runs, {})
+
+
+def test_placements_without_the_certificate_are_refused(tmp_path) -> None:
+    with pytest.raises(ValueError, match="pairs every placement against 'best'"):
+        adaptation(None, "a", "b", tmp_path, {}, placements=["top", "bi"], device="cpu")
