@@ -29,12 +29,13 @@ growth: $(STAMP)
 	$(VENV)/bin/python -m scalemech.pipeline.runrecord results/growth/reproduce.json -- \
 		$(VENV)/bin/snakemake --cores $(CORES) --configfile config/growth.yaml
 
-# The README's results blocks and docs/<run>/ from the last `make reproduce` and `make paper-widths`
+# The README's results blocks and docs/<run>/ from the last `make reproduce`, `make paper-widths` and `make growth`
 # (a paper-widths run not made yet: its block says so); config/README.md from the config schema;
 # docs/rules.md from the workflow's rules.
 docs: $(STAMP)
 	$(VENV)/bin/python -m scalemech.pipeline.readme --run quick
 	$(VENV)/bin/python -m scalemech.pipeline.readme --run paper-widths --not-run-ok
+	$(VENV)/bin/python -m scalemech.pipeline.readme --run growth --not-run-ok
 	$(VENV)/bin/python -m scalemech.pipeline.readme --tests
 	$(VENV)/bin/python -m scalemech.pipeline.readme --memory
 	$(VENV)/bin/python -m scalemech.config.doc

@@ -72,3 +72,24 @@ def test_runs_that_scored_other_windows_are_not_paired() -> None:
 def test_placements_without_the_certificate_are_refused(tmp_path) -> None:
     with pytest.raises(ValueError, match="pairs every placement against 'best'"):
         adaptation(None, "a", "b", tmp_path, {}, placements=["top", "bi"], device="cpu")
+
+
+@pytest.mark.timeout(300)
+def test_every_fixed_placement_reads_the_same_text(tmp_path) -> None:
+    """A fixed placement trains once whatever its number of new layers, so ``every:2`` (two layers) reads
+    as much text as ``top`` (one): E12's placements train on the same windows of the new domain."""
+    from test_hf import save_tiny
+
+    from scalemech.grow import GrowSettings
+    from scalemech.grow.run import Grower
+
+    source = save_tiny("llama", tmp_path / "llama")
+    text = tmp_path / "text.txt"
+    text.write_text(" ".join(f"word{i % 97} token{i % 13}" for i in range(40000)))
+    counts = {}
+    for at in ("top", "every:1", "best"):
+        settings = GrowSettings(at=at, steps=40, batch_size=4, block_size=8, eval_windows=8, pool=6, M=2, K=2,
+                                device="cpu")  # fmt: skip
+        grower = Grower(source, str(text), tmp_path / at.replace(":", "-"), settings)
+        counts[at] = grower.task.count("train")
+    assert counts["every:1"] == counts["top"] == counts["best"], counts

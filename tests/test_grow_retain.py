@@ -220,7 +220,7 @@ def test_grow_at_a_rule_on_the_command_line_duplicates_the_identity_layer(tmp_pa
     [
         (["--at", "adept"], "--at 'adept' scores layers on the old domain: give it with --retain DATA"),
         (["--at", "bi"], "--at 'bi' scores layers on the old domain: give it with --retain DATA"),
-        (["--at", "every:x"], "'every:x' is not a point; allowed: 'auto', comma-separated points"),
+        (["--at", "every:x"], "'every:x' is not a point; allowed: 'auto', 'best', comma-separated points"),
         (["--at", "every:0"], "'every:0' is not a point"),
         (["--at", "bottom"], "'bottom' is not a point; allowed: 'auto'"),
         (["--at", "top", "--blocks", "0"], "--blocks 0 must be at least 1"),

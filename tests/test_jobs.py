@@ -60,6 +60,7 @@ def test_each_step_declares_the_arguments_of_its_job(rule: str) -> None:
     step, job = STEPS[rule], model_jobs(config)[0]
     taken = set(inspect.signature(jobs.JOBS[rule]).parameters) - set(jobs.execution(config))
     declared = {*step.inputs, *step.outputs, *step.params(config, job)}
+    declared |= set(step.config_inputs(config)) if step.config_inputs else set()
     if step.computes:  # the generic job: data, model and the keys by name (pools if read), the rest by keyword
         assert {"data", "model", "model_keys"} <= declared and set(step.inputs) <= {"data", "model", "pools"}
         assert len(step.outputs) == 1 and declared - taken == {*step.outputs, *([step.section] if step.section else [])}

@@ -65,6 +65,7 @@ PATTERNS = {
     r"^[A-Za-z0-9_]+\Z": "letters, digits and _",
     r"^[A-Za-z0-9_.-]+\Z": "letters, digits, _ . -",
     r"^[^\s,\x00-\x1f\x7f]+\Z": "a name without whitespace, commas or control characters",
+    r"^(best|top|adept|bi|every:[1-9][0-9]*)\Z": "best, top, adept, bi or every:K (grow's --at rules)",
 }
 TYPES = {
     "integer": "an integer",

@@ -5,7 +5,8 @@ the same function, a byte-level tokenizer) and grown into domain B by the very `
 (``run.grown``), with ``--retain A``, once per placement rule of ``--at``. Each run trains the same
 arms on the same batches: ``grown`` (new layers only), ``control_tokens``, ``control_flops``,
 ``inplace`` and ``lora``, and scores every model on the same held-out windows of B (``eval_windows``
-of B's test split, disjoint from the certificate's pool) and of A (its test split, which the base
+of B's test split, disjoint from the certificate's pool; every seed named by the base's identity, so the
+numbers do not depend on where the results lie) and of A (its test split, which the base
 never trained on). Each row of the ``adaptation`` table is one placement × arm, with paired
 differences over those windows (``stats.paired_difference``, mean and SE):
 
@@ -29,6 +30,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .. import stats
+from ..core.seeding import model_identity
 from ..core.tables import columns
 from ..models.hf_export import save_hf
 from ..models.llama import Llama
@@ -111,10 +113,11 @@ def adaptation(
     if REFERENCE not in placements:
         raise ValueError(f"E12 pairs every placement against {REFERENCE!r}; placements {list(placements)} lack it")
     checkpoint = save_hf(base, Path(out) / "base")
+    name = model_identity(keys)  # the seeds' name of the base: the same wherever the results lie
     kind = torch.device(device).type
     runs = {}
     for placement in tqdm(placements, desc="adapt"):
-        settings = GrowSettings(at=placement, retain=domain_a, device=kind, **options)
+        settings = GrowSettings(at=placement, retain=domain_a, device=kind, seed_name=name, **options)
         settings.command = f"E12: grow {checkpoint} {domain_b} --retain {domain_a} --at {placement}"
         runs[placement] = grown(str(checkpoint), domain_b, Path(out) / run_directory(placement), settings)
     return pd.DataFrame(rows(runs, keys)).reindex(columns=columns("adaptation"))

@@ -77,6 +77,7 @@ IDENTITY_OPTIONS = (
     "K",
     "view",
     "seed",
+    "seed_name",
 )
 """The options that change an arm's result: with the block size and the checkpoint's and data's sha256,
 a run's identity (``resume``); ``device``, ``checkpoint_every`` and ``fallback`` are not in it."""
@@ -113,6 +114,9 @@ class GrowSettings:
     max_forgetting: float = MAX_FORGETTING
     command: str | None = None
     """The command line, for the model card (the Python API: ``grow(...)``)."""
+    seed_name: str | None = None
+    """What names the checkpoint in every seed of the run (default: its resolved path, or its hub name): a
+    pipeline sets its model's name, so its numbers do not depend on where the results directory lies."""
 
     def check(self) -> Placement:
         """Every option checked before anything loads (``ValueError`` naming each bad value); the placement."""
@@ -216,7 +220,7 @@ class Grower:
         self.rank, self.world_size = world(self.device.type)  # several under torchrun: the main one (0) writes
         check_out(out, self.source_dir, self.source["sha256"])
         self.out, self.created = out.resolve(), not out.exists()
-        self.read_data(data, config, new_layers)
+        self.read_data(data, config, self.placement.blocks if self.placement.auto else 1)
         check_memory(config, settings.batch_size, self.task.block_size, new_layers, self.device)
         self.retained = None
         if settings.retain is not None:
@@ -262,15 +266,17 @@ class Grower:
         self.spec = {**spec, "dtype": "float32"}  # trained and checked in float32, written in the source's dtype
         dtype = DTYPES.get(str(source.get("dtype") or source.get("torch_dtype") or "float32"), torch.float32)
         self.source_dtype = dtype if isinstance(dtype, torch.dtype) else torch.float32
-        self.name = checkpoint_name(checkpoint)  # seeds: ./fx/llama and fx/llama draw the same
+        self.name = self.settings.seed_name or checkpoint_name(checkpoint)  # seeds: ./fx/llama and fx/llama alike
         return config
 
-    def read_data(self, data: str, config: Any, new_layers: int) -> None:
-        """The data as token ids (memory-mapped, or text tokenized as far as the run needs) and their
+    def read_data(self, data: str, config: Any, rounds: int) -> None:
+        """The data as token ids (memory-mapped, or text tokenized as far as the run needs: the windows of
+        ``rounds`` trainings of ``steps`` batches, ``auto`` and ``best`` training once per new layer, a
+        fixed placement once for all, so every fixed placement of one run reads the same text) and their
         task, checked: the certificate's pools and the held-out windows fit, every id is in the
         vocabulary; their sha256."""
         s = self.settings
-        training_windows = s.steps * new_layers * s.batch_size
+        training_windows = s.steps * rounds * s.batch_size
         windows = max(2 * s.pool + s.eval_windows, math.ceil(training_windows / TEXT_SLACK))  # per split (read_data)
         with tempfile.TemporaryDirectory() as unused:  # token ids are memory-mapped, text tokenized in memory
             self.prepared = read_data(data, Path(unused), self.spec, windows)

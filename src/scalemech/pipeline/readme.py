@@ -28,10 +28,13 @@ from ..report.document import link_text
 
 @dataclass(frozen=True)
 class RunDocs:
-    """How a run is made and which of its figures the README shows."""
+    """How a run is made, which of its figures the README shows, which claims (all: empty) and which of
+    its tables it summarizes (``summaries``: table → a function of the table's path returning lines)."""
 
     command: str
     shown: list[str]
+    claims: tuple[str, ...] = ()
+    summaries: tuple[str, ...] = ()
 
 
 RUNS = {
@@ -48,7 +51,37 @@ RUNS = {
         ],
     ),
     "paper-widths": RunDocs("make paper-widths", ["F9_dalign_at_paper_widths", "F8_dalign_over_training"]),
+    "growth": RunDocs("make growth", ["F11_adaptation"], claims=("G4", "G5"), summaries=("adaptation",)),
 }
+
+
+def adaptation_summary(path: Path) -> list[str]:
+    """F11's points as a table: per placement × arm the mean over bases of the new-domain gain and the
+    forgetting (± SE across bases), and how often grow recommended the grown model there."""
+    import pandas as pd
+
+    from ..figures.f11_adaptation import over_bases
+
+    frame = pd.read_csv(path)
+    points = over_bases(frame)
+    recommended = frame[frame["arm"] == "grown"].groupby("placement")["recommended"].mean()
+    lines = [
+        f"F11's points, mean over {int(points['bases'].max())} bases ± SE across them (nats; gain on held-out B, "
+        "forgetting on held-out A):",
+        "",
+        "| placement | arm | gain on B | forgetting of A |",
+        "|---|---|---|---|",
+    ]
+    lines += [
+        f"| {row.placement} | {row.arm} | {row.gain:.3f} ± {row.gain_se:.3f} | {row.forgetting:.3f} ± "
+        f"{row.forgetting_se:.3f} |"
+        for row in points.itertuples()
+    ]
+    shares = ", ".join(f"{placement} {share:.0%}" for placement, share in recommended.items())
+    return lines + ["", f"grow recommended the grown model (its --retain decision) at: {shares} of the bases."]
+
+
+SUMMARIES = {"adaptation": adaptation_summary}
 
 
 def run_docs(run: str) -> RunDocs:
@@ -127,10 +160,16 @@ def between_runs(previous_md: str | None, previous: dict | None, report_md: str)
     return lines
 
 
-def results_block(run: str, report_md: str, record: dict, shown: list[str], moved: list[str]) -> str:
-    """The README block: where the numbers came from, the verdict table, what ``moved`` since the
-    run shown before, the figures ``shown``."""
+def results_block(
+    run: str, report_md: str, record: dict, shown: list[str], moved: list[str], summary: list[str] = ()
+) -> str:
+    """The README block: where the numbers came from, the verdict table (the run's claims), what ``moved``
+    since the run shown before, the ``summary`` of its tables, the figures ``shown``."""
     start, end = markers(run)
+    table = claims_table(report_md)
+    wanted = run_docs(run).claims
+    if wanted:
+        table = table[:2] + [line for line in table[2:] if any(f"[{claim}]" in line for claim in wanted)]
     figures = [f"![{stem}](docs/{run}/{stem}.png)" for stem in shown] + [""] * (len(shown) % 2)
     grid = ["| | |", "|---|---|"] + [f"| {a} | {b} |" for a, b in zip(figures[::2], figures[1::2])]
     return "\n".join(
@@ -142,10 +181,11 @@ def results_block(run: str, report_md: str, record: dict, shown: list[str], move
             f"link to their sections of [`docs/{run}/report.md`](docs/{run}/report.md): rule, full statistics.",
             "",
             *training_line(report_md),
-            *linked_from(f"docs/{run}", claims_table(report_md)),
+            *linked_from(f"docs/{run}", table),
             "",
             *moved,
             "",
+            *([*summary, ""] if summary else []),
             *grid,
             "",
             f"All figures and the full report with captions are in [`docs/{run}/`](docs/{run}/).",
@@ -207,7 +247,8 @@ def update(readme: Path, results: Path, figures: Path, docs: Path, run: str) -> 
         shutil.copyfile(png, docs / png.name)
     shutil.copyfile(results / "tables" / "runtime.csv", docs / "runtime.csv")
     shown = [stem for stem in run_docs(run).shown if (docs / f"{stem}.png").exists()]
-    replace_block(readme, run, results_block(run, report_md, record, shown, moved))
+    summary = [line for name in run_docs(run).summaries for line in SUMMARIES[name](results / "tables" / f"{name}.csv")]
+    replace_block(readme, run, results_block(run, report_md, record, shown, moved, summary))
 
 
 def suite_block(records: dict[str, dict]) -> str:

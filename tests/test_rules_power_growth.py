@@ -1,0 +1,130 @@
+"""E12's rules (G4, G5) have the power they print, at E12's real design.
+
+The design is read from ``config/growth.yaml`` through the project's config loading: its bases (the
+models of ``adapt.grids``, each with its SE multiple spread over ``SE_SPREAD``), its placements and so
+its rivals. The scenarios, draws and pass criteria are those of every rule (``tests/test_rules_power.py``):
+noise (the deciding quantities at the rule's nulls), offsets (plus a persistent per-base offset),
+planted (the quantities at the rule's printed minimum detectable effect), opposite, and one seed (a seed
+alone has too few bases for an interval: its rows must say "not checked against a reseed").
+
+Each base's row holds the paired difference over the held-out windows with its SE, ``ROW_SE`` times the
+base's SE multiple (the growth run's paired SEs of a difference over 256 windows are 0.003-0.02 nats).
+G4: on the certificate's ``control_flops`` row, the forgetting saved at ``k·MDE``, the new-domain
+difference (the safeguard) at 0. G5: on every rival's grown row, the certificate's new-domain advantage
+at ``k·MDE``, the forgetting difference (the safeguard) at 0; MDEs at the rule's parts and levels
+(Bonferroni over the intervals).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_rules_power import (
+    CHECKS,
+    CONFIRMED,
+    OFFSET,
+    REFUTED,
+    ROOT,
+    UNCHECKED,
+    UNCHECKED_DRAWS,
+    Case,
+    cross,
+    design_models,
+    drawn,
+    holds,
+    mean_se,
+    offsets,
+    unchecked_alone,
+)
+
+from scalemech.config import load_config, model_jobs
+from scalemech.report.common import LEVEL
+from scalemech.report.rules.g4 import CERTIFICATE, PART_LEVEL
+from scalemech.report.rules.g4 import PARTS as G4_PARTS
+from scalemech.report.rules.g5 import rivals
+from scalemech.report.units import mde_factor
+
+GROWTH = load_config(ROOT / "config" / "growth.yaml")
+ARMS = ("grown", "control_tokens", "control_flops", "inplace", "lora")
+ROW_SE = 0.01  # nats: a base's paired SE of a difference over the held-out windows
+
+
+def bases() -> pd.DataFrame:
+    """One row per base of the design (model keys and ``se_factor``)."""
+    models, grids = design_models(GROWTH), {job.name: job.grid for job in model_jobs(GROWTH)}
+    return models[models["model"].map(grids).isin(GROWTH["adapt"]["grids"])].reset_index(drop=True)
+
+
+def frame(rng: np.random.Generator, offset: bool) -> pd.DataFrame:
+    """The design's adaptation rows (bases × placements × arms) with every difference at 0 plus noise of
+    its SE (and a per-base offset of ``OFFSET`` SEs)."""
+    rows = cross(bases(), placement=GROWTH["adapt"]["placements"], arm=ARMS)
+    se = ROW_SE * rows["se_factor"].astype(float)
+    noisy = {}
+    for name in ("vs_grown_new", "vs_grown_forgetting", "vs_best_new", "vs_best_forgetting"):
+        shift = offsets(rows, OFFSET if offset else 0.0, rng) * se
+        noisy[name] = shift + se * rng.normal(0, 1, len(rows))
+        noisy[f"{name}_se"] = se
+    return rows.assign(**noisy)
+
+
+def units_se(level: float, parts: int) -> tuple[float, float]:
+    """``(SE of the rule's mean over bases, its MDE factor at parts and level)`` at the design."""
+    base = bases()
+    variance = (ROW_SE * base["se_factor"].astype(float)) ** 2
+    return mean_se(variance.to_numpy()), mde_factor(len(base) - 1, parts, level)
+
+
+def g4_tables(k: float, offset: bool, rng) -> dict:
+    """The forgetting saved at k·MDE on the certificate's control_flops rows; the new domain at 0 (the
+    safeguard's null)."""
+    rows = frame(rng, offset)
+    se, factor = units_se(PART_LEVEL, G4_PARTS)
+    at = (rows["placement"] == CERTIFICATE) & (rows["arm"] == "control_flops")
+    rows.loc[at, "vs_grown_forgetting"] += k * factor * se
+    return {"adaptation": rows}
+
+
+def g5_tables(k: float, offset: bool, rng) -> dict:
+    """The certificate's advantage over every rival at k·MDE (G5's parts and Bonferroni level); forgetting
+    at 0 (the safeguard's null)."""
+    rows = frame(rng, offset)
+    chosen = rivals(list(dict.fromkeys(rows["placement"])))
+    se, factor = units_se(1 - (1 - LEVEL) / (2 * len(chosen)), len(chosen))
+    at = rows["placement"].isin(chosen) & (rows["arm"] == "grown")
+    rows.loc[at, "vs_best_new"] += k * factor * se
+    return {"adaptation": rows}
+
+
+CASES = {"G4": Case("g4", "G4", g4_tables), "G5": Case("g5", "G5", g5_tables)}
+SLOW = ("offsets", "opposite")
+
+
+def test_the_design_is_e12s() -> None:
+    """Four bases at least (two widths × two seeds), the certificate's placement and a literature rival."""
+    base = bases()
+    assert len(base) >= 4 and base["width"].nunique() >= 2 and base["seed"].nunique() >= 2
+    assert CERTIFICATE in GROWTH["adapt"]["placements"] and rivals(GROWTH["adapt"]["placements"])
+
+
+@pytest.mark.parametrize(
+    "claim, scenario",
+    [
+        pytest.param(claim, scenario, marks=[pytest.mark.slow] * (scenario in SLOW))
+        for claim in CASES
+        for scenario in CHECKS
+    ],
+)
+def test_each_e12_rule_has_the_power_it_prints(claim: str, scenario: str) -> None:
+    case = CASES[claim]
+    salt = list(CHECKS).index(scenario)
+    if scenario == "one seed" and unchecked_alone(case):
+        cells = [case.evaluate(drawn(case, scenario, salt, draw))[1] for draw in range(UNCHECKED_DRAWS)]
+        assert all(UNCHECKED in cell for cell in cells), cells
+        return
+    ok, found = holds(case, scenario, salt)
+    print(claim, scenario, found)
+    assert ok, found
+    if scenario in ("planted", "opposite"):
+        assert found[REFUTED if scenario == "planted" else CONFIRMED] == 0, found
