@@ -73,10 +73,11 @@ paper-smoke: $(STAMP)
 gpu-check: $(STAMP)
 	$(VENV)/bin/python benchmarks/cuda_check.py
 
-# One arm of grow trained on two GPUs (torchrun, nccl) against one GPU at the same global batch
-# (benchmarks/ddp_check.py; needs two CUDA devices, about a minute).
+# One arm of grow trained on two GPUs (torchrun, nccl), replicated and then sharded per decoder layer (FSDP2),
+# against one GPU at the same global batch (benchmarks/ddp_check.py; needs two CUDA devices, about a minute).
 gpu-check-2: $(STAMP)
 	$(VENV)/bin/python benchmarks/ddp_check.py --device cuda --processes 2
+	$(VENV)/bin/python benchmarks/ddp_check.py --device cuda --processes 2 --shard
 
 # Snakemake's own lints, snakefmt on the rules, ruff's lints and formatter on the Python, and the import
 # contracts of the layers (pyproject.toml configures ruff and import-linter).

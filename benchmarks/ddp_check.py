@@ -2,6 +2,7 @@
 
     python benchmarks/ddp_check.py --device cuda --processes 2    # make gpu-check-2: two GPUs, nccl
     python benchmarks/ddp_check.py --device cpu --processes 2     # two CPU processes, gloo
+    python benchmarks/ddp_check.py --device cpu --processes 2 --shard   # sharded per decoder layer (FSDP2)
 
 launches ``torchrun --standalone`` on 1 and on ``--processes`` processes of this file in worker mode:
 each trains a small seeded Llama (``continued.train_arm``, 6 AdamW steps, global batch 8) on token ids
@@ -38,7 +39,7 @@ def token_ids(path: Path) -> Path:
     return path
 
 
-def worker(out: Path, ids: Path, device: str) -> None:
+def worker(out: Path, ids: Path, device: str, shard: bool = False) -> None:
     """Train the arm (every process of the launch) and write ``losses.json`` (the main process)."""
     import torch
     from transformers import AutoModelForCausalLM, LlamaConfig
@@ -59,7 +60,9 @@ def worker(out: Path, ids: Path, device: str) -> None:
     recipe = Recipe(optimizer="adamw", lr=1e-2, steps=6, batch_size=8, warmup_fraction=0.2)
     x, y = task.examples("test", torch.arange(32))
     before = continued.sequence_losses(model, x, y, 8)
-    continued.train_arm("arm", model, task, recipe, 7, out / "arm", {"arm": 1}, 0, checkpoint_every=3, progress=False)
+    continued.train_arm(
+        "arm", model, task, recipe, 7, out / "arm", {"arm": 1}, 0, checkpoint_every=3, progress=False, shard=shard
+    )
     losses = continued.sequence_losses(model, x, y, 8)
     if rank == 0:
         record = {"world": size, "before": before.tolist(), "losses": losses.tolist()}
@@ -70,11 +73,13 @@ TORCHRUN = Path(sys.executable).parent / "torchrun"
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}  # one thread per process, as torchrun's own default
 
 
-def launch(out: Path, ids: Path, processes: int, device: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    """``torchrun --standalone`` of this file's worker mode on ``processes`` processes."""
+def launch(
+    out: Path, ids: Path, processes: int, device: str, timeout: float = 300, shard: bool = False
+) -> subprocess.CompletedProcess:
+    """``torchrun --standalone`` of this file's worker mode on ``processes`` processes (``shard``: FSDP2)."""
     out.mkdir(parents=True, exist_ok=True)
     command = [str(TORCHRUN), "--standalone", "--nproc_per_node", str(processes), __file__,
-               "--worker", str(out), str(ids), "--device", device]  # fmt: skip
+               "--worker", str(out), str(ids), "--device", device, *(["--shard"] if shard else [])]  # fmt: skip
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=ENV)
 
 
@@ -82,16 +87,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--shard", action="store_true", help="shard the arm per decoder layer (FSDP2), not replicas")
     parser.add_argument("--worker", nargs=2, metavar=("OUT", "IDS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(Path(args.worker[0]), Path(args.worker[1]), args.device)
+        worker(Path(args.worker[0]), Path(args.worker[1]), args.device, args.shard)
         return 0
     with tempfile.TemporaryDirectory() as scratch:
         ids, found = token_ids(Path(scratch) / "ids.npy"), {}
         for processes in (1, args.processes):
             start = time.perf_counter()
-            done = launch(Path(scratch) / f"p{processes}", ids, processes, args.device)
+            done = launch(
+                Path(scratch) / f"p{processes}", ids, processes, args.device, shard=args.shard and processes > 1
+            )
             if done.returncode:
                 print(done.stderr[-3000:], file=sys.stderr)
                 return 1

@@ -23,8 +23,12 @@ ddp_check = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(ddp_check)  # the worker that make gpu-check-2 runs on GPUs
 
 
-def _run(out: Path, ids: Path, processes: int) -> subprocess.CompletedProcess:
-    return ddp_check.launch(out, ids, processes, "cpu")
+def _run(out: Path, ids: Path, processes: int, shard: bool = False) -> subprocess.CompletedProcess:
+    return ddp_check.launch(out, ids, processes, "cpu", shard=shard)
+
+
+def _losses(out: Path) -> dict:
+    return json.loads((out / "losses.json").read_text())
 
 
 @pytest.mark.timeout(600)
@@ -41,6 +45,49 @@ def test_two_processes_train_an_arm_as_one_and_only_the_main_one_writes(tmp_path
     assert one.mean() < np.mean(runs[1]["before"]) - 100 * ddp_check.TOLERANCE  # the arm trained the model
     written = {p: sorted(q.name for q in (tmp_path / f"p{p}" / "arm").iterdir()) for p in (1, 2)}
     assert written[1] == written[2], written  # one set of checkpoints, not one per process
+
+
+@pytest.mark.timeout(600)
+def test_two_processes_sharded_per_layer_train_an_arm_as_one_and_resume_from_full_states(tmp_path: Path) -> None:
+    """FSDP2 per decoder layer (``--shard``): the held-out losses of one process within the tolerance; the
+    resume states hold full tensors (one process reads them); a sharded run killed after its first
+    state resumes from it to the same losses."""
+    ids = ddp_check.token_ids(tmp_path / "ids.npy")
+    done = _run(tmp_path / "p1", ids, 1)
+    assert done.returncode == 0, done.stderr[-3000:]
+    done = _run(tmp_path / "sharded", ids, 2, shard=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    one, sharded = np.array(_losses(tmp_path / "p1")["losses"]), np.array(_losses(tmp_path / "sharded")["losses"])
+    assert _losses(tmp_path / "sharded")["world"] == 2
+    assert np.abs(one - sharded).max() <= ddp_check.TOLERANCE, np.abs(one - sharded).max()
+    arm = tmp_path / "sharded" / "arm"
+    states = sorted(arm.glob("step-*.pt"))
+    full = torch.load(states[-1], weights_only=False)
+    unsharded = torch.load(sorted((tmp_path / "p1" / "arm").glob("step-*.pt"))[-1], weights_only=False)
+    assert full["trainable"].keys() == unsharded["trainable"].keys()
+    assert all(full["trainable"][k].shape == v.shape for k, v in unsharded["trainable"].items())  # not shards
+    for path in (states[-1], *arm.glob("step-*6.pt.sha256"), arm / "complete.json"):  # killed after step 3
+        path.unlink(missing_ok=True)
+    (tmp_path / "sharded" / "losses.json").unlink()
+    done = _run(tmp_path / "sharded", ids, 2, shard=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    resumed = np.array(_losses(tmp_path / "sharded")["losses"])
+    assert np.abs(resumed - sharded).max() <= ddp_check.TOLERANCE, np.abs(resumed - sharded).max()
+
+
+def test_the_fsdp_units_are_the_decoder_layers_then_the_root() -> None:
+    """Every decoder layer is a unit of its own (a frozen old layer never shares one with a trainable new
+    one), and the root holds the rest: embeddings, final norm and head."""
+    from scalemech.training.engine import fsdp_units
+
+    config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
+                         num_attention_heads=4, num_key_value_heads=4)  # fmt: skip
+    model = AutoModelForCausalLM.from_config(config)
+    units = fsdp_units(model)
+    assert units[:-1] == list(model.model.layers) and units[-1] is model
+    inside = {id(p) for layer in units[:-1] for p in layer.parameters()}
+    rest = [name for name, p in model.named_parameters() if id(p) not in inside]
+    assert rest == ["model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"]
 
 
 @pytest.mark.timeout(300)
@@ -87,9 +134,11 @@ def test_the_memory_arithmetic_counts_a_llama_and_its_lora_as_transformers_and_p
 
 
 @pytest.mark.timeout(600)
-def test_grow_on_two_processes_matches_one_and_records_its_world(tmp_path: Path) -> None:
-    """``torchrun -m scalemech.cli grow`` on 1 and 2 CPU processes at the same global batch: every arm's
-    held-out loss within ``TOLERANCE``, one output written whole, ``growth.json`` naming its world size."""
+@pytest.mark.parametrize("shard", [False, True], ids=["replicated", "sharded"])
+def test_grow_on_two_processes_matches_one_and_records_its_world(tmp_path: Path, shard: bool) -> None:
+    """``torchrun -m scalemech.cli grow`` on 1 and 2 CPU processes at the same global batch (replicated, or
+    ``--shard``: FSDP2 per decoder layer): every arm's held-out loss within ``TOLERANCE``, one output
+    written whole, ``growth.json`` naming its world size and whether it sharded."""
     from test_grow import token_file
     from test_hf import save_tiny
 
@@ -101,14 +150,16 @@ def test_grow_on_two_processes_matches_one_and_records_its_world(tmp_path: Path)
     for processes in (1, 2):
         out = tmp_path / f"out{processes}"
         command = [str(ddp_check.TORCHRUN), "--standalone", "--nproc_per_node", str(processes), "-m", "scalemech.cli",
-                   *grow, "--out", str(out)]  # fmt: skip
+                   *grow, "--out", str(out), *(["--shard"] if shard else [])]  # fmt: skip
         done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=ddp_check.ENV)
         assert done.returncode == 0, done.stderr[-3000:]
         assert done.stdout.count("held-out loss per token") == 1, done.stdout[-3000:]  # the main process prints
         records[processes] = json.loads((out / "growth.json").read_text())
     assert [records[p]["machine"]["world_size"] for p in (1, 2)] == [1, 2]
+    assert [records[p]["machine"]["sharded"] for p in (1, 2)] == [False, shard]
     one, two = (records[p]["held_out"]["mean_loss"] for p in (1, 2))
-    assert one.keys() == two.keys() and abs(one["grown"] - one["old"]) > 100 * ddp_check.TOLERANCE, one
+    moved = max(abs(one[arm] - one["old"]) for arm in one)  # the arms trained: the comparison is not vacuous
+    assert one.keys() == two.keys() and moved > 100 * ddp_check.TOLERANCE, one
     assert all(abs(one[arm] - two[arm]) <= ddp_check.TOLERANCE for arm in one), (one, two)
     written = [sorted(p.name for p in (tmp_path / f"out{n}").iterdir()) for n in (1, 2)]
     assert written[0] == written[1], written

@@ -228,6 +228,7 @@ def _grow(args: argparse.Namespace) -> None:
         tokenizer=args.tokenizer,
         fallback=args.fallback,
         checkpoint_every=args.checkpoint_every,
+        shard=args.shard,
         retain=args.retain,
         command=shlex.join(["scalemech", *args.argv]),
     )
@@ -396,6 +397,11 @@ def parser() -> argparse.ArgumentParser:
     grow.add_argument("--M", type=int, default=sizes.M, help="certificate: training examples behind the direction")
     grow.add_argument("--K", type=int, default=sizes.K, help="certificate: test examples that judge it")
     grow.add_argument("--checkpoint-every", type=int, default=50, help="steps between resume states")
+    grow.add_argument(
+        "--shard",
+        action="store_true",
+        help="under torchrun, shard each arm per decoder layer over the processes (FSDP2) instead of replicating it",
+    )
     grow.add_argument(
         "--fallback", action="store_true", help="when not recommended, write the better control (--retain: the winner)"
     )

@@ -80,7 +80,7 @@ IDENTITY_OPTIONS = (
     "seed_name",
 )
 """The options that change an arm's result: with the block size and the checkpoint's and data's sha256,
-a run's identity (``resume``); ``device``, ``checkpoint_every`` and ``fallback`` are not in it."""
+a run's identity (``resume``); ``device``, ``checkpoint_every``, ``fallback`` and ``shard`` are not in it."""
 FLOPS_RULE = (
     "control_flops trains the original for the steps whose FLOPs (torch.utils.flop_counter) equal the grown "
     "arm's; with --train new a step's backward stops at the lowest new layer, so a deeper insertion costs "
@@ -110,6 +110,8 @@ class GrowSettings:
     tokenizer: str | None = None
     fallback: bool = False
     checkpoint_every: int = 50
+    shard: bool = False
+    """Under torchrun, shard each arm per decoder layer over the processes (FSDP2) instead of replicating it."""
     retain: str | None = None
     max_forgetting: float = MAX_FORGETTING
     command: str | None = None
@@ -354,6 +356,7 @@ class Grower:
             self.flops_of(model),
             self.settings.checkpoint_every,
             generator_state=generator,
+            shard=self.settings.shard,
         )
         _frozen(model)
         self.save_record()
@@ -544,6 +547,7 @@ class Grower:
                 **machine(),
                 "device": str(self.device),
                 "world_size": self.world_size,  # processes training each arm data-parallel (training.engine)
+                "sharded": self.settings.shard and self.world_size > 1,  # FSDP2 per decoder layer, not replicas
                 "torch": torch.__version__,
                 "transformers": transformers.__version__,
             },

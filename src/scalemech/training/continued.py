@@ -11,7 +11,11 @@ finished arm is loaded rather than retrained; an arm's directory is locked while
 (``checkpoint_lock``), so two ``grow`` runs on one ``--out`` never train one arm together.
 Launched on several processes (``torchrun``), an arm trains data-parallel through ``accelerate``
 (``training.engine``): each process takes its share of every global batch, and only the main one
-holds the lock and writes.
+holds the lock and writes. With ``shard``, a copy of the model sharded per decoder layer (FSDP2,
+``engine.shard_layers``) trains instead of a replica, and its trained tensors are gathered back into
+``model`` at the end. Resume states hold full tensors: the trainable ones and the optimizer's state,
+gathered from the shards when sharded (``torch.distributed.checkpoint.state_dict``, the optimizer's
+state by parameter name, under an identity of their own).
 ``step_flops`` counts one step's FLOPs (``torch.utils.flop_counter``); ``sequence_losses`` scores
 held-out windows one by one.
 """
@@ -19,6 +23,7 @@ held-out windows one by one.
 from __future__ import annotations
 
 import contextlib
+import copy
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,7 +48,7 @@ from .checkpoints import (
     resume_state,
     save_checkpoint,
 )
-from .engine import accelerator, check_engine, share
+from .engine import accelerator, check_engine, shard_layers, share
 from .train import lr_at, make_optimizer
 
 
@@ -84,6 +89,50 @@ class WindowBatches:
 def trainable_state(model: nn.Module) -> dict[str, Tensor]:
     """The parameters that require grad, by name, on the CPU."""
     return {name: p.detach().cpu().clone() for name, p in model.named_parameters() if p.requires_grad}
+
+
+def _sharded(module: nn.Module) -> bool:
+    from torch.distributed.fsdp import FSDPModule
+
+    return isinstance(module, FSDPModule)
+
+
+def arm_state(trained: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    """``trained``'s parameters that require grad as full CPU tensors by name, and the optimizer's state.
+    A sharded module's are gathered (``get_model_state_dict``, ``get_optimizer_state_dict`` with full
+    state dicts, the optimizer's state by parameter name): a collective, so every process calls it."""
+    if not _sharded(trained):
+        return {"trainable": trainable_state(trained), "optimizer": optimizer.state_dict()}
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
+
+    names = {name for name, p in trained.named_parameters() if p.requires_grad}
+    state = get_model_state_dict(trained, options=_full())
+    return {
+        "trainable": {name: tensor for name, tensor in state.items() if name in names},
+        "optimizer": get_optimizer_state_dict(trained, optimizer, options=_full()),
+    }
+
+
+def load_arm_state(trained: nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
+    """``arm_state``'s tensors and optimizer state into ``trained`` (sharded or not) and ``optimizer``."""
+    if not _sharded(trained):
+        parameters = dict(trained.named_parameters())
+        with torch.no_grad():
+            for key, value in state["trainable"].items():
+                parameters[key].copy_(value)
+        optimizer.load_state_dict(state["optimizer"])
+        return
+    from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_optimizer_state_dict
+
+    set_model_state_dict(trained, state["trainable"], options=_full(strict=False))
+    set_optimizer_state_dict(trained, optimizer, state["optimizer"], options=_full())
+
+
+def _full(strict: bool = True) -> Any:
+    """Full (gathered) state dicts on the CPU: every process holds every tensor."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions
+
+    return StateDictOptions(full_state_dict=True, cpu_offload=True, strict=strict)
 
 
 def step_flops(model: nn.Module, loss: Callable[[], Tensor]) -> int:
@@ -135,6 +184,7 @@ def train_arm(
     checkpoint_every: int = 50,
     progress: bool = True,
     generator_state: Tensor | None = None,
+    shard: bool = False,
 ) -> Arm:
     """Train ``model``'s parameters that require grad in place (module doc) and return the ``Arm``.
 
@@ -142,12 +192,16 @@ def train_arm(
     ``Arm.generator_state``). ``identity`` says what decides the result (a resumed or loaded state
     must match it); states go to ``directory``, locked throughout (``checkpoint_lock``:
     ``CheckpointLockedError`` at once while another trainer holds it). ``ValueError`` when the loss
-    stops being finite. On several processes (module doc) each trains on its share of the batch and
-    only the main process locks and writes ``directory``."""
+    stops being finite. On several processes (module doc) each trains on its share of the batch,
+    replicated (DDP) or, with ``shard``, sharded per decoder layer (FSDP2); only the main process
+    locks and writes ``directory``."""
     device = next(model.parameters()).device
     check_engine(device.type)
     engine = accelerator(device.type)
-    main = engine.is_main_process
+    main, several = engine.is_main_process, engine.num_processes > 1
+    sharded = several and shard
+    if sharded:  # its states are another layout (gathered, the optimizer's by name): never resumed unsharded
+        identity = {**identity, "states": "fsdp2 full state dicts"}
     with checkpoint_lock(directory) if main else contextlib.nullcontext():  # before any state is read
         engine.wait_for_everyone()
         block = task.block_size
@@ -162,25 +216,23 @@ def train_arm(
                     parameters[key].copy_(value)
             arm.generator_state = finished["generator"]
             return arm
-        optimizer = make_optimizer(model, recipe)
-        trained = model
-        if engine.num_processes > 1:  # DDP: a replica in every process
-            trained, optimizer = engine.prepare(model, optimizer)
+        trained = shard_layers(copy.deepcopy(model)) if sharded else model  # FSDP2: a sharded copy
+        optimizer = make_optimizer(trained, recipe)
+        forward = trained
+        if several and not sharded:  # DDP: a replica in every process
+            forward, optimizer = engine.prepare(model, optimizer)
         batches = WindowBatches(task, recipe.batch_size, seed, device)
         if generator_state is not None:
             batches.generator.set_state(generator_state)
         state = resume_state(directory, identity)
         first = 0
         if state is not None:
-            with torch.no_grad():
-                for key, value in state["trainable"].items():
-                    parameters[key].copy_(value)
-            optimizer.load_state_dict(state["optimizer"])
+            load_arm_state(trained, optimizer, state)
             batches.generator.set_state(state["generator"])
             first = state["step"]
-        trainable = [p for p in model.parameters() if p.requires_grad]
+        trainable = [p for p in trained.parameters() if p.requires_grad]
         start = time.perf_counter()
-        model.train()
+        trained.train()
         bar = tqdm(
             range(first, recipe.steps),
             desc=f"grow: {name}",
@@ -192,27 +244,28 @@ def train_arm(
             for group in optimizer.param_groups:
                 group["lr"] = lr_at(step, recipe.steps, recipe)
             x, y = share(batches.next(), engine.process_index, engine.num_processes)  # all of it on one process
-            loss = window_loss(trained, x, y)
+            loss = window_loss(forward, x, y)
             if not torch.isfinite(loss):
                 raise ValueError(f"grow: arm {name!r} reached a non-finite loss at step {step}; lower --lr")
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()  # under DDP its hooks all-reduce the gradients (accelerate's backward adds nothing else)
+            loss.backward()  # DDP's hooks all-reduce the gradients, FSDP's reduce-scatter them into the shards
             if recipe.grad_clip is not None:
-                nn.utils.clip_grad_norm_(trainable, recipe.grad_clip)  # the same on every replica: DDP averaged them
+                nn.utils.clip_grad_norm_(trainable, recipe.grad_clip)  # the whole gradient's norm on every process
             optimizer.step()
             bar.set_postfix(loss=f"{loss.item():.4f}")
             done = step + 1
-            if main and (done % checkpoint_every == 0 or done == recipe.steps):
-                save_checkpoint(
-                    directory,
-                    {
-                        "run": identity,
-                        "step": done,
-                        "trainable": trainable_state(model),
-                        "optimizer": optimizer.state_dict(),
-                        "generator": batches.generator.get_state(),
-                    },
-                )
+            if done % checkpoint_every == 0 or done == recipe.steps:
+                full = arm_state(trained, optimizer)  # every process: a collective when sharded
+                if main:
+                    save_checkpoint(
+                        directory,
+                        {"run": identity, "step": done, **full, "generator": batches.generator.get_state()},
+                    )
+        if trained is not model:  # the sharded copy's trained tensors, gathered, into the plain model
+            with torch.no_grad():
+                for key, value in arm_state(trained, optimizer)["trainable"].items():
+                    parameters[key].copy_(value)
+            del trained, forward
         model.eval()
         if main:
             mark_complete(directory, identity)

@@ -10,18 +10,22 @@ the mean gradients, so with ``B`` divisible by ``N`` a step equals the one-proce
 batch up to the order of floating-point sums. Only the main process writes (checkpoints, tables, the
 grown model); the others wait for it (``wait_for_everyone``).
 
-A model larger than one device shards with FSDP (``accelerate launch --config_file`` with an FSDP
-config, README "Growing a 7B model"). ``fsdp_units`` names the units the per-decoder-layer wrapping
-forms: each decoder layer on its own, so the frozen old layers and the trainable new ones never share
-a flat parameter (FSDP1 refuses a ``FlatParameter`` of mixed ``requires_grad``, pytorch#104690), and
-``shard_layers`` applies FSDP2's ``fully_shard`` to each of them, then to the root.
+An arm larger than one device shards instead (``grow --shard``, several processes): FSDP2
+(``torch.distributed.fsdp.fully_shard``) splits each unit's weights, gradients and optimizer states over
+the processes. ``fsdp_units`` names the units: each decoder layer on its own, then the root (embeddings,
+final norm, head), so a frozen old layer and a trainable new one never share a unit (FSDP1 refuses a
+``FlatParameter`` of mixed ``requires_grad``, pytorch#104690; FSDP2 shards parameter by parameter and
+takes them either way); ``shard_layers`` applies ``fully_shard`` to each, the root last. accelerate's
+own FSDP configuration is not used: its ``prepare`` wraps by its config's policy and checkpoints in its
+own layout, while an arm's resume states are full tensors that any world size reads
+(``continued.train_arm``).
 """
 
 from __future__ import annotations
 
 from functools import cache
 
-from torch import Tensor
+from torch import Tensor, nn
 
 
 @cache
@@ -38,8 +42,9 @@ def check_engine(device_type: str) -> None:
     kind = accelerator(device_type).distributed_type.name
     if kind not in ("NO", "MULTI_CPU", "MULTI_GPU"):
         raise ValueError(
-            f"grow: accelerate's {kind} is not supported yet (an arm's resume states are full tensors); "
-            "allowed: one process, or data-parallel processes launched by torchrun or accelerate launch"
+            f"grow: accelerate's {kind} configuration is not used (an arm's resume states are full tensors); "
+            "allowed: one process, or processes launched by torchrun or accelerate launch without FSDP or "
+            "DeepSpeed, data-parallel, or sharded per decoder layer with grow --shard"
         )
 
 
@@ -56,3 +61,22 @@ def share(batch: tuple[Tensor, Tensor], rank: int, size: int) -> tuple[Tensor, T
     if rows % size:
         raise ValueError(f"batch size {rows} does not split over {size} processes; allowed: a multiple of {size}")
     return batch[0][rank::size], batch[1][rank::size]
+
+
+def fsdp_units(model: nn.Module) -> list[nn.Module]:
+    """The modules FSDP shards one by one, in the order they are wrapped: every decoder layer (the
+    ``ModuleList`` of ``config.num_hidden_layers`` modules, ``models.hf.decoder_layers_path``), then
+    ``model`` itself, whose unit holds what no layer holds (embeddings, final norm, head)."""
+    from ..models.hf import decoder_layers_path
+
+    return [*model.get_submodule(decoder_layers_path(model)), model]
+
+
+def shard_layers(model: nn.Module) -> nn.Module:
+    """FSDP2's ``fully_shard`` on every unit of ``fsdp_units`` (in place: each becomes an ``FSDPModule``
+    whose parameters are ``DTensor`` shards over the process group torchrun set up); returns ``model``."""
+    from torch.distributed.fsdp import fully_shard
+
+    for unit in fsdp_units(model):
+        fully_shard(unit)
+    return model
