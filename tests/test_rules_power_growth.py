@@ -22,20 +22,15 @@ import pandas as pd
 import pytest
 from test_rules_power import (
     CHECKS,
-    CONFIRMED,
     OFFSET,
-    REFUTED,
     ROOT,
-    UNCHECKED,
-    UNCHECKED_DRAWS,
+    SLOW,
     Case,
+    check_power,
     cross,
     design_models,
-    drawn,
-    holds,
     mean_se,
     offsets,
-    unchecked_alone,
 )
 
 from scalemech.config import load_config, model_jobs
@@ -98,7 +93,6 @@ def g5_tables(k: float, offset: bool, rng) -> dict:
 
 
 CASES = {"G4": Case("g4", "G4", g4_tables), "G5": Case("g5", "G5", g5_tables)}
-SLOW = ("offsets", "opposite")
 
 
 def test_the_design_is_e12s() -> None:
@@ -117,14 +111,4 @@ def test_the_design_is_e12s() -> None:
     ],
 )
 def test_each_e12_rule_has_the_power_it_prints(claim: str, scenario: str) -> None:
-    case = CASES[claim]
-    salt = list(CHECKS).index(scenario)
-    if scenario == "one seed" and unchecked_alone(case):
-        cells = [case.evaluate(drawn(case, scenario, salt, draw))[1] for draw in range(UNCHECKED_DRAWS)]
-        assert all(UNCHECKED in cell for cell in cells), cells
-        return
-    ok, found = holds(case, scenario, salt)
-    print(claim, scenario, found)
-    assert ok, found
-    if scenario in ("planted", "opposite"):
-        assert found[REFUTED if scenario == "planted" else CONFIRMED] == 0, found
+    check_power(CASES[claim], scenario)

@@ -91,6 +91,14 @@ def trainable_state(model: nn.Module) -> dict[str, Tensor]:
     return {name: p.detach().cpu().clone() for name, p in model.named_parameters() if p.requires_grad}
 
 
+def copy_into(model: nn.Module, tensors: dict[str, Tensor]) -> None:
+    """Copy ``tensors`` (full, by parameter name) into ``model``'s parameters of those names."""
+    parameters = dict(model.named_parameters())
+    with torch.no_grad():
+        for key, value in tensors.items():
+            parameters[key].copy_(value)
+
+
 def _sharded(module: nn.Module) -> bool:
     from torch.distributed.fsdp import FSDPModule
 
@@ -116,10 +124,7 @@ def arm_state(trained: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str,
 def load_arm_state(trained: nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
     """``arm_state``'s tensors and optimizer state into ``trained`` (sharded or not) and ``optimizer``."""
     if not _sharded(trained):
-        parameters = dict(trained.named_parameters())
-        with torch.no_grad():
-            for key, value in state["trainable"].items():
-                parameters[key].copy_(value)
+        copy_into(trained, state["trainable"])
         optimizer.load_state_dict(state["optimizer"])
         return
     from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_optimizer_state_dict
@@ -208,12 +213,9 @@ def train_arm(
         arm = Arm(
             name, recipe.steps, recipe.steps * recipe.batch_size * block, recipe.steps * flops_per_step, seed, 0.0
         )
-        parameters = dict(model.named_parameters())
         finished = _finished(directory, identity)
         if finished is not None:
-            with torch.no_grad():
-                for key, value in finished["trainable"].items():
-                    parameters[key].copy_(value)
+            copy_into(model, finished["trainable"])
             arm.generator_state = finished["generator"]
             return arm
         trained = shard_layers(copy.deepcopy(model)) if sharded else model  # FSDP2: a sharded copy
@@ -262,9 +264,7 @@ def train_arm(
                         {"run": identity, "step": done, **full, "generator": batches.generator.get_state()},
                     )
         if trained is not model:  # the sharded copy's trained tensors, gathered, into the plain model
-            with torch.no_grad():
-                for key, value in arm_state(trained, optimizer)["trainable"].items():
-                    parameters[key].copy_(value)
+            copy_into(model, arm_state(trained, optimizer)["trainable"])
             del trained, forward
         model.eval()
         if main:
