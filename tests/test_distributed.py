@@ -14,6 +14,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, LlamaConfig
 
+from scalemech.grow.adaptation import ARMS
 from scalemech.training.checkpoints import checkpoint_lock
 from scalemech.training.engine import share
 
@@ -136,14 +137,17 @@ def test_the_memory_arithmetic_counts_a_llama_and_its_lora_as_transformers_and_p
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("shard", [False, True], ids=["replicated", "sharded"])
 def test_grow_on_two_processes_matches_one_and_records_its_world(tmp_path: Path, shard: bool) -> None:
-    """``torchrun -m scalemech.cli grow`` on 1 and 2 CPU processes at the same global batch (replicated, or
-    ``--shard``: FSDP2 per decoder layer): every arm's held-out loss within ``TOLERANCE``, one output
-    written whole, ``growth.json`` naming its world size and whether it sharded."""
+    """``torchrun -m scalemech.cli grow --retain`` on 1 and 2 CPU processes at the same global batch
+    (replicated, or ``--shard``: FSDP2 per decoder layer, PEFT's LoRA model too): every arm's held-out
+    loss within ``TOLERANCE``, one output written whole, ``growth.json`` naming its world size and
+    whether it sharded."""
     from test_grow import token_file
     from test_hf import save_tiny
 
     source, data = save_tiny("llama", tmp_path / "src"), token_file(tmp_path / "ids.npy")
-    grow = ["grow", "--checkpoint", source, "--data", str(data), "--at", "layer.0", "--steps", "6", "--lr", "1e-2",
+    retain = token_file(tmp_path / "old.npy", seed=1)
+    grow = ["grow", "--checkpoint", source, "--data", str(data), "--retain", str(retain), "--at", "layer.0",
+            "--steps", "6", "--lr", "1e-2",
             "--batch-size", "4", "--block-size", "8", "--eval-windows", "8", "--pool", "6", "--M", "2", "--K", "2",
             "--device", "cpu"]  # fmt: skip
     records = {}
@@ -158,8 +162,8 @@ def test_grow_on_two_processes_matches_one_and_records_its_world(tmp_path: Path,
     assert [records[p]["machine"]["world_size"] for p in (1, 2)] == [1, 2]
     assert [records[p]["machine"]["sharded"] for p in (1, 2)] == [False, shard]
     one, two = (records[p]["held_out"]["mean_loss"] for p in (1, 2))
-    moved = max(abs(one[arm] - one["old"]) for arm in one)  # the arms trained: the comparison is not vacuous
-    assert one.keys() == two.keys() and moved > 100 * ddp_check.TOLERANCE, one
+    moved = min(abs(one[arm] - one["old"]) for arm in one if arm != "old")  # every arm trained: not vacuous
+    assert one.keys() == two.keys() == {"old", *ARMS} and moved > 100 * ddp_check.TOLERANCE, one
     assert all(abs(one[arm] - two[arm]) <= ddp_check.TOLERANCE for arm in one), (one, two)
     written = [sorted(p.name for p in (tmp_path / f"out{n}").iterdir()) for n in (1, 2)]
     assert written[0] == written[1], written

@@ -144,7 +144,7 @@ def test_a_family_whose_layers_depend_on_their_index_is_refused() -> None:
     model = AutoModelForCausalLM.from_config(config).eval()
     grown, _ = grow_layers(model, [0])
     with pytest.raises(ValueError, match="model_type 'gpt2': inserting layers changed the model's logits"):
-        check_grown(model, grown, torch.randint(3, VOCAB, (2, 8)))
+        check_grown(model, grown, torch.randint(3, VOCAB, (2, 8)), torch.device("cpu"))
 
 
 def test_placements_are_parsed_and_every_k_is_llama_pros_stride() -> None:
@@ -375,3 +375,48 @@ def test_a_bfloat16_checkpoint_is_written_in_bfloat16_with_its_old_weights(tmp_p
     old, new = load_file(tmp_path / "bf16" / "model.safetensors"), load_file(tmp_path / "out" / "model.safetensors")
     assert {t.dtype for t in new.values()} == {torch.bfloat16}
     assert torch.equal(new["model.layers.2.mlp.down_proj.weight"], old["model.layers.1.mlp.down_proj.weight"])
+
+
+@pytest.mark.parametrize("arm", ["new", "lora"])
+def test_a_steps_flops_are_one_windows_times_the_batch(arm: str) -> None:
+    """``Grower.flops_of`` counts one window and multiplies by the batch: brute force, the whole batch's
+    count, for a grown layer training alone and for PEFT's LoRA."""
+    from scalemech.grow.alternatives import lora_model
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(tiny_config("llama")).requires_grad_(False)
+    model.model.layers[1].requires_grad_(True)
+    if arm == "lora":
+        model = lora_model(model.requires_grad_(False), 2, seed=0)
+    x, y = torch.randint(3, VOCAB, (5, 8)), torch.randint(3, VOCAB, (5, 8))
+    batch = continued.step_flops(model, lambda: continued.window_loss(model, x, y))
+    window = continued.step_flops(model, lambda: continued.window_loss(model, x[:1], y[:1]))
+    assert batch == 5 * window > 0
+    assert all(p.grad is None for p in model.parameters())  # each gradient dropped once counted
+
+
+def test_the_device_holds_one_model_at_a_time(tmp_path: Path, monkeypatch) -> None:
+    """Every model ``grow --retain`` certifies, checks, scores or trains moves to the device alone
+    (``core.device.placed``) and waits on the host otherwise: no placement ever nests in another."""
+    import contextlib
+
+    from scalemech.core import device as core_device
+    from scalemech.models import hf_growth
+
+    on_device: list[int] = []
+    deepest = [0]
+
+    @contextlib.contextmanager
+    def recorded(module, where):
+        on_device.append(id(module))
+        deepest[0] = max(deepest[0], len(on_device))
+        with core_device.placed(module, where) as placed_module:
+            yield placed_module
+        on_device.pop()
+
+    for module in (run, continued, hf_growth):
+        monkeypatch.setattr(module, "placed", recorded)
+    source, data = save_tiny("llama", tmp_path / "src"), token_file(tmp_path / "ids.npy")
+    retain = token_file(tmp_path / "old.npy", seed=1)
+    grow(source, str(data), tmp_path / "out", GrowSettings(**{**vars(TINY), "retain": str(retain)}))
+    assert deepest[0] == 1 and not on_device

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import torch
 
 DEVICES = ("auto", "cpu", "cuda")
@@ -45,3 +48,15 @@ def resolve_device(device: str | torch.device, gpu_required: bool = False) -> to
             raise DeviceError(f"device cuda was requested but {problem}; ask for device cpu (or auto) to run on CPUs")
         return torch.device("cuda")
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+@contextmanager
+def placed(module: torch.nn.Module, device: torch.device) -> Iterator[torch.nn.Module]:
+    """``module`` moved to ``device`` for the block, then back where its parameters were (the host, for a
+    model that waits there while another one computes): the device holds one model at a time."""
+    home = next(module.parameters()).device
+    module.to(device)
+    try:
+        yield module
+    finally:
+        module.to(home)

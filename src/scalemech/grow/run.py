@@ -24,7 +24,7 @@ from ..certify import Sampling, certify_model, format_certificate, grow_ranking,
 from ..certify.inputs import checkpoint_name, checkpoint_spec, read_data
 from ..certify.measurement import size_problems
 from ..certify.text import loss_line
-from ..core.device import resolve_device
+from ..core.device import placed, resolve_device
 from ..core.machine import machine
 from ..core.recipe import Recipe
 from ..core.seeding import derive_seed
@@ -63,6 +63,8 @@ TRAIN_MODES = ("new", "all", "none")
 WARMUP_FRACTION = 0.1
 GRAD_CLIP = 1.0
 CHECK_WINDOWS = 8
+HOST = torch.device("cpu")
+"""Where the models wait while another computes on the device (``Grower.load``)."""
 """Held-out windows on which the insertion is checked to preserve the function."""
 IDENTITY_OPTIONS = (
     "at",
@@ -292,14 +294,17 @@ class Grower:
 
     # -- inputs -------------------------------------------------------------------------------------
     def load(self) -> None:
-        self.model = build_model(self.spec).to(self.device)  # HFCausalLM, frozen, eval
+        """The source model, on the host (``HOST``): every model waits there and moves to the device, one
+        at a time, to be certified, scored or trained (``core.device.placed``, ``train_arm``)."""
+        self.model = build_model(self.spec).to(HOST)  # HFCausalLM, frozen, eval
         self.old = self.model.hf_model
 
     def certificate(self, model: HFCausalLM, rule: str | list[str]) -> pd.DataFrame:
         s = self.settings
         sampling = Sampling(pool=s.pool, M=s.M, K=s.K, batch_size=s.batch_size, view=s.view, seed=s.seed)
         pools = self.scratch / "pools"
-        frame = certify_model(model, self.prepared, self.name, rule, pools, sampling, device=self.device)
+        with placed(model, self.device):
+            frame = certify_model(model, self.prepared, self.name, rule, pools, sampling, device=self.device)
         print(format_certificate(frame))
         line, warning = loss_line(frame.attrs)
         print(line, flush=True)
@@ -322,7 +327,14 @@ class Grower:
         self.eval_x, self.eval_y = examples.x, examples.y
 
     def losses(self, model: PreTrainedModel) -> np.ndarray:
-        return sequence_losses(model, self.eval_x, self.eval_y, self.settings.batch_size).numpy()
+        """``model``'s loss per held-out window, on the device."""
+        with placed(model, self.device):
+            return sequence_losses(model, self.eval_x, self.eval_y, self.settings.batch_size).numpy()
+
+    def retain_losses_of(self, model: PreTrainedModel) -> np.ndarray:
+        """``model``'s loss per held-out window of the retain data (``--retain``), on the device."""
+        with placed(model, self.device):
+            return self.retained.losses(model)
 
     # -- training -----------------------------------------------------------------------------------
     def batches_seed(self) -> int:
@@ -339,8 +351,11 @@ class Grower:
         return {"arm": arm, **self.record.identity, "recipe": asdict(s.recipe(s.steps)), **more}
 
     def flops_of(self, model: PreTrainedModel) -> int:
-        x, y = WindowBatches(self.task, self.settings.batch_size, self.batches_seed(), self.device).next()
-        return step_flops(model, lambda: window_loss(model, x, y))
+        """One training step's FLOPs (``step_flops``): one window's on the device, times the batch size (every
+        operation's FLOPs are linear in the batch), so counting needs no more memory than scoring."""
+        x, y = WindowBatches(self.task, 1, self.batches_seed(), self.device).next()
+        with placed(model, self.device):
+            return self.settings.batch_size * step_flops(model, lambda: window_loss(model, x, y))
 
     def train(
         self, name: str, model: PreTrainedModel, steps: int, generator: torch.Tensor | None, **identity: Any
@@ -357,6 +372,7 @@ class Grower:
             self.settings.checkpoint_every,
             generator_state=generator,
             shard=self.settings.shard,
+            device=self.device,
         )
         _frozen(model)
         self.save_record()
@@ -369,7 +385,8 @@ class Grower:
         rule = self.placement.rule
         if rule not in ("adept", "bi"):
             return resolve(self.placement, current.depth), {}
-        scores = self.retained.scores(current.hf_model, rule)
+        with placed(current.hf_model, self.device):
+            scores = self.retained.scores(current.hf_model, rule)
         shown = ", ".join(f"layer.{i} {value:.4g}" for i, value in enumerate(scores))
         print(f"grow: {rule} scores per layer on --retain: {shown}")
         return resolve(self.placement, current.depth, scores), {"scores": {"rule": rule, "per_layer": scores}}
@@ -402,7 +419,7 @@ class Grower:
                 print(f"grow: round {round_}: no point is 'grow here'; stopping after {count}")
                 break
             grown, new = grow_layers(current.hf_model, after)
-            gap = check_grown(current.hf_model, grown, self.eval_x[:CHECK_WINDOWS].to(self.device))
+            gap = check_grown(current.hf_model, grown, self.eval_x[:CHECK_WINDOWS], self.device)
             inserted, origin = _shifted(inserted, new), _origins(origin, after)
             allowed = f"{PRESERVED_ATOL:g} x max(1, max |logits|)"  # models.base.check_preserved
             decisions[-1].update(new_layers=new, max_abs_logit_change=gap, allowed_change=allowed)
@@ -415,9 +432,9 @@ class Grower:
         self.copied = sorted({origin[i] for i in inserted})
         return current.hf_model, inserted, decisions, stages
 
-    def controls(self, stages: list[Arm], losses: dict[str, np.ndarray]) -> tuple[dict[str, Any], Any]:
+    def controls(self, stages: list[Arm], losses: dict[str, np.ndarray]) -> tuple[dict[str, Any], str]:
         """Train the two controls (equal tokens, equal FLOPs: ``FLOPS_RULE``) and score them into
-        ``losses``; their records and the better one ``(name, model)``."""
+        ``losses``; their records and the better one's name."""
         steps, flops = sum(a.steps for a in stages), sum(a.flops for a in stages)
         per_step = self.flops_of(_trainable(self.old, [], "all"))
         _frozen(self.old)
@@ -427,8 +444,8 @@ class Grower:
             count = trainable_count(control)  # before training, which freezes it
             arms[name] = {**self.train(name, control, arm_steps, None).record(), "trainable_parameters": count}
             self.keep(name, control, losses)
-            if best is None or losses[name].mean() < losses[best[0]].mean():
-                best = (name, control)
+            if best is None or losses[name].mean() < losses[best].mean():
+                best = name
         arms["control_flops"].update(grown_flops=flops, flops_per_step=per_step, rule=FLOPS_RULE)
         return arms, best
 
@@ -456,18 +473,18 @@ class Grower:
 
     def keep(self, name: str, model: PreTrainedModel, losses: dict[str, np.ndarray]) -> None:
         """Score a trained arm into ``losses`` (and its retain losses under ``--retain``), then keep it on
-        the CPU until the decision (``--fallback`` may write it): the device holds one arm at a time."""
+        the host until the decision (``--fallback`` may write it); only the main process, which writes, keeps it."""
         losses[name] = self.losses(model)
         if self.retained is not None:
-            self.retain_losses[name] = self.retained.losses(model)
-        self.arm_models[name] = model.to("cpu")
+            self.retain_losses[name] = self.retain_losses_of(model)
+        self.arm_models[name] = model if self.rank == 0 else None
 
     def weigh_retain(
         self, grown: PreTrainedModel, losses: dict[str, np.ndarray], decision: dict[str, Any], trained: bool
     ) -> dict[str, Any]:
         """Every model's losses on the held-out retain windows and its forgetting (``tradeoff``); when the
         arms were trained, ``decision`` becomes ``tradeoff.decide_tradeoff``'s. ``growth.json``'s ``retain``."""
-        retain = {"old": self.retained.losses(self.old), "grown": self.retained.losses(grown), **self.retain_losses}
+        retain = {"old": self.retain_losses_of(self.old), "grown": self.retain_losses_of(grown), **self.retain_losses}
         self.retain_losses = retain  # every model's, for a caller that pairs runs (E12)
         weighed = decide_tradeoff(losses, retain, self.settings.max_forgetting) if trained else None
         if weighed is not None:
@@ -507,7 +524,7 @@ class Grower:
             if decision.get("winner") in self.arm_models:
                 written, model = decision["winner"], self.arm_models[decision["winner"]]
             elif best_control is not None and retain is None:
-                written, model = best_control
+                written, model = best_control, self.arm_models[best_control]
         decision["written"] = written
         record = {
             "source": {
@@ -520,7 +537,7 @@ class Grower:
             "data": self.data,
             "retain": retain,
             "inserted_layers": inserted if written == "grown" else [],
-            "layers": model.config.get_text_config().num_hidden_layers,
+            "layers": (grown if written == "grown" else self.old).config.get_text_config().num_hidden_layers,
             "placement": {"at": s.at, "blocks": self.placement.blocks},
             "decisions": decisions,
             "predicted_first_order_gain": _predicted(decisions),

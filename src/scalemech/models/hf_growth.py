@@ -20,6 +20,7 @@ from torch import Tensor
 from transformers import AutoModelForCausalLM, PretrainedConfig, PreTrainedModel
 from transformers.initialization import no_init_weights
 
+from ..core.device import placed
 from .base import check_preserved
 from .hf import decoder_layers_path, zero_output_copy
 
@@ -105,6 +106,12 @@ def grow_layers(model: PreTrainedModel, after: Sequence[int]) -> tuple[PreTraine
     return grown.to(parameter.device).eval(), [index for index, _ in new_layers]
 
 
+@torch.no_grad()
+def _logits(model: PreTrainedModel, ids: Tensor, device: torch.device) -> Tensor:
+    with placed(model, device):
+        return model.eval()(input_ids=ids, use_cache=False).logits
+
+
 INDEX_DEPENDENT = {"scale_attn_by_inverse_layer_idx": True}
 """Config flags under which a decoder layer's function depends on its index (GPT-2 scales attention by
 ``1 / (layer_idx + 1)``): an inserted layer moves every layer above it, changing the function."""
@@ -124,11 +131,12 @@ def index_dependence(config: dict) -> str | None:
 
 
 @torch.no_grad()
-def check_grown(old: PreTrainedModel, grown: PreTrainedModel, ids: Tensor) -> float:
+def check_grown(old: PreTrainedModel, grown: PreTrainedModel, ids: Tensor, device: torch.device) -> float:
     """``base.check_preserved`` on the logits of ``old`` and ``grown`` (float32, eval mode) for ``ids``
-    (B, T): ``max |Δ logits|``; ``ValueError`` naming the family when the insertion changed them."""
+    (B, T), each model on ``device`` in turn (``core.device.placed``): ``max |Δ logits|``; ``ValueError``
+    naming the family when the insertion changed them."""
     if old.dtype != torch.float32 or grown.dtype != torch.float32:
         raise ValueError(f"check_grown compares float32 models; got {old.dtype} and {grown.dtype}")
-    old_logits, grown_logits = (m.eval()(input_ids=ids, use_cache=False).logits for m in (old, grown))
+    old_logits, grown_logits = (_logits(m, ids.to(device), device) for m in (old, grown))
     what = f"model_type {old.config.model_type!r}: inserting layers"
     return check_preserved(old_logits, grown_logits, what, "logits", "; grow cannot insert layers into this family")

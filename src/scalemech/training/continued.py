@@ -36,6 +36,7 @@ from torch import Tensor, nn
 from torch.utils.flop_counter import FlopCounterMode
 from tqdm.auto import tqdm
 
+from ..core.device import placed
 from ..core.integrity import IntegrityError, load_torch, read_json
 from ..core.recipe import Recipe
 from ..tasks import Task
@@ -143,12 +144,21 @@ def _full(strict: bool = True) -> Any:
 def step_flops(model: nn.Module, loss: Callable[[], Tensor]) -> int:
     """FLOPs of one training step, the forward ``loss()`` and its backward, counted by
     ``torch.utils.flop_counter.FlopCounterMode`` (only the gradients that are needed: a frozen
-    weight gets none); ``model``'s gradients are cleared afterwards."""
+    weight gets none). Each gradient is dropped as soon as it is computed, so counting needs no
+    memory for ``model``'s gradients."""
     counter = FlopCounterMode(display=False)
-    with counter:
-        loss().backward()
-    model.zero_grad(set_to_none=True)
+    dropping = [p.register_post_accumulate_grad_hook(_drop_grad) for p in model.parameters() if p.requires_grad]
+    try:
+        with counter:
+            loss().backward()
+    finally:
+        for hook in dropping:
+            hook.remove()
     return int(counter.get_total_flops())
+
+
+def _drop_grad(parameter: Tensor) -> None:
+    parameter.grad = None
 
 
 @dataclass
@@ -190,6 +200,7 @@ def train_arm(
     progress: bool = True,
     generator_state: Tensor | None = None,
     shard: bool = False,
+    device: torch.device | None = None,
 ) -> Arm:
     """Train ``model``'s parameters that require grad in place (module doc) and return the ``Arm``.
 
@@ -199,15 +210,19 @@ def train_arm(
     ``CheckpointLockedError`` at once while another trainer holds it). ``ValueError`` when the loss
     stops being finite. On several processes (module doc) each trains on its share of the batch,
     replicated (DDP) or, with ``shard``, sharded per decoder layer (FSDP2); only the main process
-    locks and writes ``directory``."""
-    device = next(model.parameters()).device
+    locks and writes ``directory``. The arm trains on ``device`` (default: where ``model`` is), and
+    ``model`` returns to where it was: a replica moves there whole while it trains; a sharded copy
+    moves there unit by unit, each process holding its shards only."""
+    device = device or next(model.parameters()).device
     check_engine(device.type)
     engine = accelerator(device.type)
     main, several = engine.is_main_process, engine.num_processes > 1
     sharded = several and shard
     if sharded:  # its states are another layout (gathered, the optimizer's by name): never resumed unsharded
         identity = {**identity, "states": "fsdp2 full state dicts"}
-    with checkpoint_lock(directory) if main else contextlib.nullcontext():  # before any state is read
+    with contextlib.ExitStack() as held:
+        if main:
+            held.enter_context(checkpoint_lock(directory))  # before any state is read
         engine.wait_for_everyone()
         block = task.block_size
         arm = Arm(
@@ -218,7 +233,9 @@ def train_arm(
             copy_into(model, finished["trainable"])
             arm.generator_state = finished["generator"]
             return arm
-        trained = shard_layers(copy.deepcopy(model)) if sharded else model  # FSDP2: a sharded copy
+        if not sharded:
+            held.enter_context(placed(model, device))
+        trained = shard_layers(copy.deepcopy(model), device) if sharded else model  # FSDP2: a sharded copy
         optimizer = make_optimizer(trained, recipe)
         forward = trained
         if several and not sharded:  # DDP: a replica in every process

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from functools import cache
 
+import torch
 from torch import Tensor, nn
 
 
@@ -72,11 +73,14 @@ def fsdp_units(model: nn.Module) -> list[nn.Module]:
     return [*model.get_submodule(decoder_layers_path(model)), model]
 
 
-def shard_layers(model: nn.Module) -> nn.Module:
+def shard_layers(model: nn.Module, device: torch.device) -> nn.Module:
     """FSDP2's ``fully_shard`` on every unit of ``fsdp_units`` (in place: each becomes an ``FSDPModule``
-    whose parameters are ``DTensor`` shards over the process group torchrun set up); returns ``model``."""
+    whose parameters are ``DTensor`` shards over the process group torchrun set up, on ``device``'s
+    type: a unit waiting on the host moves to the device as it is sharded); returns ``model``."""
+    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
+    mesh = init_device_mesh(device.type, (torch.distributed.get_world_size(),))
     for unit in fsdp_units(model):
-        fully_shard(unit)
+        fully_shard(unit, mesh=mesh)
     return model
