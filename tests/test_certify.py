@@ -9,6 +9,7 @@ import json
 import math
 import os
 import re
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +29,7 @@ from scalemech.certify import (
     WEAK,
     certify,
     format_certificate,
+    measurement,
     point_row,
     recommendation,
     verdict,
@@ -414,6 +416,7 @@ import socket, time
 def no_dns(*args, **kwargs):
     raise socket.gaierror(-2, "Name or service not known")
 socket.getaddrinfo = no_dns
+from scalemech.certify import measurement
 from scalemech.certify.inputs import checkpoint_spec
 from scalemech.certify.text import loss_line
 from scalemech.cli import main
@@ -580,3 +583,28 @@ def test_loss_line() -> None:
     line, warning = loss_line({"loss": {**attrs["loss"], "loss": 6.5}})
     assert line.startswith("loss on the train pool: 6.50 nats") and warning.startswith("warning: ")
     assert "\n" not in warning and loss_line({"ran": "model: x"}) == ("", None)
+
+
+def test_points_captured_a_few_per_pass_give_the_certificate_of_one_pass(tmp_path: Path, neox_checkpoint: Path) -> None:
+    """``--points-per-pass``: every number equal to one pass over all the points (each point's new block
+    seeded by its name), each group's pools deleted once its rows exist; 0 refused in one line."""
+    np.save(tmp_path / "ids.npy", _token_ids(3000))
+    sizes = dict(pool=10, M=3, K=4, batch_size=4, block_size=8)
+    whole = certify(str(neox_checkpoint), str(tmp_path / "ids.npy"), **sizes)
+    pooled = []
+    real_rows = measurement.pool_rows
+
+    def rows_then_count(paths, *args, **kwargs):
+        pooled.append(len(list(tmp_path.glob("*/pools/*/*/*.json"))))  # under certify's scratch directory
+        return real_rows(paths, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(measurement, "pool_rows", rows_then_count)
+        patch.setenv("TMPDIR", str(tmp_path))
+        patch.setattr(tempfile, "tempdir", None)
+        grouped = certify(str(neox_checkpoint), str(tmp_path / "ids.npy"), points_per_pass=2, **sizes)
+    points = len(whole)
+    assert points > 2 and len(pooled) == math.ceil(points / 2) and max(pooled) == 2 * 2, pooled  # 2 splits x 2 points
+    pd.testing.assert_frame_equal(whole, grouped, check_exact=True)
+    with pytest.raises(ValueError, match="points_per_pass = 0 must be at least 1"):
+        certify(str(neox_checkpoint), str(tmp_path / "ids.npy"), points_per_pass=0, **sizes)

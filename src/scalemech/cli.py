@@ -79,6 +79,10 @@ its dominance beyond 2 paired SE; otherwise the winning arm is named (--fallback
 """
 """``grow --help``'s closing text (the rule is ``experiments.decision``)."""
 DEVICES = ["auto", "cpu", "cuda"]
+POINTS_PER_PASS_HELP = (
+    "certificate: points captured per pass over the pools (default: all in one); fewer bound the device memory "
+    "(a new layer per point) and the scratch disk (one group's pools) at the cost of more passes, the numbers unchanged"
+)
 
 
 def user_errors() -> tuple[type[BaseException], ...]:
@@ -195,6 +199,7 @@ def _certify(args: argparse.Namespace) -> None:
         view=args.view,
         tokenizer=args.tokenizer,
         out=args.out,  # checked writable before any work, written after it
+        points_per_pass=args.points_per_pass,
     )
     print(frame.attrs["ran"])
     line, warning = loss_line(frame.attrs)
@@ -229,6 +234,7 @@ def _grow(args: argparse.Namespace) -> None:
         fallback=args.fallback,
         checkpoint_every=args.checkpoint_every,
         shard=args.shard,
+        points_per_pass=args.points_per_pass,
         retain=args.retain,
         command=shlex.join(["scalemech", *args.argv]),
     )
@@ -358,6 +364,7 @@ def parser() -> argparse.ArgumentParser:
     )
     certify.add_argument("--seed", type=non_negative, default=0, help="seed of the pools and of the inserted blocks")
     certify.add_argument("--device", choices=DEVICES, default="auto", help="where to compute")
+    certify.add_argument("--points-per-pass", type=int, help=POINTS_PER_PASS_HELP)
     certify.add_argument(
         "--wide", action="store_true", help="print every column, one block of column=value lines per point"
     )
@@ -397,6 +404,7 @@ def parser() -> argparse.ArgumentParser:
     grow.add_argument("--M", type=int, default=sizes.M, help="certificate: training examples behind the direction")
     grow.add_argument("--K", type=int, default=sizes.K, help="certificate: test examples that judge it")
     grow.add_argument("--checkpoint-every", type=int, default=50, help="steps between resume states")
+    grow.add_argument("--points-per-pass", type=int, help=POINTS_PER_PASS_HELP)
     grow.add_argument(
         "--shard",
         action="store_true",

@@ -74,7 +74,8 @@ INTERVAL_LEVEL = 0.9
 class Sampling:
     """How a certificate is measured: ``pool`` examples per split (train and test), the ``(M, K)`` of
     its two-sample bound, the capture's ``batch_size``, the gradient ``view``, and the ``seed`` of the
-    pools' draw (with the model's identity)."""
+    pools' draw (with the model's identity). ``points_per_pass`` bounds how many points one capture pass
+    carries (``measure_points``; None: all of them): the same numbers, in more passes over the pools."""
 
     pool: int = sizes.POOL
     M: int = sizes.M
@@ -82,6 +83,7 @@ class Sampling:
     batch_size: int = 16
     view: str = "full"
     seed: int = 0
+    points_per_pass: int | None = None
 
 
 def ran_on(model: ResidualModel, checkpoint: str, device: torch.device) -> str:
@@ -190,31 +192,44 @@ def measure_points(
     (the same seeds, so the same numbers), in ``sampling.view`` only, as scratch pools under ``pool_dir``; the new
     blocks run on the train pool only. A non-finite loss or gradient (NaN weights, say) is refused in
     one ``ValueError`` at the first batch that has one (``gradients.capture.check_finite``), where the
-    pipeline's own measurement leaves the numbers as they come. Memory: the model, one batch, and one
-    point's pools while its statistics are computed."""
-    pool, view = sampling.pool, sampling.view
+    pipeline's own measurement leaves the numbers as they come. Memory: the model, one batch, a new
+    block per point of the pass, and one point's pools while its statistics are computed.
+
+    With ``sampling.points_per_pass``, the points are captured in groups of that many, one pair of
+    passes over the pools each (a point's numbers do not depend on the others in its pass: its new
+    block is seeded by its name, and the others' add exact zeros), and each group's pools are deleted
+    once its rows are computed: the device holds one group's new blocks, the disk one group's pools."""
+    pool, view, step = sampling.pool, sampling.view, sampling.points_per_pass or len(points)
     model, examples = ready_pools(model, prepared, {split: pool for split in SPLITS}, sampling.seed, identity, device)
-    check_scratch_space(model, examples["train"].x[:1].to(device), points, view, 2 * pool, pool_dir)
-    paths = {
-        (split, point): captured.path
-        for split in SPLITS
-        for (point, _), captured in capture_split(
-            model,
-            examples[split],
-            points,
-            pool_dir,
-            identity=identity,
-            batch_size=sampling.batch_size,
-            pool_dtype="float32",
-            views=(view,),
-            seed=sampling.seed,
-            device=device,
-            new_blocks=split == "train",
-            checksum=False,
-            require_finite=True,
-        ).items()
-    }
-    rows, mean_loss = pool_rows(paths, points, sampling.M, sampling.K, device, verify=False)
+    check_scratch_space(model, examples["train"].x[:1].to(device), points[:step], view, 2 * pool, pool_dir)
+    rows, mean_loss = [], math.nan
+    for first in range(0, len(points), step):
+        group = points[first : first + step]
+        paths = {
+            (split, point): captured.path
+            for split in SPLITS
+            for (point, _), captured in capture_split(
+                model,
+                examples[split],
+                group,
+                pool_dir,
+                identity=identity,
+                batch_size=sampling.batch_size,
+                pool_dtype="float32",
+                views=(view,),
+                seed=sampling.seed,
+                device=device,
+                new_blocks=split == "train",
+                checksum=False,
+                require_finite=True,
+            ).items()
+        }
+        group_rows, mean_loss = pool_rows(paths, group, sampling.M, sampling.K, device, verify=False)
+        rows += group_rows
+        if step < len(points):
+            for path in paths.values():
+                for stored in path.parent.glob(path.stem + ".*"):
+                    stored.unlink()
     return rows, {split: examples[split].index.tolist() for split in SPLITS}, mean_loss
 
 
@@ -268,10 +283,14 @@ def certificate_frame(
     return frame
 
 
-def size_problems(pool: int, M: int, K: int, batch_size: int, block_size: int | None, view: str) -> list[str]:
+def size_problems(
+    pool: int, M: int, K: int, batch_size: int, block_size: int | None, view: str, points_per_pass: int | None = None
+) -> list[str]:
     """What is wrong with certify's sizes, each naming the value and what is allowed (``certify``'s doc;
     the pool and ``(M, K)``: ``stats.certificate_size_problems``)."""
     problems = certificate_size_problems(pool, M, K)
+    if points_per_pass is not None and points_per_pass < 1:
+        problems.append(f"points_per_pass = {points_per_pass} must be at least 1 (or none: every point in one pass)")
     if batch_size < 1:
         problems.append(f"batch_size = {batch_size} must be at least 1")
     if block_size is not None and block_size < MIN_BLOCK_SIZE:
@@ -303,6 +322,7 @@ def certify(
     view: str = "full",
     tokenizer: str | None = None,
     out: str | None = None,
+    points_per_pass: int | None = None,
 ) -> pd.DataFrame:
     """Per insertion point of a user's model (``CERTIFICATE_COLUMNS``): ``‖μ‖²``, ``d_∥``, ``d_2``,
     ``d_align`` with jackknife intervals (train pool, ``view``), the two-sample ``B_exact`` from the
@@ -323,8 +343,8 @@ def certify(
     With ``out``, the table is also written there as CSV (``output.write_out``: whole or not at all),
     and ``out`` is checked writable before anything else is done (``output.check_out``). A ``family``
     given for a ``model.pt`` must be the family its spec says; a non-finite loss or gradient is refused
-    (``measure_points``)."""
-    problems = size_problems(pool, M, K, batch_size, block_size, view)
+    (``measure_points``). ``points_per_pass`` bounds the points one capture pass carries (``Sampling``)."""
+    problems = size_problems(pool, M, K, batch_size, block_size, view, points_per_pass)
     if problems:
         raise ValueError("certify: " + "; ".join(problems))
     if out is not None:
@@ -359,7 +379,7 @@ def certify(
                 f"--data {data!r} holds token ids, which only a Hugging Face causal LM takes; "
                 f"{checkpoint!r} is a {getattr(model, 'family', type(model).__name__)} model"
             )
-        sampling = Sampling(pool=pool, M=M, K=K, batch_size=batch_size, view=view, seed=seed)
+        sampling = Sampling(pool, M, K, batch_size, view, seed, points_per_pass)
         frame = certify_model(model, prepared, checkpoint_name(checkpoint), rule, Path(scratch) / "pools", sampling,
                               device=torch_device)  # fmt: skip
     frame.attrs["ran"] = ran_on(model, checkpoint, torch_device)

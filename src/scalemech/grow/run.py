@@ -82,7 +82,8 @@ IDENTITY_OPTIONS = (
     "seed_name",
 )
 """The options that change an arm's result: with the block size and the checkpoint's and data's sha256,
-a run's identity (``resume``); ``device``, ``checkpoint_every``, ``fallback`` and ``shard`` are not in it."""
+a run's identity (``resume``); ``device``, ``checkpoint_every``, ``fallback``, ``shard`` and ``points_per_pass``
+are not in it."""
 FLOPS_RULE = (
     "control_flops trains the original for the steps whose FLOPs (torch.utils.flop_counter) equal the grown "
     "arm's; with --train new a step's backward stops at the lowest new layer, so a deeper insertion costs "
@@ -107,6 +108,8 @@ class GrowSettings:
     M: int = sizes.M
     K: int = sizes.K
     view: str = "full"
+    points_per_pass: int | None = None
+    """The certificate's points per capture pass (``certify.Sampling``; None: all): bounds its device memory."""
     seed: int = 0
     device: str = "auto"
     tokenizer: str | None = None
@@ -124,7 +127,9 @@ class GrowSettings:
 
     def check(self) -> Placement:
         """Every option checked before anything loads (``ValueError`` naming each bad value); the placement."""
-        problems = size_problems(self.pool, self.M, self.K, self.batch_size, self.block_size, self.view)
+        problems = size_problems(
+            self.pool, self.M, self.K, self.batch_size, self.block_size, self.view, self.points_per_pass
+        )
         problems += cap_problems(self)
         if self.train not in TRAIN_MODES:
             problems.append(f"train = {self.train!r} must be one of {', '.join(TRAIN_MODES)}")
@@ -301,7 +306,7 @@ class Grower:
 
     def certificate(self, model: HFCausalLM, rule: str | list[str]) -> pd.DataFrame:
         s = self.settings
-        sampling = Sampling(pool=s.pool, M=s.M, K=s.K, batch_size=s.batch_size, view=s.view, seed=s.seed)
+        sampling = Sampling(s.pool, s.M, s.K, s.batch_size, s.view, s.seed, s.points_per_pass)
         pools = self.scratch / "pools"
         with placed(model, self.device):
             frame = certify_model(model, self.prepared, self.name, rule, pools, sampling, device=self.device)
