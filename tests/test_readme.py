@@ -152,3 +152,12 @@ def test_a_run_recorded_before_keeps_its_block_when_its_results_are_gone(tmp_pat
     (tmp_path / "docs" / "paper-widths" / "report.md").write_text("# Claims report\n")
     main(["--run", "paper-widths", "--not-run-ok"])
     assert "recorded table" in (tmp_path / "README.md").read_text()
+
+
+def test_the_memory_block_is_the_arithmetic_of_training_footprint():
+    """"Growing a 7B model"'s tables are ``training.footprint``'s, as ``make docs`` writes them."""
+    from scalemech.pipeline.readme import memory_block
+
+    start, end = markers("growing-7b")
+    text = (ROOT / "README.md").read_text()
+    assert text[text.index(start) : text.index(end) + len(end)] == memory_block()

@@ -39,7 +39,7 @@ from ..stats import sizes
 from ..tasks import draw_disjoint
 from ..training.checkpoints import checkpoint_lock
 from ..training.continued import Arm, WindowBatches, sequence_losses, step_flops, train_arm, window_loss
-from ..training.engine import world
+from ..training.engine import check_engine, world
 from .alternatives import LORA_ALPHA_PER_RANK, layers_count, lora_model, lora_rank, lora_units, merged, trainable_count
 from .card import write_card
 from .checks import cap_problems, check_ids, check_memory, check_windows
@@ -569,7 +569,7 @@ class Grower:
                 **machine(),
                 "device": str(self.device),
                 "world_size": self.world_size,  # processes training each arm data-parallel (training.engine)
-                "sharded": self.settings.shard and self.world_size > 1,  # FSDP2 per decoder layer, not replicas
+                "sharded": self.world_size > 1 and (s.shard or check_engine(self.device.type)),  # FSDP2 per layer
                 "torch": torch.__version__,
                 "transformers": transformers.__version__,
             },

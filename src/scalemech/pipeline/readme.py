@@ -268,12 +268,14 @@ def suite_block(records: dict[str, dict]) -> str:
 
 
 def memory_block() -> str:
-    """The README block of "Growing a 7B model": ``training.footprint``'s table and certify's scratch space."""
-    from ..training.footprint import capture_lines, table
+    """The README block of "Growing a 7B model": ``training.footprint``'s tables of the arms and of certify,
+    and what the host holds."""
+    from ..training.footprint import certify_table, host_lines, table
 
     start, end = markers("growing-7b")
-    note = "Computed by `training/footprint.py` (`make docs`); weights and AdamW states, activations excluded."
-    return "\n".join([start, note, "", *table(), "", "certify's gradient pools on disk:", "", *capture_lines(), end])
+    note = "Computed by `training/footprint.py` (`make docs`); weights, gradients, AdamW states; no activations."
+    certify, host = "certify, on the device and on disk:", "The host, per process:"
+    return "\n".join([start, note, "", *table(), "", certify, "", *certify_table(), "", host, "", *host_lines(), end])
 
 
 def _duration(seconds: float) -> str:

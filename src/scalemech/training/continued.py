@@ -214,10 +214,10 @@ def train_arm(
     ``model`` returns to where it was: a replica moves there whole while it trains; a sharded copy
     moves there unit by unit, each process holding its shards only."""
     device = device or next(model.parameters()).device
-    check_engine(device.type)
+    configured = check_engine(device.type)  # accelerate's FSDP configuration: as shard
     engine = accelerator(device.type)
     main, several = engine.is_main_process, engine.num_processes > 1
-    sharded = several and shard
+    sharded = several and (shard or configured)
     if sharded:  # its states are another layout (gathered, the optimizer's by name): never resumed unsharded
         identity = {**identity, "states": "fsdp2 full state dicts"}
     with contextlib.ExitStack() as held:

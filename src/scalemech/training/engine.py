@@ -15,15 +15,17 @@ An arm larger than one device shards instead (``grow --shard``, several processe
 the processes. ``fsdp_units`` names the units: each decoder layer on its own, then the root (embeddings,
 final norm, head), so a frozen old layer and a trainable new one never share a unit (FSDP1 refuses a
 ``FlatParameter`` of mixed ``requires_grad``, pytorch#104690; FSDP2 shards parameter by parameter and
-takes them either way); ``shard_layers`` applies ``fully_shard`` to each, the root last. accelerate's
-own FSDP configuration is not used: its ``prepare`` wraps by its config's policy and checkpoints in its
-own layout, while an arm's resume states are full tensors that any world size reads
-(``continued.train_arm``).
+takes them either way); ``shard_layers`` applies ``fully_shard`` to each, the root last. An FSDP
+configuration of accelerate's (``accelerate launch --config_file config/accelerate/fsdp2.yaml``) selects
+the same sharding, when it asks for nothing else (``check_engine``): accelerate's ``prepare`` is not
+used for it, since it would wrap by the config's policy and checkpoint in its own layout, while an
+arm's resume states are full tensors that any world size reads (``continued.train_arm``).
 """
 
 from __future__ import annotations
 
 from functools import cache
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -38,15 +40,54 @@ def accelerator(device_type: str):  # -> accelerate.Accelerator
     return Accelerator(cpu=device_type == "cpu", device_placement=False)
 
 
-def check_engine(device_type: str) -> None:
-    """``ValueError`` when accelerate was configured to shard (FSDP, DeepSpeed): not supported yet."""
+def check_engine(device_type: str) -> bool:
+    """Whether accelerate's configuration shards the arms: an FSDP one (``accelerate launch --config_file``
+    with ``distributed_type: FSDP``, ``config/accelerate/fsdp2.yaml``) asks for what ``grow --shard`` does,
+    and is followed after ``fsdp_problems`` finds nothing else in it; ``ValueError`` naming what grow does
+    not do, or for DeepSpeed."""
+    from accelerate.utils import FullyShardedDataParallelPlugin, parse_flag_from_env
+
     kind = accelerator(device_type).distributed_type.name
-    if kind not in ("NO", "MULTI_CPU", "MULTI_GPU"):
+    if kind not in ("NO", "MULTI_CPU", "MULTI_GPU", "FSDP"):
         raise ValueError(
-            f"grow: accelerate's {kind} configuration is not used (an arm's resume states are full tensors); "
-            "allowed: one process, or processes launched by torchrun or accelerate launch without FSDP or "
-            "DeepSpeed, data-parallel, or sharded per decoder layer with grow --shard"
+            f"grow: accelerate's {kind} configuration is not followed; allowed: one process, or processes "
+            "launched by torchrun or accelerate launch, data-parallel, or sharded per decoder layer by FSDP2 "
+            "(grow --shard, or accelerate's FSDP configuration config/accelerate/fsdp2.yaml)"
         )
+    if not parse_flag_from_env("ACCELERATE_USE_FSDP"):  # accelerate reads it on GPUs only: the CPU too
+        return False
+    problems = fsdp_problems(FullyShardedDataParallelPlugin())
+    if problems:
+        raise ValueError(
+            "grow: accelerate's FSDP configuration asks for what grow does not do: " + "; ".join(problems)
+            + "; grow shards as config/accelerate/fsdp2.yaml says"
+        )  # fmt: skip
+    return True
+
+
+def fsdp_problems(plugin: Any) -> list[str]:
+    """What an accelerate ``FullyShardedDataParallelPlugin`` asks beyond what ``shard_layers`` does (FSDP2,
+    every decoder layer a unit, resharded after the forward; float32, no offloading, no activation
+    checkpointing; resume states as full state dicts), each naming the setting and what is allowed."""
+    import os
+
+    from torch.distributed.fsdp import CPUOffloadPolicy
+
+    wrap = getattr(plugin.auto_wrap_policy, "__name__", plugin.auto_wrap_policy)
+    precision = os.environ.get("ACCELERATE_MIXED_PRECISION", "no")
+    checks = {
+        f"fsdp_version {plugin.fsdp_version} (allowed: 2)": plugin.fsdp_version == 2,
+        f"fsdp_auto_wrap_policy {wrap} (allowed: TRANSFORMER_BASED_WRAP: each decoder layer)": wrap
+        in (None, "transformer_auto_wrap_policy"),
+        f"fsdp_state_dict_type {plugin.state_dict_type.name} (allowed: FULL_STATE_DICT)": plugin.state_dict_type.name
+        == "FULL_STATE_DICT",
+        "fsdp_offload_params true (allowed: false)": not isinstance(plugin.cpu_offload, CPUOffloadPolicy),
+        "fsdp_activation_checkpointing true (allowed: false)": not plugin.activation_checkpointing,
+        "fsdp_reshard_after_forward false (allowed: true)": plugin.reshard_after_forward is not False,
+        f"mixed_precision {precision} (allowed: no: grow trains in float32)": precision == "no"
+        and plugin.mixed_precision_policy is None,
+    }
+    return [problem for problem, allowed in checks.items() if not allowed]
 
 
 def world(device_type: str = "cpu") -> tuple[int, int]:
