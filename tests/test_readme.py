@@ -155,7 +155,7 @@ def test_a_run_recorded_before_keeps_its_block_when_its_results_are_gone(tmp_pat
 
 
 def test_the_memory_block_is_the_arithmetic_of_training_footprint():
-    """"Growing a 7B model"'s tables are ``training.footprint``'s, as ``make docs`` writes them."""
+    """The tables of "Growing a 7B model" are ``training.footprint``'s, as ``make docs`` writes them."""
     from scalemech.pipeline.readme import memory_block
 
     start, end = markers("growing-7b")
