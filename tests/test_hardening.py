@@ -646,3 +646,25 @@ def test_smaller_messages(capsys, tmp_path) -> None:
         check_block_size(1, tiny_config("llama"), "x")
     with pytest.raises(ValueError, match=r"token id 18446744073709551615 is outside"):
         check_vocabulary(np.array([3, 2**64 - 1], dtype=np.uint64), 300, "ids")
+
+
+def test_grows_memory_check_counts_a_process_share_and_shards_down_to_one_whole_model(monkeypatch) -> None:
+    """``checks.training_bytes`` per device over G processes: the share ``batch / G`` of the activations;
+    the weights' four copies whole when replicated, ``/ G`` when sharded but never below one copy (each
+    device scores the whole model). At LLaMA-2-7B's sizes on an H200 (every:4, one sequence of 2048
+    tokens a GPU), 8 replicas are refused and 8 shards pass."""
+    from transformers import LlamaConfig
+
+    from scalemech.grow import checks
+    from scalemech.training.footprint import activation_bytes
+
+    config = LlamaConfig(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32, vocab_size=32000)
+    weights = 2 * 32000 * 4096 + 40 * (4 * 4096**2 + 3 * 4096 * 11008)
+    one_sequence = activation_bytes(4096, 40, 32000, 2048)
+    assert checks.training_bytes(config, 8, 2048, 8, 8) == 16 * weights + one_sequence
+    assert checks.training_bytes(config, 8, 2048, 8, 8, sharded=True) == 4 * weights + one_sequence  # floor
+    assert checks.training_bytes(config, 2, 2048, 8, 2, sharded=True) == 8 * weights + one_sequence  # 4W / 2
+    monkeypatch.setattr(checks, "memory_limit", lambda device: 141 * 10**9)
+    with pytest.raises(ValueError, match=r"over 8 processes \(replicated\): a training step needs about"):
+        checks.check_memory(config, 8, 2048, 8, torch.device("cuda"), 8)
+    checks.check_memory(config, 8, 2048, 8, torch.device("cuda"), 8, sharded=True)

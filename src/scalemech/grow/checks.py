@@ -12,12 +12,10 @@ import torch
 
 from ..config.schema import schema
 from ..tasks.tokens import DocumentIdTask, TokenIdTask, check_vocabulary
+from ..training.footprint import activation_bytes
 
 CAPS = {"steps": "steps", "batch_size": "batch_size", "eval_windows": "heldout"}
 """``GrowSettings`` field -> the key of the schema's ``grow:`` section whose ``maximum`` caps it."""
-ACTIVATION_FLOATS = 34
-"""float32 values kept per token, hidden unit and layer for the backward pass (attention, MLP, norms;
-Korthikanti et al. 2022 count about 34 half-precision bytes, taken here as floats: an upper estimate)."""
 STATE_COPIES = 4
 """Copies of the weights while training: the weights, their gradients, AdamW's two moments."""
 
@@ -71,23 +69,38 @@ def memory_limit(device: torch.device) -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-def training_bytes(config: Any, batch_size: int, block_size: int, new_layers: int) -> int:
-    """Estimated peak bytes of one training step of the grown model (``config``: its text config): the
-    weights ``STATE_COPIES`` times, the activations kept for the backward (``ACTIVATION_FLOATS`` per
-    token, hidden unit and layer) and the logits with their float32 copy and gradient."""
+def training_bytes(
+    config: Any, batch_size: int, block_size: int, new_layers: int, processes: int = 1, sharded: bool = False
+) -> int:
+    """Estimated peak bytes on one device of one training step of the grown model (``config``: its text
+    config) over ``processes`` processes: the weights ``STATE_COPIES`` times (``sharded``: shared among
+    the processes, yet never below one whole copy, the model each device scores), the activations kept
+    for the backward of the process's share of the batch (``ACTIVATION_FLOATS`` per token, hidden unit
+    and layer) and its logits with their float32 copy and gradient."""
     hidden, vocab = config.hidden_size, config.vocab_size
     layers = config.num_hidden_layers + new_layers
     inner = getattr(config, "intermediate_size", None) or 4 * hidden
     weights = 2 * vocab * hidden + layers * (4 * hidden * hidden + 3 * hidden * inner)
-    tokens = batch_size * block_size
-    return 4 * (STATE_COPIES * weights + tokens * (ACTIVATION_FLOATS * hidden * layers + 3 * vocab))
+    state = max(STATE_COPIES * weights // processes, weights) if sharded else STATE_COPIES * weights
+    return 4 * state + activation_bytes(hidden, layers, vocab, batch_size // processes * block_size)
 
 
-def check_memory(config: Any, batch_size: int, block_size: int, new_layers: int, device: torch.device) -> None:
+def check_memory(
+    config: Any,
+    batch_size: int,
+    block_size: int,
+    new_layers: int,
+    device: torch.device,
+    processes: int = 1,
+    sharded: bool = False,
+) -> None:
     """Refuse a training step whose estimated memory (``training_bytes``) exceeds ``device``'s."""
-    needed, limit = training_bytes(config, batch_size, block_size, new_layers), memory_limit(device)
+    needed = training_bytes(config, batch_size, block_size, new_layers, processes, sharded)
+    limit = memory_limit(device)
     if needed > limit:
+        how = f" over {processes} processes ({'sharded' if sharded else 'replicated'})" if processes > 1 else ""
         raise ValueError(
-            f"--batch-size {batch_size} x --block-size {block_size}: a training step needs about {needed / 1e9:.3g} GB "
-            f"(estimated), more than the {limit / 1e9:.3g} GB of {device}'s memory; lower --batch-size or --block-size"
+            f"--batch-size {batch_size} x --block-size {block_size}{how}: a training step needs about "
+            f"{needed / 1e9:.3g} GB per device (estimated), more than the {limit / 1e9:.3g} GB of {device}'s memory; "
+            "lower --batch-size or --block-size, or shard the arms (--shard) over more processes"
         )

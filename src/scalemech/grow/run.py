@@ -227,10 +227,13 @@ class Grower:
         )
         self.device = resolve_device(settings.device)
         self.rank, self.world_size = world(self.device.type)  # several under torchrun: the main one (0) writes
+        self.sharded = self.world_size > 1 and (settings.shard or check_engine(self.device.type))  # FSDP2 per layer
         check_out(out, self.source_dir, self.source["sha256"])
         self.out, self.created = out.resolve(), not out.exists()
         self.read_data(data, config, self.placement.blocks if self.placement.auto else 1)
-        check_memory(config, settings.batch_size, self.task.block_size, new_layers, self.device)
+        check_memory(
+            config, settings.batch_size, self.task.block_size, new_layers, self.device, self.world_size, self.sharded
+        )
         self.retained = None
         if settings.retain is not None:
             self.retained = Retained(
@@ -569,7 +572,7 @@ class Grower:
                 **machine(),
                 "device": str(self.device),
                 "world_size": self.world_size,  # processes training each arm data-parallel (training.engine)
-                "sharded": self.world_size > 1 and (s.shard or check_engine(self.device.type)),  # FSDP2 per layer
+                "sharded": self.sharded,  # FSDP2 per decoder layer, not replicas
                 "torch": torch.__version__,
                 "transformers": transformers.__version__,
             },

@@ -270,12 +270,16 @@ def suite_block(records: dict[str, dict]) -> str:
 def memory_block() -> str:
     """The README block of "Growing a 7B model": ``training.footprint``'s tables of the arms and of certify,
     and what the host holds."""
-    from ..training.footprint import certify_table, host_lines, table
+    from ..training.footprint import activation_lines, certify_table, host_lines, table
 
     start, end = markers("growing-7b")
     note = "Computed by `training/footprint.py` (`make docs`); weights, gradients, AdamW states; no activations."
     certify, host = "certify, on the device and on disk:", "The host, per process:"
-    return "\n".join([start, note, "", *table(), "", certify, "", *certify_table(), "", host, "", *host_lines(), end])
+    activations = "Activations, on top of the tables (the estimate `grow` checks before it loads, `grow.checks`):"
+    return "\n".join(
+        [start, note, "", *table(), "", activations, "", *activation_lines(), "", certify, "", *certify_table(), "",
+         host, "", *host_lines(), end]
+    )  # fmt: skip
 
 
 def _duration(seconds: float) -> str:

@@ -37,6 +37,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+ACTIVATION_FLOATS = 34
+"""float32 values kept per token, hidden unit and layer for the backward pass (attention, MLP, norms;
+Korthikanti et al. 2022 count about 34 half-precision bytes, taken here as floats: an upper estimate)."""
 H200_BYTES = 141e9
 """One H200's memory (141 GB of HBM3e); a phase "fits" when its weights, gradients and optimizer states
 use at most 90 % of it, the rest left to activations."""
@@ -81,6 +84,12 @@ EVERY = 4  # LLaMA-Pro's stride: a copy after every 4th layer
 def arm_bytes(params: int, trainable: int) -> int:
     """``4·N + 12·n`` (module doc)."""
     return 4 * params + 12 * trainable
+
+
+def activation_bytes(d: int, layers: int, vocab: int, tokens: int) -> int:
+    """``4·tokens·(ACTIVATION_FLOATS·d·layers + 3·vocab)``: what the backward keeps of ``tokens`` tokens, and
+    their logits with a float32 copy and gradient (``grow``'s check before it loads, ``grow.checks``)."""
+    return 4 * tokens * (ACTIVATION_FLOATS * d * layers + 3 * vocab)
 
 
 def per_device(params: int, trainable: int, devices: int) -> float:
@@ -169,6 +178,16 @@ def certify_table(pool: int = 256, block_size: int = 512) -> list[str]:
             f"{fits} | {disk} |"
         )
     return lines
+
+
+def activation_lines(block_size: int = 2048) -> list[str]:
+    """Activations of one sequence of ``block_size`` tokens in the grown model (``activation_bytes``)."""
+    return [
+        f"- {model.name} grown ({model.layers + model.layers // EVERY} layers): "
+        f"{_gb(activation_bytes(model.d, model.layers + model.layers // EVERY, model.vocab, block_size))} "
+        f"per sequence of {block_size} tokens on a device"
+        for model in LLAMA_2
+    ]
 
 
 def host_lines() -> list[str]:
