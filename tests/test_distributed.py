@@ -165,7 +165,10 @@ def test_accelerates_fsdp_configuration_is_followed_or_refused_naming_what_grow_
         "FSDP_AUTO_WRAP_POLICY": ("SIZE_BASED_WRAP", "fsdp_auto_wrap_policy size_based_auto_wrap_policy"),
         "FSDP_STATE_DICT_TYPE": ("SHARDED_STATE_DICT", "fsdp_state_dict_type SHARDED_STATE_DICT (allowed: FULL"),
         "FSDP_OFFLOAD_PARAMS": ("true", "fsdp_offload_params true (allowed: false)"),
-        "FSDP_ACTIVATION_CHECKPOINTING": ("true", "fsdp_activation_checkpointing true (allowed: false)"),
+        "FSDP_ACTIVATION_CHECKPOINTING": (
+            "true",
+            "fsdp_activation_checkpointing true (allowed: false; grow --activation-checkpointing",
+        ),
         "ACCELERATE_MIXED_PRECISION": ("bf16", "mixed_precision bf16 (allowed: no"),
     }
     for key, (value, named) in refused.items():
@@ -175,6 +178,10 @@ def test_accelerates_fsdp_configuration_is_followed_or_refused_naming_what_grow_
         monkeypatch.setenv(key, env[key])
     monkeypatch.delenv("ACCELERATE_USE_FSDP")
     assert check_engine("cpu") is False
+
+
+SHARD_ARGS = {"--shard": ["--shard", "--activation-checkpointing"]}
+"""Sharded by the flag, with activations recomputed (FSDP2 around transformers' checkpointed layers)."""
 
 
 @pytest.mark.timeout(600)
@@ -197,7 +204,7 @@ def test_grow_on_two_processes_matches_one_and_records_its_world(tmp_path: Path,
     for processes in (1, 2):
         out = tmp_path / f"out{processes}"
         command = [str(ddp_check.TORCHRUN), "--standalone", "--nproc_per_node", str(processes), "-m", "scalemech.cli",
-                   *grow, "--out", str(out), *([shard] if shard == "--shard" else [])]  # fmt: skip
+                   *grow, "--out", str(out), *SHARD_ARGS.get(shard, [])]  # fmt: skip
         env = {**ddp_check.ENV, **(fsdp_launch_env() if shard == "fsdp2.yaml" else {})}  # accelerate launch's
         done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
         assert done.returncode == 0, done.stderr[-3000:]
@@ -205,9 +212,10 @@ def test_grow_on_two_processes_matches_one_and_records_its_world(tmp_path: Path,
         records[processes] = json.loads((out / "growth.json").read_text())
     assert [records[p]["machine"]["world_size"] for p in (1, 2)] == [1, 2]
     assert [records[p]["machine"]["sharded"] for p in (1, 2)] == [False, bool(shard)]
+    assert [records[p]["training"]["activation_checkpointing"] for p in (1, 2)] == [shard == "--shard"] * 2
     one, two = (records[p]["held_out"]["mean_loss"] for p in (1, 2))
     moved = max(abs(one[arm] - one["old"]) for arm in one)  # the arms trained: the comparison is not vacuous
     assert one.keys() == two.keys() == {"old", *ARMS} and moved > 100 * ddp_check.TOLERANCE, one
-    assert all(abs(one[arm] - two[arm]) <= ddp_check.TOLERANCE for arm in one), (one, two)
+    assert all(abs(one[arm] - two[arm]) <= ddp_check.TOLERANCE for arm in one), {a: one[a] - two[a] for a in one}
     written = [sorted(p.name for p in (tmp_path / f"out{n}").iterdir()) for n in (1, 2)]
     assert written[0] == written[1], written

@@ -420,3 +420,56 @@ def test_the_device_holds_one_model_at_a_time(tmp_path: Path, monkeypatch) -> No
     retain = token_file(tmp_path / "old.npy", seed=1)
     grow(source, str(data), tmp_path / "out", GrowSettings(**{**vars(TINY), "retain": str(retain)}))
     assert deepest[0] == 1 and not on_device
+
+
+@pytest.mark.parametrize("arm", ["new", "lora"])
+def test_recomputed_activations_train_an_arm_to_the_same_weights(tmp_path: Path, arm: str) -> None:
+    """``train_arm(recompute=True)`` (gradient checkpointing per decoder layer) trains the weights a kept
+    backward does, to float32 rounding, a grown layer's and PEFT LoRA's adapters alike; the model comes
+    back without checkpointing."""
+    from torch.utils.checkpoint import checkpoint
+    from transformers import modeling_utils
+
+    from scalemech.grow.alternatives import lora_model
+
+    torch.manual_seed(0)
+    source = AutoModelForCausalLM.from_config(tiny_config("llama")).state_dict()
+    task = TokenIdTask(load_token_ids(token_file(tmp_path / "ids.npy")), 8, VOCAB)
+    recipe = Recipe(optimizer="adamw", lr=1e-2, steps=4, batch_size=4, warmup_fraction=0.25)
+
+    def trainable(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+        return {name: p.detach().clone() for name, p in model.named_parameters() if p.requires_grad}
+
+    def trained(recompute: bool) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        model = AutoModelForCausalLM.from_config(tiny_config("llama")).requires_grad_(False)
+        model.load_state_dict(source)
+        model.model.layers[1].requires_grad_(True)
+        if arm == "lora":
+            model = lora_model(model.requires_grad_(False), 2, seed=0)
+        before = trainable(model)
+        directory = tmp_path / f"{arm}-{recompute}"
+        recomputed = []
+        with pytest.MonkeyPatch.context() as patch:  # count the layers transformers recomputes
+            patch.setattr(modeling_utils, "checkpoint", lambda *a, **k: recomputed.append(1) or checkpoint(*a, **k))
+            continued.train_arm("arm", model, task, recipe, 7, directory, {"arm": 1}, 0, progress=False,
+                                recompute=recompute)  # fmt: skip
+        assert len(recomputed) == (recipe.steps * 2 if recompute else 0)  # every step, each of 2 layers
+        assert not any(getattr(m, "gradient_checkpointing", False) for m in model.modules())
+        after = {name: p.detach().clone() for name, p in model.named_parameters() if name in before}
+        return before, after
+
+    (before, kept), (_, recomputed) = trained(False), trained(True)
+    assert max(float((kept[k] - before[k]).abs().max()) for k in kept) > 1e-3  # the arm trained
+    assert all(torch.allclose(kept[k], recomputed[k], rtol=0, atol=1e-6) for k in kept)
+
+
+def test_grow_with_activation_checkpointing_gives_the_same_losses_and_says_so(tmp_path: Path) -> None:
+    """``--activation-checkpointing`` reaches every arm: the held-out losses of a run without it, to float32
+    rounding; ``growth.json`` records it."""
+    source, data = save_tiny("llama", tmp_path / "src"), token_file(tmp_path / "ids.npy")
+    kept = grow(source, str(data), tmp_path / "kept", TINY)
+    settings = GrowSettings(**{**vars(TINY), "activation_checkpointing": True})
+    recomputed = grow(source, str(data), tmp_path / "recomputed", settings)
+    assert [r["training"]["activation_checkpointing"] for r in (kept, recomputed)] == [False, True]
+    one, other = kept["held_out"]["mean_loss"], recomputed["held_out"]["mean_loss"]
+    assert one.keys() == other.keys() and all(abs(one[k] - other[k]) < 1e-6 for k in one), (one, other)

@@ -649,22 +649,29 @@ def test_smaller_messages(capsys, tmp_path) -> None:
 
 
 def test_grows_memory_check_counts_a_process_share_and_shards_down_to_one_whole_model(monkeypatch) -> None:
-    """``checks.training_bytes`` per device over G processes: the share ``batch / G`` of the activations;
-    the weights' four copies whole when replicated, ``/ G`` when sharded but never below one copy (each
-    device scores the whole model). At LLaMA-2-7B's sizes on an H200 (every:4, one sequence of 2048
-    tokens a GPU), 8 replicas are refused and 8 shards pass."""
+    """``checks.training_bytes`` per device over G processes: the largest arm's state (at every:4 the
+    full controls', 16 bytes per old weight; the grown arm's with ``--train all``), whole when
+    replicated, ``/ G`` when sharded but never below the grown model (each device scores it); the
+    activations of the share ``batch / G``, kept or recomputed. At LLaMA-2-7B's sizes on an H200, one
+    sequence of 2048 tokens a GPU: 8 replicas are refused, 8 shards pass, and so does one GPU that
+    recomputes its activations."""
     from transformers import LlamaConfig
 
     from scalemech.grow import checks
     from scalemech.training.footprint import activation_bytes
 
     config = LlamaConfig(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32, vocab_size=32000)
-    weights = 2 * 32000 * 4096 + 40 * (4 * 4096**2 + 3 * 4096 * 11008)
+    layer = 4 * 4096**2 + 3 * 4096 * 11008
+    old, grown = 2 * 32000 * 4096 + 32 * layer, 2 * 32000 * 4096 + 40 * layer
     one_sequence = activation_bytes(4096, 40, 32000, 2048)
-    assert checks.training_bytes(config, 8, 2048, 8, 8) == 16 * weights + one_sequence
-    assert checks.training_bytes(config, 8, 2048, 8, 8, sharded=True) == 4 * weights + one_sequence  # floor
-    assert checks.training_bytes(config, 2, 2048, 8, 2, sharded=True) == 8 * weights + one_sequence  # 4W / 2
+    assert checks.training_bytes(config, 8, 2048, 8, 8) == 16 * old + one_sequence
+    assert checks.training_bytes(config, 1, 2048, 8, train_all=True) == 16 * grown + one_sequence
+    assert checks.training_bytes(config, 8, 2048, 8, 8, sharded=True) == 4 * grown + one_sequence  # the floor
+    assert checks.training_bytes(config, 2, 2048, 8, 2, sharded=True) == 8 * old + one_sequence  # 16 old / 2
+    recomputed = activation_bytes(4096, 40, 32000, 2048, recompute=True)  # each layer's input kept, one rebuilt
+    assert recomputed == 4 * 2048 * (4096 * 40 + 34 * 4096 + 3 * 32000) < one_sequence / 10
     monkeypatch.setattr(checks, "memory_limit", lambda device: 141 * 10**9)
     with pytest.raises(ValueError, match=r"over 8 processes \(replicated\): a training step needs about"):
         checks.check_memory(config, 8, 2048, 8, torch.device("cuda"), 8)
     checks.check_memory(config, 8, 2048, 8, torch.device("cuda"), 8, sharded=True)
+    checks.check_memory(config, 1, 2048, 8, torch.device("cuda"), recompute=True)

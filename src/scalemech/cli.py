@@ -234,6 +234,7 @@ def _grow(args: argparse.Namespace) -> None:
         fallback=args.fallback,
         checkpoint_every=args.checkpoint_every,
         shard=args.shard,
+        activation_checkpointing=args.activation_checkpointing,
         points_per_pass=args.points_per_pass,
         retain=args.retain,
         command=shlex.join(["scalemech", *args.argv]),
@@ -409,6 +410,12 @@ def parser() -> argparse.ArgumentParser:
         "--shard",
         action="store_true",
         help="under torchrun, shard each arm per decoder layer over the processes (FSDP2) instead of replicating it",
+    )
+    grow.add_argument(
+        "--activation-checkpointing",
+        action="store_true",
+        help="recompute each decoder layer's activations in the backward instead of keeping them: the same steps, "
+        "far less memory, one more forward pass per step",
     )
     grow.add_argument(
         "--fallback", action="store_true", help="when not recommended, write the better control (--retain: the winner)"

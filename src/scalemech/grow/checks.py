@@ -70,19 +70,31 @@ def memory_limit(device: torch.device) -> int:
 
 
 def training_bytes(
-    config: Any, batch_size: int, block_size: int, new_layers: int, processes: int = 1, sharded: bool = False
+    config: Any,
+    batch_size: int,
+    block_size: int,
+    new_layers: int,
+    processes: int = 1,
+    sharded: bool = False,
+    recompute: bool = False,
+    train_all: bool = False,
 ) -> int:
-    """Estimated peak bytes on one device of one training step of the grown model (``config``: its text
-    config) over ``processes`` processes: the weights ``STATE_COPIES`` times (``sharded``: shared among
-    the processes, yet never below one whole copy, the model each device scores), the activations kept
-    for the backward of the process's share of the batch (``ACTIVATION_FLOATS`` per token, hidden unit
-    and layer) and its logits with their float32 copy and gradient."""
+    """Estimated peak bytes on one device of the largest arm's training step (``config``: the source's
+    text config; ``new_layers`` inserted) over ``processes`` processes. Its state: the controls' (every
+    old weight ``STATE_COPIES`` times) or the grown arm's (its weights, and ``STATE_COPIES - 1`` more
+    copies of the new layers', of every weight with ``train_all``), whichever is larger; ``sharded``:
+    shared among the processes, yet never below the grown model whole, which each device scores. Then
+    the activations of the process's share of the batch (``footprint.activation_bytes``; ``recompute``:
+    with activation checkpointing), with its logits, their float32 copy and gradient."""
     hidden, vocab = config.hidden_size, config.vocab_size
     layers = config.num_hidden_layers + new_layers
     inner = getattr(config, "intermediate_size", None) or 4 * hidden
-    weights = 2 * vocab * hidden + layers * (4 * hidden * hidden + 3 * hidden * inner)
-    state = max(STATE_COPIES * weights // processes, weights) if sharded else STATE_COPIES * weights
-    return 4 * state + activation_bytes(hidden, layers, vocab, batch_size // processes * block_size)
+    layer = 4 * hidden * hidden + 3 * hidden * inner
+    grown = 2 * vocab * hidden + layers * layer
+    trained = grown if train_all else new_layers * layer
+    state = max(STATE_COPIES * (grown - new_layers * layer), grown + (STATE_COPIES - 1) * trained)
+    state = max(state // processes, grown) if sharded else state
+    return 4 * state + activation_bytes(hidden, layers, vocab, batch_size // processes * block_size, recompute)
 
 
 def check_memory(
@@ -93,14 +105,17 @@ def check_memory(
     device: torch.device,
     processes: int = 1,
     sharded: bool = False,
+    recompute: bool = False,
+    train_all: bool = False,
 ) -> None:
     """Refuse a training step whose estimated memory (``training_bytes``) exceeds ``device``'s."""
-    needed = training_bytes(config, batch_size, block_size, new_layers, processes, sharded)
+    needed = training_bytes(config, batch_size, block_size, new_layers, processes, sharded, recompute, train_all)
     limit = memory_limit(device)
     if needed > limit:
         how = f" over {processes} processes ({'sharded' if sharded else 'replicated'})" if processes > 1 else ""
         raise ValueError(
             f"--batch-size {batch_size} x --block-size {block_size}{how}: a training step needs about "
             f"{needed / 1e9:.3g} GB per device (estimated), more than the {limit / 1e9:.3g} GB of {device}'s memory; "
-            "lower --batch-size or --block-size, or shard the arms (--shard) over more processes"
+            "lower --batch-size or --block-size, recompute activations (--activation-checkpointing), or shard the "
+            "arms (--shard) over more processes"
         )

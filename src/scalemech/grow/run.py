@@ -82,8 +82,8 @@ IDENTITY_OPTIONS = (
     "seed_name",
 )
 """The options that change an arm's result: with the block size and the checkpoint's and data's sha256,
-a run's identity (``resume``); ``device``, ``checkpoint_every``, ``fallback``, ``shard`` and ``points_per_pass``
-are not in it."""
+a run's identity (``resume``); ``device``, ``checkpoint_every``, ``fallback``, ``shard``, ``points_per_pass`` and
+``activation_checkpointing`` are not in it."""
 FLOPS_RULE = (
     "control_flops trains the original for the steps whose FLOPs (torch.utils.flop_counter) equal the grown "
     "arm's; with --train new a step's backward stops at the lowest new layer, so a deeper insertion costs "
@@ -117,6 +117,8 @@ class GrowSettings:
     checkpoint_every: int = 50
     shard: bool = False
     """Under torchrun, shard each arm per decoder layer over the processes (FSDP2) instead of replicating it."""
+    activation_checkpointing: bool = False
+    """Recompute each decoder layer's activations in the backward instead of keeping them (the same steps)."""
     retain: str | None = None
     max_forgetting: float = MAX_FORGETTING
     command: str | None = None
@@ -232,7 +234,15 @@ class Grower:
         self.out, self.created = out.resolve(), not out.exists()
         self.read_data(data, config, self.placement.blocks if self.placement.auto else 1)
         check_memory(
-            config, settings.batch_size, self.task.block_size, new_layers, self.device, self.world_size, self.sharded
+            config,
+            settings.batch_size,
+            self.task.block_size,
+            new_layers,
+            self.device,
+            self.world_size,
+            self.sharded,
+            settings.activation_checkpointing,
+            settings.train == "all",
         )
         self.retained = None
         if settings.retain is not None:
@@ -381,6 +391,7 @@ class Grower:
             generator_state=generator,
             shard=self.settings.shard,
             device=self.device,
+            recompute=self.settings.activation_checkpointing,
         )
         _frozen(model)
         self.save_record()
@@ -567,6 +578,7 @@ class Grower:
                 "grad_clip": GRAD_CLIP,
                 "optimizer": "adamw",
                 "seed": s.seed,
+                "activation_checkpointing": s.activation_checkpointing,
             },
             "machine": {
                 **machine(),

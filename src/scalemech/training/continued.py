@@ -201,6 +201,7 @@ def train_arm(
     generator_state: Tensor | None = None,
     shard: bool = False,
     device: torch.device | None = None,
+    recompute: bool = False,
 ) -> Arm:
     """Train ``model``'s parameters that require grad in place (module doc) and return the ``Arm``.
 
@@ -212,7 +213,9 @@ def train_arm(
     replicated (DDP) or, with ``shard``, sharded per decoder layer (FSDP2); only the main process
     locks and writes ``directory``. The arm trains on ``device`` (default: where ``model`` is), and
     ``model`` returns to where it was: a replica moves there whole while it trains; a sharded copy
-    moves there unit by unit, each process holding its shards only."""
+    moves there unit by unit, each process holding its shards only. With ``recompute``, each decoder
+    layer's activations are recomputed in the backward rather than kept (``transformers``' activation
+    checkpointing, non-reentrant; the RNG state replayed): the same steps, less memory."""
     device = device or next(model.parameters()).device
     configured = check_engine(device.type)  # accelerate's FSDP configuration: as shard
     engine = accelerator(device.type)
@@ -235,7 +238,13 @@ def train_arm(
             return arm
         if not sharded:
             held.enter_context(placed(model, device))
-        trained = shard_layers(copy.deepcopy(model), device) if sharded else model  # FSDP2: a sharded copy
+        trained = copy.deepcopy(model) if sharded else model  # FSDP2: a sharded copy
+        if recompute:
+            trained.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+            if trained is model:
+                held.callback(model.activation_checkpointing_disable)  # scored, and written, as it came
+        if sharded:
+            shard_layers(trained, device)
         optimizer = make_optimizer(trained, recipe)
         forward = trained
         if several and not sharded:  # DDP: a replica in every process

@@ -82,7 +82,9 @@ def fsdp_problems(plugin: Any) -> list[str]:
         f"fsdp_state_dict_type {plugin.state_dict_type.name} (allowed: FULL_STATE_DICT)": plugin.state_dict_type.name
         == "FULL_STATE_DICT",
         "fsdp_offload_params true (allowed: false)": not isinstance(plugin.cpu_offload, CPUOffloadPolicy),
-        "fsdp_activation_checkpointing true (allowed: false)": not plugin.activation_checkpointing,
+        "fsdp_activation_checkpointing true (allowed: false; grow --activation-checkpointing recomputes)": not (
+            plugin.activation_checkpointing
+        ),
         "fsdp_reshard_after_forward false (allowed: true)": plugin.reshard_after_forward is not False,
         f"mixed_precision {precision} (allowed: no: grow trains in float32)": precision == "no"
         and plugin.mixed_precision_policy is None,

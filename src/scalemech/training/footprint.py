@@ -86,10 +86,13 @@ def arm_bytes(params: int, trainable: int) -> int:
     return 4 * params + 12 * trainable
 
 
-def activation_bytes(d: int, layers: int, vocab: int, tokens: int) -> int:
+def activation_bytes(d: int, layers: int, vocab: int, tokens: int, recompute: bool = False) -> int:
     """``4·tokens·(ACTIVATION_FLOATS·d·layers + 3·vocab)``: what the backward keeps of ``tokens`` tokens, and
-    their logits with a float32 copy and gradient (``grow``'s check before it loads, ``grow.checks``)."""
-    return 4 * tokens * (ACTIVATION_FLOATS * d * layers + 3 * vocab)
+    their logits with a float32 copy and gradient (``grow``'s check before it loads, ``grow.checks``).
+    ``recompute`` (activation checkpointing): each layer keeps its input only, ``d`` floats a token, and
+    one layer's are rebuilt at a time: ``4·tokens·(d·layers + ACTIVATION_FLOATS·d + 3·vocab)``."""
+    kept = d * layers + ACTIVATION_FLOATS * d if recompute else ACTIVATION_FLOATS * d * layers
+    return 4 * tokens * (kept + 3 * vocab)
 
 
 def per_device(params: int, trainable: int, devices: int) -> float:
@@ -181,13 +184,17 @@ def certify_table(pool: int = 256, block_size: int = 512) -> list[str]:
 
 
 def activation_lines(block_size: int = 2048) -> list[str]:
-    """Activations of one sequence of ``block_size`` tokens in the grown model (``activation_bytes``)."""
-    return [
-        f"- {model.name} grown ({model.layers + model.layers // EVERY} layers): "
-        f"{_gb(activation_bytes(model.d, model.layers + model.layers // EVERY, model.vocab, block_size))} "
-        f"per sequence of {block_size} tokens on a device"
-        for model in LLAMA_2
-    ]
+    """Activations of one sequence of ``block_size`` tokens in the grown model (``activation_bytes``), kept
+    and recomputed."""
+    lines = []
+    for model in LLAMA_2:
+        layers = model.layers + model.layers // EVERY
+        kept, recomputed = (activation_bytes(model.d, layers, model.vocab, block_size, r) for r in (False, True))
+        lines.append(
+            f"- {model.name} grown ({layers} layers), one sequence of {block_size} tokens: {_gb(kept)}, "
+            f"{_gb(recomputed)} with `--activation-checkpointing`"
+        )
+    return lines
 
 
 def host_lines() -> list[str]:
