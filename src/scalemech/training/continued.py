@@ -296,6 +296,7 @@ def train_arm(
         if main:
             mark_complete(directory, identity)
         engine.wait_for_everyone()
-        engine.free_memory()  # the prepared wrappers: the next arm's model is another
+        if several and not sharded:
+            engine.free_memory()  # the prepared DDP wrappers: the next arm's model is another
         arm.seconds, arm.generator_state = time.perf_counter() - start, batches.generator.get_state()
         return arm
