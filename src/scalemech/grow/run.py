@@ -63,9 +63,9 @@ TRAIN_MODES = ("new", "all", "none")
 WARMUP_FRACTION = 0.1
 GRAD_CLIP = 1.0
 CHECK_WINDOWS = 8
+"""Held-out windows on which the insertion is checked to preserve the function."""
 HOST = torch.device("cpu")
 """Where the models wait while another computes on the device (``Grower.load``)."""
-"""Held-out windows on which the insertion is checked to preserve the function."""
 IDENTITY_OPTIONS = (
     "at",
     "blocks",
