@@ -15,7 +15,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, LlamaConfig
 
-from scalemech.grow.adaptation import ARMS
+from scalemech.experiments.decision import ARMS
 from scalemech.training.checkpoints import checkpoint_lock
 from scalemech.training.engine import share
 

@@ -23,7 +23,7 @@ from ..data import Prepared
 from ..data.store import SPLITS
 from ..data.tokenized import TokenIds
 from ..experiments.measure import capture_split, ready_pools, select_points
-from ..gradients.pools import GradientPool, pool_path
+from ..gradients.pools import GradientPool, pool_path, remove_pool
 from ..gradients.views import VIEWS, view_of
 from ..models import build_model, load_model
 from ..models.base import LanguageModel, ResidualModel
@@ -228,8 +228,7 @@ def measure_points(
         rows += group_rows
         if step < len(points):
             for path in paths.values():
-                for stored in path.parent.glob(path.stem + ".*"):
-                    stored.unlink()
+                remove_pool(path)
     return rows, {split: examples[split].index.tolist() for split in SPLITS}, mean_loss
 
 

@@ -21,6 +21,8 @@ from .. import stats
 
 GAIN_SE = 2.0
 CONTROLS = ("control_tokens", "control_flops")
+ARMS = ("grown", *CONTROLS, "inplace", "lora")
+"""Every arm of ``scalemech grow --retain`` in its order (E12's rows, F11's colours)."""
 
 
 def control_steps(grown_steps: int, grown_flops: int, control_step_flops: int) -> dict[str, int]:

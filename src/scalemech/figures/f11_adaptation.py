@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
+from ..experiments.decision import ARMS
 from .common import DPI, _clean, _empty, _figure, _required, _save
 
-ARMS = ("grown", "control_tokens", "control_flops", "inplace", "lora")  # grow's arms, in its order
 MARKERS = ("o", "s", "D", "^", "v", "P", "X", "*")  # one per placement, in the table's order
 
 

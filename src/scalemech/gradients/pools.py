@@ -22,6 +22,12 @@ def pool_path(pool_dir: str | Path, split: str, point: str, view: str) -> Path:
     return Path(pool_dir) / split / point / view
 
 
+def remove_pool(path: Path) -> None:
+    """Delete the pool at ``path`` (``pool_path``): its rows, their scales and its metadata."""
+    for suffix in (".npy", ".scale.npy", ".json"):
+        path.with_suffix(suffix).unlink(missing_ok=True)
+
+
 def measured_points(pool_dir: str | Path) -> list[str]:
     """The points whose pools ``pool_dir`` holds, in model order (from the pools' own metadata)."""
     metas = [json.loads(p.read_text()) for p in sorted(Path(pool_dir).glob("*/*/*.json"))]

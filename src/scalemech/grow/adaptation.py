@@ -32,11 +32,11 @@ from tqdm.auto import tqdm
 from .. import stats
 from ..core.seeding import model_identity
 from ..core.tables import columns
+from ..experiments.decision import ARMS
 from ..models.hf_export import save_hf
 from ..models.llama import Llama
 from .run import Grower, GrowSettings, grown
 
-ARMS = ("grown", "control_tokens", "control_flops", "inplace", "lora")
 REFERENCE = "best"  # the certificate's placement, every other is paired against it (vs_best_*)
 
 

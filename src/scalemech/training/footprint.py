@@ -114,14 +114,19 @@ def arms(model: Decoder) -> dict[str, tuple[int, int]]:
     }
 
 
+def point_bytes(model: Decoder) -> int:
+    """``4·L + 12·P``: what one point of a capture pass adds on the device (module doc)."""
+    return 4 * model.layer_params() + 12 * model.output_params()
+
+
 def certify_bytes(model: Decoder, points: int) -> int:
     """``4·N + points·(4·L + 12·P)``: certify's device memory with ``points`` in a pass (module doc)."""
-    return 4 * model.params() + points * (4 * model.layer_params() + 12 * model.output_params())
+    return 4 * model.params() + points * point_bytes(model)
 
 
 def points_that_fit(model: Decoder, limit: float = FITS * H200_BYTES) -> int:
     """The most points one capture pass can carry within ``limit`` bytes (0: not even one)."""
-    return max(0, int((limit - 4 * model.params()) // (4 * model.layer_params() + 12 * model.output_params())))
+    return max(0, int((limit - 4 * model.params()) // point_bytes(model)))
 
 
 def capture_bytes(pool: int, block_size: int, d: int, view: str = "full") -> int:
@@ -171,14 +176,13 @@ def certify_table(pool: int = 256, block_size: int = 512) -> list[str]:
         "|---|---|---|---|---|---|",
     ]
     for model in LLAMA_2:
-        per_point = certify_bytes(model, 1) - certify_bytes(model, 0)
         fit = points_that_fit(model)
         fits = "all" if fit >= model.layers else f"{fit}: `--points-per-pass {fit}`"
         disk = f"{_gb(capture_bytes(pool, block_size, model.d))} full, "
         disk += f"{capture_bytes(pool, block_size, model.d, 'pooled') / 1e6:.1f} MB pooled"
         lines.append(
-            f"| {model.name} | {model.layers} | {_gb(certify_bytes(model, model.layers))} | {_gb(per_point)} | "
-            f"{fits} | {disk} |"
+            f"| {model.name} | {model.layers} | {_gb(certify_bytes(model, model.layers))} | "
+            f"{_gb(point_bytes(model))} | {fits} | {disk} |"
         )
     return lines
 
