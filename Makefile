@@ -68,10 +68,16 @@ paper-smoke: $(STAMP)
 	$(VENV)/bin/snakemake --snakefile $(CURDIR)/Snakefile --cores $(CORES) \
 		--configfile $(abspath $(SMOKE_DIR))/paper-smoke.yaml --directory $(abspath $(SMOKE_DIR))
 
-# The toy paper configuration trained and measured on CUDA against the CPU, and throughput on both
-# (benchmarks/cuda_check.py; needs a CUDA device, under 8 minutes).
-gpu-check: $(STAMP)
-	$(VENV)/bin/python benchmarks/cuda_check.py
+# The GPU questions in one command, each section time-boxed, one line each (benchmarks/cuda_check.py; under
+# 8 minutes on an H200): CIFAR=<archive> for the CIFAR line (the official tarball or an image-folder archive);
+# GPU_PYTHON=<python> to use an environment that already holds torch and the dependencies instead of .venv;
+# GPU_CHECK_ARGS=--cpu-only runs every section a CPU can run, at toy sizes.
+GPU_PYTHON ?=
+CIFAR ?=
+GPU_CHECK_ARGS ?=
+gpu-check: $(if $(GPU_PYTHON),,$(STAMP))
+	PYTHONPATH=src PYTHONUNBUFFERED=1 $(or $(GPU_PYTHON),$(VENV)/bin/python) benchmarks/cuda_check.py \
+		$(if $(CIFAR),--cifar $(CIFAR)) $(GPU_CHECK_ARGS)
 
 # One arm of grow trained on two GPUs (torchrun, nccl), replicated and then sharded per decoder layer (FSDP2),
 # against one GPU at the same global batch (benchmarks/ddp_check.py; needs two CUDA devices, about a minute).

@@ -60,3 +60,37 @@ def placed(module: torch.nn.Module, device: torch.device) -> Iterator[torch.nn.M
         yield module
     finally:
         module.to(home)
+
+
+# -- CUDA numerics ------------------------------------------------------------------------------
+@contextmanager
+def tf32(enabled: bool) -> Iterator[None]:
+    """fp32 matrix products and convolutions on CUDA in TF32 (inputs rounded to a 10-bit mantissa,
+    fp32 accumulation) when ``enabled``, in IEEE fp32 otherwise; the previous settings restored after."""
+    matmul, conv = torch.backends.cuda.matmul, torch.backends.cudnn.conv
+    previous = matmul.fp32_precision, conv.fp32_precision
+    matmul.fp32_precision = conv.fp32_precision = "tf32" if enabled else "ieee"
+    try:
+        yield
+    finally:
+        matmul.fp32_precision, conv.fp32_precision = previous
+
+
+def set_training_numerics(deterministic: bool = False) -> None:
+    """Training's CUDA settings, for the process: TF32 for the fp32 operations bf16 autocast leaves
+    (gradient clipping, the optimizer's products), cuDNN's autotuner picking each convolution's fastest
+    algorithm (``benchmark``) unless ``deterministic`` (then cuDNN's deterministic algorithms only)."""
+    torch.backends.cuda.matmul.fp32_precision = torch.backends.cudnn.conv.fp32_precision = "tf32"
+    torch.backends.cudnn.benchmark = not deterministic
+    torch.backends.cudnn.deterministic = deterministic
+
+
+def numerics() -> dict[str, object]:
+    """The flags CUDA computes under, by name (what ``make gpu-check``'s ENV line prints)."""
+    return {
+        "matmul_fp32": torch.backends.cuda.matmul.fp32_precision,
+        "conv_fp32": torch.backends.cudnn.conv.fp32_precision,
+        "cudnn_benchmark": torch.backends.cudnn.benchmark,
+        "cudnn_deterministic": torch.backends.cudnn.deterministic,
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+    }

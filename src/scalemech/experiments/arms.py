@@ -38,6 +38,7 @@ from ..training.train import optimizer_for
 TRAIN_MODES = ("block", "all")
 MAX_WIDENINGS = 6  # extensions of the jumpboard's line search by 10x past an end of its grid
 OPTIMIZERS = ("sgd", "adam")
+PRECISIONS = ("fp32", "bf16")  # an arm's forward and backward: float32, or under bf16 autocast
 
 
 @dataclass
@@ -55,12 +56,15 @@ class ArmConfig:
     eval_batch_size: int  # batch size of loss evaluations
     jump_lengths: Sequence[float]  # candidate ‖θ_J‖ of the jumpboard
     seed: int  # new blocks' weights, data order (shared by every arm of a snapshot) and pools
+    precision: str = "fp32"  # of the training steps (PRECISIONS); evaluations stay float32
 
     def __post_init__(self) -> None:
         if self.train_mode not in TRAIN_MODES:
             raise ValueError(f"train_mode {self.train_mode!r}; allowed: {TRAIN_MODES}")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer {self.optimizer!r}; allowed: {OPTIMIZERS}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision {self.precision!r}; allowed: {PRECISIONS}")
         if self.steps < 0 or not self.jump_lengths or min(self.jump_lengths) <= 0:
             raise ValueError(f"need steps >= 0 and positive jump_lengths; got {self.steps}, {self.jump_lengths}")
         if not self.lr_factors or min(self.lr_factors) < 0:
@@ -112,7 +116,9 @@ def train_steps(
 ) -> Iterator[int]:
     """Train ``params`` only (model in eval mode) for ``steps`` (default ``config.steps``) steps at the
     constant ``lr`` (default ``config.lr``) on the mean batch loss, yielding the steps done: 0 first,
-    then after each step. A run of ``k`` steps is the first ``k`` steps of a longer one.
+    then after each step. A run of ``k`` steps is the first ``k`` steps of a longer one. With
+    ``config.precision`` bf16 the forward and backward run under bf16 autocast (float32 weights and
+    optimizer state, the loss reduced in float32).
 
     Batches are drawn from the whole train split of ``data.task`` (``Task.sample``) by a generator
     seeded with ``data.order_seed``: the same seed, the same batches in the same order.
@@ -125,7 +131,9 @@ def train_steps(
     yield 0
     for step in range(config.steps if steps is None else steps):
         xb, yb = data.prepare_batch(*task.examples("train", task.sample("train", config.batch_size, generator)))
-        loss = model.per_example_loss(model(xb), yb).mean()
+        with torch.autocast(xb.device.type, dtype=torch.bfloat16, enabled=config.precision == "bf16"):
+            output = model(xb)
+        loss = model.per_example_loss(output.float(), yb).mean()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()

@@ -32,6 +32,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from .. import stats
+from ..core.device import tf32
 from ..core.seeding import derive_seed, model_identity
 from ..core.tables import columns
 from ..data import Prepared
@@ -139,6 +140,7 @@ def _long_form(corr: Tensor, labels: dict[str, Any]) -> pd.DataFrame:
     return frame.assign(**labels)[columns("covmats")]
 
 
+@tf32(False)  # the statistics cancel large terms: IEEE fp32 on CUDA (make gpu-check's MEAS line)
 def measure(
     model: ResidualModel,
     data: Prepared,
