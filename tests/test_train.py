@@ -20,7 +20,7 @@ from scalemech.core.tables import timing_columns
 from scalemech.data import Prepared, load_prepared, normalize_images, prepare_dataset
 from scalemech.models import build_model, load_model
 from scalemech.models.memory import memory_format_for
-from scalemech.tasks.images import augment, crop_flip
+from scalemech.tasks.images import crop_flip, draw_augmentation
 from scalemech.training import train as train_module
 from scalemech.training.checkpoints import snapshot_paths, snapshot_schedule
 from scalemech.training.train import NonFiniteLossError, evaluate, lr_at, total_steps_of, train
@@ -278,8 +278,12 @@ def test_crop_flip_equals_per_example_reference(pad):
 
 def test_augment_is_seeded_and_covers_all_offsets():
     x = torch.arange(4 * 4, dtype=torch.uint8).view(1, 1, 4, 4).expand(2000, 1, 4, 4)
-    a = augment(x, torch.Generator().manual_seed(1), pad=1)
-    assert torch.equal(a, augment(x, torch.Generator().manual_seed(1), pad=1))
+
+    def augment(seed: int) -> torch.Tensor:
+        return crop_flip(x, *draw_augmentation(len(x), torch.Generator().manual_seed(seed), pad=1, flip=True), pad=1)
+
+    a = augment(1)
+    assert torch.equal(a, augment(1))
     assert a.shape == x.shape
     # each augmented image equals the reference for one of the 3·3·2 (shift, flip) choices
     choices = [

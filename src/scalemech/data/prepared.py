@@ -117,12 +117,13 @@ def token_starts(n_tokens: int, n: int, block_size: int, seed: int) -> torch.Ten
 
 def normalize_images(x_uint8: torch.Tensor, manifest_or_stats: dict) -> torch.Tensor:
     """``(x / 255 - mean_c) / std_c`` as float32 for uint8 images (..., C, H, W), with the
-    per-channel train statistics of a manifest (its ``stats``) or a ``{"mean", "std"}`` dict."""
+    per-channel train statistics of a manifest (its ``stats``) or a ``{"mean", "std"}`` dict (lists, or
+    float32 tensors already on the images' device: no copy)."""
     if x_uint8.dtype != torch.uint8:
         raise ValueError(f"normalize_images expects uint8 pixels, got {x_uint8.dtype}")
     stats = manifest_or_stats.get("stats", manifest_or_stats)
-    mean = torch.tensor(stats["mean"], dtype=torch.float32, device=x_uint8.device)[:, None, None]  # (C, 1, 1)
-    std = torch.tensor(stats["std"], dtype=torch.float32, device=x_uint8.device)[:, None, None]
+    mean = torch.as_tensor(stats["mean"], dtype=torch.float32, device=x_uint8.device)[:, None, None]  # (C, 1, 1)
+    std = torch.as_tensor(stats["std"], dtype=torch.float32, device=x_uint8.device)[:, None, None]
     if x_uint8.dim() < 3 or x_uint8.shape[-3] != len(mean):
         raise ValueError(f"images of shape {tuple(x_uint8.shape)} do not have the {len(mean)} channels of the stats")
     return (x_uint8.float() / 255.0 - mean) / std

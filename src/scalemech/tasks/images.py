@@ -23,6 +23,7 @@ class ImageTask:
         if data.kind != "image":
             raise ValueError(f"an image model needs image data; {data.name!r} holds {data.kind}")
         self.data = data
+        self.device_stats: dict[torch.device, dict[str, Tensor]] = {}  # the train statistics, per device
 
     def spec_keys(self) -> dict[str, Any]:
         return {"in_channels": self.data.in_channels, "num_classes": self.data.num_classes}
@@ -47,7 +48,13 @@ class ImageTask:
         return torch.randint(self.count(split), (n,), generator=generator)
 
     def to_input(self, x: Tensor) -> Tensor:
-        return normalize_images(x, self.data.manifest)
+        """``normalize_images`` with the train statistics held on ``x``'s device (copied there once)."""
+        if x.device not in self.device_stats:
+            stats = self.data.manifest.get("stats", self.data.manifest)
+            self.device_stats[x.device] = {
+                key: torch.tensor(stats[key], dtype=torch.float32, device=x.device) for key in ("mean", "std")
+            }
+        return normalize_images(x, self.device_stats[x.device])
 
     def batches(
         self, recipe: Recipe, generator: torch.Generator, device: torch.device
@@ -83,12 +90,13 @@ def crop_flip(x: Tensor, shifts: Tensor, flips: Tensor, pad: int = 4) -> Tensor:
     return picked_rows.gather(3, cols[:, None, None, :].expand(B, C, H, W))  # (B, C, H, W)
 
 
-def augment(x: Tensor, generator: torch.Generator, pad: int = 4, flip: bool = True) -> Tensor:
-    """``crop_flip`` with offsets uniform in [0, 2·pad]² and (with ``flip``) flips with probability ½
-    drawn from ``generator`` (CPU), as torchvision's RandomCrop(padding=pad) + RandomHorizontalFlip."""
-    shifts = torch.randint(0, 2 * pad + 1, (len(x), 2), generator=generator)
-    flips = torch.rand(len(x), generator=generator) < 0.5 if flip else torch.zeros(len(x), dtype=torch.bool)
-    return crop_flip(x, shifts.to(x.device), flips.to(x.device), pad)
+def draw_augmentation(n: int, generator: torch.Generator, pad: int, flip: bool) -> tuple[Tensor, Tensor]:
+    """``(shifts, flips)`` of ``crop_flip`` for ``n`` images: offsets uniform in [0, 2·pad]² and (with ``flip``)
+    flips with probability ½, drawn from ``generator`` (CPU), as torchvision's RandomCrop(padding=pad) +
+    RandomHorizontalFlip."""
+    shifts = torch.randint(0, 2 * pad + 1, (n, 2), generator=generator)
+    flips = torch.rand(n, generator=generator) < 0.5 if flip else torch.zeros(n, dtype=torch.bool)
+    return shifts, flips
 
 
 def shift_pad(height: int) -> int:
@@ -100,31 +108,51 @@ def shift_pad(height: int) -> int:
 # -- batches ----------------------------------------------------------------------------------
 class ImageBatches:
     """Shuffled epochs of an on-device uint8 image split: batch ``k`` of an epoch is
-    ``order[k·B:(k+1)·B]`` of a fresh permutation (the last partial batch is dropped)."""
+    ``order[k·B:(k+1)·B]`` of a fresh permutation (the last partial batch is dropped), augmented by
+    ``crop_flip`` at that batch's draws.
+
+    Each epoch's permutation and every batch's crops and flips are drawn at its start, in the order a
+    draw per step would take them (the permutation, then batch 0's shifts and flips, batch 1's, …), and
+    copied to the device at once: one host-device transfer an epoch, none in the steps between."""
 
     def __init__(self, x: Tensor, y: Tensor, batch_size: int, generator: torch.Generator, augmented: str | None):
         self.x, self.y, self.generator, self.augmented = x, y, generator, augmented
         self.batch_size = min(batch_size, len(x))
         self.steps_per_epoch = len(x) // self.batch_size
-        self.order: Tensor | None = None
+        self.pad, self.flip = (4, True) if augmented == "crop_flip" else (shift_pad(x.shape[-2]), False)
+        self.order: Tensor | None = None  # (N,) on the device
+        self.shifts: Tensor | None = None  # (steps_per_epoch, B, 2) on the device, when augmented
+        self.flips: Tensor | None = None  # (steps_per_epoch, B)
+
+    def new_epoch(self) -> None:
+        order = torch.randperm(len(self.x), generator=self.generator)
+        if self.augmented is not None:
+            draws = [
+                draw_augmentation(self.batch_size, self.generator, self.pad, self.flip)
+                for _ in range(self.steps_per_epoch)
+            ]
+            self.shifts = torch.stack([shifts for shifts, _ in draws]).to(self.x.device)
+            self.flips = torch.stack([flips for _, flips in draws]).to(self.x.device)
+        self.order = order.to(self.x.device)
 
     def batch(self, step: int) -> tuple[Tensor, Tensor]:
         k = step % self.steps_per_epoch
         if k == 0 or self.order is None:
-            self.order = torch.randperm(len(self.x), generator=self.generator)
-        index = self.order[k * self.batch_size : (k + 1) * self.batch_size].to(self.x.device)
+            self.new_epoch()
+        index = self.order[k * self.batch_size : (k + 1) * self.batch_size]
         x = self.x.index_select(0, index)  # (B, C, H, W) uint8
-        if self.augmented == "crop_flip":
-            x = augment(x, self.generator)
-        elif self.augmented == "shift":
-            x = augment(x, self.generator, shift_pad(x.shape[-2]), flip=False)
+        if self.augmented is not None:
+            x = crop_flip(x, self.shifts[k], self.flips[k], self.pad)
         return x, self.y.index_select(0, index)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"order": self.order}
+        return {name: None if t is None else t.cpu() for name, t in (("order", self.order), ("shifts", self.shifts),
+                                                                     ("flips", self.flips))}  # fmt: skip
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.order = state["order"]
+        self.order, self.shifts, self.flips = (
+            None if state.get(name) is None else state[name].to(self.x.device) for name in ("order", "shifts", "flips")
+        )
 
 
 def wants_augment(augment: bool | str, train_x: Tensor) -> str | None:

@@ -94,22 +94,35 @@ class TextTask(WindowTask):
         return recipe.eval_every_steps
 
 
+STEPS_AHEAD = 50  # training steps whose window starts are drawn and copied to the device together
+
+
 class TextBatches:
     """Windows of ``block_size + 1`` bytes at uniform random starts (nanoGPT's ``get_batch``);
-    an "epoch" is ``len(stream) // (B·T)`` steps."""
+    an "epoch" is ``len(stream) // (B·T)`` steps.
+
+    The starts of ``STEPS_AHEAD`` steps are drawn at once, step after step as a draw per step would take
+    them, and copied to the device together: one host-device transfer per ``STEPS_AHEAD`` steps."""
 
     def __init__(self, stream: Tensor, batch_size: int, block_size: int, generator: torch.Generator):
         if len(stream) <= block_size + 1:
             raise ValueError(f"a text stream of {len(stream)} bytes is too short for block_size {block_size}")
         self.stream, self.batch_size, self.block_size, self.generator = stream, batch_size, block_size, generator
         self.steps_per_epoch = max(1, len(stream) // (batch_size * block_size))
+        self.ahead: Tensor | None = None  # (STEPS_AHEAD, B) starts on the device
+        self.used = 0  # rows of ``ahead`` already taken
 
     def batch(self, step: int) -> tuple[Tensor, Tensor]:
-        starts = torch.randint(0, len(self.stream) - self.block_size, (self.batch_size,), generator=self.generator)
-        return text_windows(self.stream, starts.to(self.stream.device), self.block_size)  # (B, T) each
+        if self.ahead is None or self.used == len(self.ahead):
+            high = len(self.stream) - self.block_size
+            draws = [torch.randint(0, high, (self.batch_size,), generator=self.generator) for _ in range(STEPS_AHEAD)]
+            self.ahead, self.used = torch.stack(draws).to(self.stream.device), 0
+        starts, self.used = self.ahead[self.used], self.used + 1
+        return text_windows(self.stream, starts, self.block_size)  # (B, T) each
 
     def state_dict(self) -> dict[str, Any]:
-        return {}
+        return {"ahead": None if self.ahead is None else self.ahead.cpu(), "used": self.used}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        pass
+        ahead = state.get("ahead")
+        self.ahead, self.used = (None if ahead is None else ahead.to(self.stream.device)), state.get("used", 0)

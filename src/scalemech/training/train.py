@@ -2,7 +2,8 @@
 
 Defines ``train`` (one run of a ``Recipe``, ``scalemech.core.recipe``, resumable from
 its own checkpoints), ``evaluate`` and the optimizer (``optimizer_for``, ``make_optimizer``); the
-batches and their augmentation come from the task (``scalemech.tasks``: ``images.crop_flip``/``augment``).
+batches and their augmentation come from the task (``scalemech.tasks``: ``images.ImageBatches``,
+``windows.TextBatches``).
 
 - Data lives on the device as one uint8 tensor; normalization and augmentation (random
   crop with 4-pixel zero padding and horizontal flip, He et al. 2016) are batched tensor
