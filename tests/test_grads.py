@@ -10,7 +10,7 @@ from torch import nn
 from scalemech.data import DataError
 from scalemech.gradients.batches import to_device
 from scalemech.gradients.capture import activation_grads, block_grad_norms, capture_pools
-from scalemech.gradients.pools import GradientPool, PoolError
+from scalemech.gradients.pools import GradientPool, PoolError, to_half
 from scalemech.gradients.signal import block_grad
 from scalemech.gradients.views import broadcast_shift
 from scalemech.models import build_model
@@ -268,3 +268,16 @@ def test_block_grad_norms_from_one_pass_equal_each_block_inserted_alone(spec, sh
         loss = expanded.per_example_loss(expanded(x), y).mean()  # brute force: one block, full batch
         alone = torch.cat([g.flatten() for g in torch.autograd.grad(loss, list(block.parameters()))]).norm()
         assert norm > 0 and norm == pytest.approx(alone.item(), rel=1e-9)
+
+
+def test_to_half_rounds_once_like_numpy():
+    """float64 → float16 on the rows' device equals numpy's single rounding, at float16 midpoints (where a
+    rounding through float32 errs) and beside them; torch's own conversion misses some of those."""
+    rng = np.random.default_rng(0)
+    halves = rng.standard_normal(20_000).astype(np.float16)
+    midpoints = (halves.astype(np.float64) + np.nextafter(halves, np.float16(np.inf)).astype(np.float64)) / 2
+    x = np.concatenate([rng.standard_normal(50_000), midpoints, midpoints * (1 + 1e-12), midpoints * (1 - 1e-12),
+                        rng.standard_normal(1000) * 1e-6, [0.0, -0.0, 1.0, -1.0]])  # fmt: skip
+    expected = x.astype(np.float16).view(np.int16)
+    assert np.array_equal(to_half(torch.from_numpy(x)).numpy().view(np.int16), expected)
+    assert not np.array_equal(torch.from_numpy(x).half().numpy().view(np.int16), expected)

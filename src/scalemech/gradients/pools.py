@@ -15,6 +15,21 @@ from ..data.store import DataError, checked_npy, file_record
 from ..stats import cross_grams
 
 POOL_DTYPES = ("float16", "float32")
+TORCH_DTYPES = {"float16": torch.float16, "float32": torch.float32}
+
+
+def to_half(x: Tensor) -> Tensor:
+    """float64 ``x`` rounded once to float16 (to nearest, ties to even), on ``x``'s device.
+
+    torch converts float64 to float16 through float32, rounding twice; rounding to float32 *to odd* first
+    (toward zero, then the last bit set when inexact) keeps the 13 extra bits honest, so the second rounding
+    gives the float64 value's own nearest float16 (Boldo & Melquiond 2008)."""
+    single = x.float()
+    away = single.double().abs() > x.abs()  # rounded away from zero: step back one ulp toward it
+    single = torch.where(away, torch.nextafter(single, torch.zeros_like(single)), single)
+    inexact = single.double() != x
+    odd = (single.view(torch.int32) | 1).view(torch.float32)
+    return torch.where(inexact & torch.isfinite(single), odd, single).half()
 
 
 def pool_path(pool_dir: str | Path, split: str, point: str, view: str) -> Path:
@@ -160,12 +175,15 @@ class PoolWriter:
             )
         # A float32 pool takes single-precision rows' quotients in float32: operands and result in
         # float32, that is the float64 quotient rounded once. A float16 pool needs the float64 one (a
-        # float32 quotient of float32 rows can land on a float16 midpoint and round the other way).
+        # float32 quotient of float32 rows can land on a float16 midpoint and round the other way),
+        # rounded once to float16 on the rows' device (``to_half``): the host receives float16.
         wide = rows.dtype == torch.float64 or self.dtype == np.float16
         rows = rows.detach().double() if wide else rows.detach().float()
         scale = rows.abs().amax(dim=1)
         scale = torch.where(scale > 0, scale, 1.0)  # (b,), exact
-        self.file.write((rows / scale[:, None]).cpu().numpy().astype(self.dtype, copy=False).tobytes())
+        quotient = rows / scale[:, None]
+        stored = to_half(quotient) if self.dtype == np.float16 else quotient.to(TORCH_DTYPES[self.dtype.name])
+        self.file.write(stored.cpu().numpy().tobytes())
         self.scale[self.filled : stop] = scale.double().cpu().numpy()
         self.filled = stop
 
