@@ -38,6 +38,7 @@ docs: $(STAMP)
 	$(VENV)/bin/python -m scalemech.pipeline.readme --run growth --not-run-ok
 	$(VENV)/bin/python -m scalemech.pipeline.readme --tests
 	$(VENV)/bin/python -m scalemech.pipeline.readme --memory
+	$(VENV)/bin/python -m scalemech.pipeline.readme --gpu-hours
 	$(VENV)/bin/python -m scalemech.config.doc
 	$(VENV)/bin/python -m scalemech.pipeline.rulesdoc
 

@@ -139,6 +139,14 @@ def _check(args: argparse.Namespace) -> None:
     print(f"{args.config}: valid; run {config['run']!r}, {len(model_jobs(config))} models")
 
 
+def _gpu_hours(args: argparse.Namespace) -> None:
+    from .config import load_config
+    from .pipeline.gpu_cost import gpu_hours, line, markdown
+
+    frame = gpu_hours(load_config(args.config))
+    print("\n".join(["H200-hours per grid and step:", "", *markdown(frame), "", line(frame)]))
+
+
 def _prepare(args: argparse.Namespace) -> None:
     from .config import load_config
     from .core.layout import Layout
@@ -293,6 +301,10 @@ def parser() -> argparse.ArgumentParser:
     check = command("check", "validate a config file (YAML syntax with file and line, schema, cross-checks)")
     config_option(check)
     check.set_defaults(func=_check)
+
+    hours = command("gpu-hours", "a config's GPU-hours per grid and step, counted from FLOPs (pipeline.gpu_cost)")
+    config_option(hours)
+    hours.set_defaults(func=_gpu_hours)
 
     prepare = command("prepare", "prepare one dataset of a config")
     config_option(prepare)

@@ -282,6 +282,16 @@ def memory_block() -> str:
     )  # fmt: skip
 
 
+def gpu_hours_block(config: str = "config/paper.yaml") -> str:
+    """The README block of the paper config's GPU-hours (``pipeline.gpu_cost``)."""
+    from ..config import load_config
+    from .gpu_cost import gpu_hours, line, markdown
+
+    start, end = markers("gpu-hours")
+    frame = gpu_hours(load_config(config))
+    return "\n".join([start, *markdown(frame), "", line(frame).replace("estimated GPU time", config), end])
+
+
 def _duration(seconds: float) -> str:
     minutes, rest = divmod(round(seconds), 60)
     return f"{minutes} min {rest} s"
@@ -297,7 +307,11 @@ def main(argv: list[str] | None = None) -> None:
     )  # fmt: skip
     parser.add_argument("--tests", action="store_true", help="write the test suite's times (results/test/*.json)")
     parser.add_argument("--memory", action="store_true", help="write the memory arithmetic of growing a 7B model")
+    parser.add_argument("--gpu-hours", action="store_true", help="write the paper config's GPU-hours")
     args = parser.parse_args(argv)
+    if args.gpu_hours:
+        replace_block(Path(args.readme), "gpu-hours", gpu_hours_block())
+        return
     if args.memory:
         replace_block(Path(args.readme), "growing-7b", memory_block())
         return
