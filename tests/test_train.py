@@ -6,6 +6,7 @@ import dataclasses
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +24,7 @@ from scalemech.models.memory import memory_format_for
 from scalemech.tasks.images import crop_flip, draw_augmentation
 from scalemech.training import train as train_module
 from scalemech.training.checkpoints import snapshot_paths, snapshot_schedule
-from scalemech.training.train import NonFiniteLossError, evaluate, lr_at, total_steps_of, train
+from scalemech.training.train import NonFiniteLossError, Stopped, evaluate, lr_at, total_steps_of, train
 
 RESNET = {
     "family": "resnet",
@@ -167,6 +168,28 @@ def test_resume_after_crash_matches_uninterrupted_run(uninterrupted, small_mnist
     expected_weights = torch.load(expected_dir / "model.pt", weights_only=False)["state_dict"]
     assert weights.keys() == expected_weights.keys()
     assert all(torch.equal(weights[k], expected_weights[k]) for k in weights)
+
+
+def test_sigterm_checkpoints_the_step_and_resumes_to_the_same_weights(uninterrupted, small_mnist, tmp_path):
+    """A cluster's time limit (SIGTERM) between checkpoints: the run saves the step it is at, exits with status
+    1 naming it, and the rerun resumes there to the uninterrupted run's weights."""
+    expected, expected_dir = uninterrupted
+
+    def terminate_at_9(step: int) -> None:
+        if step == 9:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    with pytest.raises(Stopped, match="SIGTERM at step 10 of 20") as stopped:
+        train_tiny(small_mnist, tmp_path, on_step=terminate_at_9)
+    assert stopped.value.code != 0
+    assert "step-000000010.pt" in {p.name for p in (tmp_path / "ckpt").iterdir()}  # not a multiple of 6
+    resumed_steps = []
+    metrics = train_tiny(small_mnist, tmp_path, on_step=resumed_steps.append)
+    assert resumed_steps[0] == 11 and untimed(metrics) == untimed(expected)
+    weights = torch.load(tmp_path / "model.pt", weights_only=False)["state_dict"]
+    expected_weights = torch.load(expected_dir / "model.pt", weights_only=False)["state_dict"]
+    assert all(torch.equal(weights[k], expected_weights[k]) for k in weights)
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler is the run's alone
 
 
 def test_same_seed_same_metrics_other_seed_differs(uninterrupted, small_mnist, tmp_path):

@@ -27,9 +27,11 @@ from __future__ import annotations
 import contextlib
 import math
 import platform
+import signal
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -68,6 +70,29 @@ CURVE_COLUMNS = ["step", "epoch", "lr", "train_loss", "test_loss", "test_acc"]
 
 class NonFiniteLossError(FloatingPointError):
     """The training loss became NaN or infinite."""
+
+
+class Stopped(SystemExit):
+    """Training stopped on SIGTERM (a cluster's time limit or preemption) after checkpointing its step."""
+
+
+@contextlib.contextmanager
+def sigterm_requested() -> Iterator[list[bool]]:
+    """A one-element list that turns ``[True]`` when the process receives SIGTERM during the block (the main
+    thread's handler; elsewhere nothing is installed and it stays ``[False]``)."""
+    requested = [False]
+    if threading.current_thread() is not threading.main_thread():
+        yield requested
+        return
+
+    def request(signum, frame) -> None:
+        requested[0] = True
+
+    previous = signal.signal(signal.SIGTERM, request)
+    try:
+        yield requested
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 # -- schedule and optimizer ------------------------------------------------------------------
@@ -233,13 +258,15 @@ def train(
     at the steps of ``snapshot_schedule`` are kept under ``snapshot_dir/<identity hash>/``
     (weights only, apart from the resume checkpoints; ``model.pt`` records the hash).
     ``on_step(step)`` is called after every step (a test hook: raising from it interrupts the
-    run like a crash). The run holds ``checkpoint_lock(checkpoint_dir)`` throughout: while another
+    run like a crash). On SIGTERM (a cluster's time limit, a preemption) the run checkpoints the step it
+    is at and raises ``Stopped`` (exit status 1, so the workflow retries the job, which resumes there).
+    The run holds ``checkpoint_lock(checkpoint_dir)`` throughout: while another
     trainer holds it, ``CheckpointLockedError`` (an ``OSError``) at once, with nothing read or written.
     On CUDA, ``core.device.set_training_numerics(deterministic)``: TF32 and autotuned cuDNN, or with
     ``deterministic`` cuDNN's deterministic algorithms (a CPU run is reproducible either way).
     """
     out_dir, checkpoint_dir, device = Path(out_dir), Path(checkpoint_dir), resolve_device(device)
-    with checkpoint_lock(checkpoint_dir):  # before any checkpoint is read, until the run ends
+    with checkpoint_lock(checkpoint_dir), sigterm_requested() as stop:  # the lock before any checkpoint is read
         wall_start = time.perf_counter()
         if device.type == "cuda":
             set_training_numerics(deterministic)
@@ -319,7 +346,7 @@ def train(
                 save_snapshot(snapshot_run, step, model)
 
             evaluate_now = step % task.eval_every == 0 or step == total_steps
-            checkpoint_now = step % checkpoint_every == 0 or step == total_steps
+            checkpoint_now = step % checkpoint_every == 0 or step == total_steps or stop[0]
             if evaluate_now or checkpoint_now or len(pending) >= SYNC_EVERY:
                 losses = torch.stack(pending).double().cpu()  # the host sync of this interval
                 check_finite(losses, step - len(pending) + 1, total_steps, recipe)
@@ -358,6 +385,9 @@ def train(
                         },
                     )
                 tick, tick_step = time.perf_counter(), step
+                if stop[0]:
+                    raise Stopped(f"training stopped by SIGTERM at step {step} of {total_steps}, checkpointed in "
+                                  f"{checkpoint_dir}; run the same command again to resume there")  # fmt: skip
             if on_step is not None:
                 on_step(step)
         bar.close()
