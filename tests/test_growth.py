@@ -85,6 +85,39 @@ def _row(model, point, train, test, config, seed=0) -> pd.Series:
     return _rows(model, [point], train, test, config, seed=seed).iloc[0]
 
 
+def test_a_killed_growth_resumes_at_the_next_arm_with_the_same_rows(monkeypatch, tmp_path):
+    """Each point's grown arm and the controls are kept as they finish; after a kill at the second point a
+    rerun grows only the points not kept, and the rows equal an uninterrupted run's."""
+    model, train, test = _setup()
+    config = settings(steps=3, batch_size=16, lr_factors=[0.0, 1.0])
+    points = model.insertion_points()[:3]
+    expected = _rows(model, points, train, test, config)
+    grown_at, original = [], growth.grow_at
+
+    def kill_at_second(model, point, *args):
+        grown_at.append(point)
+        if len(grown_at) == 2:
+            raise KeyboardInterrupt
+        return original(model, point, *args)
+
+    monkeypatch.setattr(growth, "grow_at", kill_at_second)
+    old = (mean_loss(model, *train, config.eval_batch_size, PREPARE),
+           per_example_losses(model, *test, config.eval_batch_size, PREPARE))  # fmt: skip
+    data = arms.ArmData(TensorTask(*train), train, test, PREPARE, derive_seed(0, "order"))
+    with pytest.raises(KeyboardInterrupt):
+        grow_points(model, points, data, old, config, 0, tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"{points[0]}.pt"]
+    monkeypatch.setattr(
+        growth, "grow_at", lambda model, point, *args: grown_at.append(point) or original(model, point, *args)
+    )
+    rows = pd.DataFrame(grow_points(model, points, data, old, config, 0, tmp_path))
+    assert grown_at == [points[0], points[1], points[1], points[2]]  # the first point was read back
+    pd.testing.assert_frame_equal(rows, expected)
+    again = pd.DataFrame(grow_points(model, points, data, old, config, 0, tmp_path))  # all kept: nothing trains
+    assert len(grown_at) == 4 and (tmp_path / "controls.pt").exists()
+    pd.testing.assert_frame_equal(again, expected)
+
+
 def test_grown_model_equals_old_and_the_jumpboard_descends():
     model, train, test = _setup()
     expanded, block = model.insert_block(model.insertion_points()[1])

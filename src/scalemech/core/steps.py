@@ -96,9 +96,11 @@ def _misalign_params(config: dict[str, Any], job: Any) -> dict[str, Any]:
 
 
 def _placement_params(config: dict[str, Any], job: Any) -> dict[str, Any]:
+    layout = Layout(config["run"])
     return {
         **_keys(config, job),
-        "snapshot_dir": Layout(config["run"]).snapshots(job.dataset, job.name),
+        "snapshot_dir": layout.snapshots(job.dataset, job.name),
+        "checkpoints": f"{layout.checkpoints(job.dataset, job.name)}/growth",
         "grow": config["grow"],
         "measure": config["measure"],
     }

@@ -40,6 +40,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from .. import stats
+from ..core.integrity import atomic_write
 from ..core.seeding import derive_seed, model_identity, seeded
 from ..core.tables import columns
 from ..data import Prepared
@@ -48,7 +49,7 @@ from ..gradients.norms import recalibrate_batch_norm
 from ..models.base import ResidualModel, check_preserved
 from ..tasks import Task
 from ..tasks.base import draw_disjoint, draw_examples
-from ..training.checkpoints import snapshot_paths
+from ..training.checkpoints import identity_hash, snapshot_paths
 from ..training.continued import step_flops
 from . import arms
 from .arms import ArmConfig, ArmData
@@ -121,6 +122,18 @@ def _numpy(losses: Tensor) -> np.ndarray:
     return losses.cpu().double().numpy()
 
 
+def kept(path: Path | None, compute: Callable[[], Any]) -> Any:
+    """``compute()``'s value (tensors, numbers, strings in dicts and tuples), written to ``path`` atomically
+    once computed and read from there when it exists: E11 resumes point by point after a kill."""
+    if path is not None and path.exists():
+        return torch.load(path, weights_only=True)
+    value = compute()
+    if path is not None:
+        with atomic_write(path) as tmp:
+            torch.save(value, tmp)
+    return value
+
+
 @dataclasses.dataclass
 class Grown:
     """One point's grown arm: its table columns, its held-out losses (jumpboard and grown) and the
@@ -184,19 +197,23 @@ def grow_points(
     old: tuple[float, Tensor],
     config: ArmConfig,
     seed: int,
+    saved: Path | None = None,
 ) -> list[dict[str, Any]]:
     """``grow_at`` every point, then the controls at equal steps and at each point's equal FLOPs
     (``controls``), every arm on ``data``'s one batch order; the arms' columns, held-out losses and
-    paired gains. ``old``: ``f_old``'s train-pool loss and held-out losses."""
+    paired gains. ``old``: ``f_old``'s train-pool loss and held-out losses. With ``saved``, each point's
+    grown arm and the controls are kept there as they finish (``kept``), and a rerun reads them back."""
     old_heldout = old[1]
     probe = data.prepare_batch(*(t[: config.batch_size] for t in data.train_pool))
     control_step = _flops_per_step(model, list(model.parameters()), probe)  # f_old: the same at every point
     arms_at = [
-        grow_at(model, point, data, config, derive_seed(seed, point), control_step)
+        Grown(**kept(saved and saved / f"{point}.pt",
+                     lambda point=point: dataclasses.asdict(grow_at(model, point, data, config,
+                                                                    derive_seed(seed, point), control_step))))
         for point in tqdm(points, desc="growth")
-    ]
+    ]  # fmt: skip
     counts = [config.steps, *(arm.steps_flops for arm in arms_at)]
-    trained = controls(model, data, config, counts, old)
+    trained = kept(saved and saved / "controls.pt", lambda: controls(model, data, config, counts, old))
     rows = []
     for arm in arms_at:
         (tokens, lr_tokens), (flops, lr_flops) = trained[config.steps], trained[arm.steps_flops]
@@ -237,6 +254,7 @@ def growth(
     pool: int,
     heldout: int,
     device: torch.device | str,
+    checkpoint_dir: str | Path | None = None,
     **config: Any,
 ) -> pd.DataFrame:
     """The ``growth`` table of ``model`` (module doc): one row per snapshot × point of ``points``.
@@ -245,7 +263,9 @@ def growth(
     table (either None: no ``signal`` snapshot, as for a pretrained model). ``certificate(model, names,
     snapshot)`` returns certify's table of a model at those points (``CERTIFICATE`` columns) with
     ``attrs["pools"]["test"]``, its test pool's index. The jumpboard and the fallback use a train pool
-    of ``pool`` examples. ``config`` holds the ``ArmConfig`` fields."""
+    of ``pool`` examples. ``config`` holds the ``ArmConfig`` fields. With ``checkpoint_dir``, every arm is kept
+    there as it finishes, under a name that changes with the model, snapshot, points and settings, and a rerun
+    after a kill resumes at the first arm not kept."""
     settings = ArmConfig(**config)
     identity, prepare_batch = model_identity(keys), to_device(device)
     model = model.to(device).eval()
@@ -265,8 +285,13 @@ def growth(
         if path is not None:
             grown_from.load_state_dict(torch.load(path, map_location=device, weights_only=True))
         recalibrate_batch_norm(grown_from, task, identity, device)
+        saved = None
+        if checkpoint_dir is not None:
+            kept_as = {"model": identity, "snapshot": snapshot, "step": step, "points": points, "pool": pool,
+                       "heldout": heldout, **dataclasses.asdict(settings)}  # fmt: skip
+            saved = Path(checkpoint_dir) / identity_hash(kept_as)
         rows += _snapshot_rows(grown_from, snapshot, step, task, points, certificate, pool, heldout, settings,
-                               prepare_batch, identity)  # fmt: skip
+                               prepare_batch, identity, saved)  # fmt: skip
     frame = pd.DataFrame([{**keys, **row} for row in rows])
     return frame.reindex(columns=columns("growth"))
 
@@ -283,8 +308,10 @@ def _snapshot_rows(
     config: ArmConfig,
     prepare_batch: PrepareBatch,
     identity: str,
+    saved: Path | None = None,
 ) -> list[dict[str, Any]]:
-    """The rows of one snapshot: its certificate, then ``grow_points`` at every chosen point."""
+    """The rows of one snapshot: its certificate, then ``grow_points`` at every chosen point (its arms kept in
+    ``saved``)."""
     seed = derive_seed(config.seed, identity, snapshot)
     chosen = select_points(model, points)
     certified = certificate(model, chosen, snapshot).set_index("point")
@@ -296,7 +323,7 @@ def _snapshot_rows(
     old_heldout = per_example_losses(model, *heldout_pool, config.eval_batch_size, prepare_batch)
     old_train = mean_loss(model, *train_pool, config.eval_batch_size, prepare_batch)
     data = ArmData(task, train_pool, heldout_pool, prepare_batch, derive_seed(seed, "order"))
-    grown = grow_points(model, chosen, data, (old_train, old_heldout), config, seed)
+    grown = grow_points(model, chosen, data, (old_train, old_heldout), config, seed, saved)
     return [
         {
             "snapshot": snapshot,

@@ -364,6 +364,7 @@ def placement_model(
     growth: str,
     model_keys: dict[str, Any],
     snapshot_dir: str,
+    checkpoints: str,
     grow: dict[str, Any],
     measure: dict[str, Any],
     device: torch.device,
@@ -403,6 +404,7 @@ def placement_model(
             keys,
             certificate,
             device=device,
+            checkpoint_dir=checkpoints,  # each arm kept as it finishes: a killed job resumes at the next
             **settings,
         )
     tables.write_table(frame, growth, "growth")
