@@ -531,3 +531,29 @@ def test_paper_config_fits_the_example_limits_it_documents() -> None:
     assert set(config["cluster"]) >= {"max_cpus", "max_mem_mb", "max_gpus", "max_runtime"}
     validate_config(config)
     assert all(group["resources"]["gpu"] == 1 for group in [*config["grids"].values(), *config["pretrained"].values()])
+
+
+def test_gpu_share_is_the_grids_memory_or_the_whole_gpu_and_shards_round_up() -> None:
+    from scalemech.config import gpu_share
+
+    cluster = {"gpu_memory_mb": 141000, "gpu_shards": 8}
+    assert gpu_share({"cluster": cluster}, {"gpu": 1, "gpu_mem_mb": 16000}) == {"gpu_mem_mb": 16000, "shards": 1}
+    assert gpu_share({"cluster": cluster}, {"gpu": 1, "gpu_mem_mb": 20000}) == {"gpu_mem_mb": 20000, "shards": 2}
+    assert gpu_share({"cluster": cluster}, {"gpu": 1}) == {"gpu_mem_mb": 141000, "shards": None}  # a whole GPU
+    assert gpu_share({"cluster": {"gpu_memory_mb": 141000}}, {"gpu": 1, "gpu_mem_mb": 16000})["shards"] is None
+    assert gpu_share({"cluster": cluster}, {"gpu": 0, "gpu_mem_mb": 16000}) == {"gpu_mem_mb": None, "shards": None}
+
+
+@pytest.mark.parametrize(
+    "cluster, resources, expected",
+    [
+        ({"gpu_shards": 8}, {"gpu": 1}, ["cluster.gpu_shards needs cluster.gpu_memory_mb"]),
+        ({"gpu_memory_mb": 80000}, {"gpu": 1, "gpu_mem_mb": 90000}, ["gpu_mem_mb 90000", "gpu_memory_mb 80000"]),
+        ({}, {"gpu": 0, "gpu_mem_mb": 4000}, ["gpu_mem_mb 4000 needs resources.gpu: 1"]),
+    ],
+)
+def test_a_gpu_share_that_cannot_hold_is_refused(cluster: dict, resources: dict, expected: list[str]) -> None:
+    config = with_cluster(cluster)
+    for grid in config["grids"].values():
+        grid["resources"] = resources
+    assert_rejected(config, expected)

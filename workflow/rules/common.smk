@@ -4,7 +4,7 @@
 import re
 import sys
 
-from scalemech.config import ConfigError, model_jobs, read_config, validate_config
+from scalemech.config import ConfigError, gpu_share, model_jobs, read_config, validate_config
 from scalemech.core import steps
 from scalemech.core.layout import Layout, suffix
 from scalemech.core.steps import PER_MODEL_TABLES, STEPS, run_tables

@@ -19,6 +19,17 @@ def grid_request(key):
     return lambda wc: model_resources(wc)[key]
 
 
+def whole_gpus(wc):
+    """The GPUs a job asks for whole: its grid's gpu, or none where it asks for GRES shards instead."""
+    return 0 if gpu_share(config, model_resources(wc))["shards"] else model_resources(wc)["gpu"]
+
+
+def shard_request(wc):
+    """sbatch --gres=shard:k of a job that shares its GPU on SLURM (scalemech.config.gpu_share); else unset."""
+    shards = gpu_share(config, model_resources(wc))["shards"]
+    return f"--gres=shard:{shards}" if shards else None
+
+
 def model_requests(step):
     """What the cluster job of ``step`` asks for (Step.device, Step.cluster)."""
     if step.cluster == "cpu":
@@ -27,7 +38,16 @@ def model_requests(step):
             "runtime": cluster_request(step.rule, "runtime"),
             "slurm_partition": cpu_partition,
         }
-    gpu = {"gpu": grid_request("gpu")} if step.device else {}
+    gpu = (
+        {
+            "gpu": whole_gpus,
+            "gpu_shards": lambda wc: gpu_share(config, model_resources(wc))["shards"] or 0,
+            "gpu_mem_mb": lambda wc: gpu_share(config, model_resources(wc))["gpu_mem_mb"],
+            "slurm_extra": shard_request,
+        }
+        if step.device
+        else {}
+    )
     return {
         **gpu,
         "mem_mb": grid_request("mem_mb"),

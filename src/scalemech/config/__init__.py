@@ -18,7 +18,7 @@ Modules: ``strict_yaml``, ``schema`` (the schema and its validator), ``checks`` 
 (``read_config``, ``validate_config``, ``load_config``), ``errors`` and ``doc`` (writes config/README.md).
 """
 
-from .cluster import cluster_requests
+from .cluster import cluster_requests, gpu_share
 from .errors import ConfigError
 from .grids import ModelJob, format_width, model_jobs
 from .strict_yaml import read_yaml
@@ -28,6 +28,7 @@ __all__ = [
     "ConfigError",
     "ModelJob",
     "cluster_requests",
+    "gpu_share",
     "format_width",
     "load_config",
     "model_jobs",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -49,6 +50,36 @@ def cluster_requests(config: dict[str, Any]) -> dict[str, dict[str, int]]:
         "runtime": capped(60, "max_runtime"),
     }
     return requests
+
+
+def gpu_share(config: dict[str, Any], resources: dict[str, Any]) -> dict[str, int | None]:
+    """A GPU job's share of its GPU, from its grid's ``resources`` and the ``cluster`` section:
+    ``gpu_mem_mb`` (the grid's, else the whole GPU's ``gpu_memory_mb``, else None: no limit) and, where the
+    cluster has GRES shards and the grid names its memory, ``shards`` = ⌈S · gpu_mem_mb / gpu_memory_mb⌉
+    of the GPU's S (else None: a whole GPU). Nothing for a grid with ``gpu`` 0."""
+    if not resources.get("gpu", 0):
+        return {"gpu_mem_mb": None, "shards": None}
+    cluster = config.get("cluster", {})
+    whole, own, shards = cluster.get("gpu_memory_mb"), resources.get("gpu_mem_mb"), cluster.get("gpu_shards")
+    share = min(shards, math.ceil(shards * own / whole)) if shards and own and whole else None
+    return {"gpu_mem_mb": own or whole, "shards": share}
+
+
+def check_gpu_share(config: dict[str, Any]) -> Iterator[str]:
+    """``cluster.gpu_shards`` needs ``cluster.gpu_memory_mb``; a grid's ``resources.gpu_mem_mb`` needs
+    ``gpu`` 1 and fits one GPU."""
+    cluster = config.get("cluster", {})
+    whole = cluster.get("gpu_memory_mb")
+    if cluster.get("gpu_shards") and not whole:
+        yield "cluster.gpu_shards needs cluster.gpu_memory_mb (the MB of one GPU) to size each job's shards"
+    groups = {**config["grids"], **config.get("pretrained", {})}
+    for name, group in groups.items():
+        resources = group.get("resources", {})
+        own = resources.get("gpu_mem_mb")
+        if own is not None and not resources.get("gpu", 0):
+            yield f"{name}: resources.gpu_mem_mb {own} needs resources.gpu: 1 (a share of a GPU the job does not get)"
+        elif own is not None and whole and own > whole:
+            yield f"{name}: resources.gpu_mem_mb {own} is more than one GPU's cluster.gpu_memory_mb {whole}"
 
 
 def check_cluster_limits(config: dict[str, Any]) -> Iterator[str]:

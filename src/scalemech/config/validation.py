@@ -32,7 +32,7 @@ from .checks import (
     check_urls,
     non_finite,
 )
-from .cluster import check_cluster_limits
+from .cluster import check_cluster_limits, check_gpu_share
 from .errors import ConfigError
 from .schema import _explain, _with_defaults, schema
 from .strict_yaml import read_yaml
@@ -117,3 +117,4 @@ def cross_checks(config: dict[str, Any]) -> Iterator[str]:
     yield from check_misalign_sizes(config)
     yield from check_batch_sizes(config)
     yield from check_cluster_limits(config)
+    yield from check_gpu_share(config)

@@ -99,8 +99,8 @@ def job_context(log_path: str | None, threads: int | None) -> Iterator[None]:
 
 def execution(config: dict[str, Any], gpus: int = 0) -> dict[str, Any]:
     """How jobs run (not what they compute), from a validated config: passed to the jobs that take
-    them. ``gpus``: the GPUs the job was given (its grid's ``resources.gpu``); with one, the job
-    must compute on it."""
+    them. ``gpus``: the GPUs the job was given (its grid's ``resources.gpu``, or a share of one in GRES
+    shards, ``config.gpu_share``); with one, the job must compute on it."""
     return {"device": config["device"], "gpus": gpus, "checkpoint_every": config["train"]["checkpoint_every"]}
 
 
@@ -139,7 +139,7 @@ def run(smk: Any) -> None:
         call(
             smk.rule,
             {**dict(smk.input.items()), **dict(smk.output.items()), **dict(smk.params.items())},
-            execution(smk.config, int(smk.resources.get("gpu", 0))),
+            execution(smk.config, int(smk.resources.get("gpu", 0) or smk.resources.get("gpu_shards", 0) > 0)),
         )
     if log_path:
         cpu_record(log_path).write_text(json.dumps({"cpu_seconds": round(process_cpu_seconds(), 3)}) + "\n")
