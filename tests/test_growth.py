@@ -392,3 +392,22 @@ def test_a_hugging_face_model_grows_at_its_weights(tmp_path):
     assert table.snapshot_step.isna().all() and table.n_heldout.eq(24).all()
     gains = table[["gain_old", "gain_old_se", "gain_tokens", "gain_flops"]]
     assert np.isfinite(gains.to_numpy(float)).all() and (table.gain_old_se > 0).all()
+
+
+def test_an_arm_under_bf16_autocast_ends_within_its_tolerance_of_float32():
+    """grow.precision bf16 (E11's arms): the same steps from the same start end at a held-out loss within
+    BF16_TOLERANCE (relative) of float32's, and the weights stay float32."""
+    bf16_tolerance = 0.02
+    model, train, test = _setup()
+    losses = {}
+    for precision in ("fp32", "bf16"):
+        config = settings(steps=10, batch_size=16, precision=precision)
+        trained = copy.deepcopy(model)
+        arms.train_params(trained, trained.parameters(), arms.ArmData(TensorTask(*train), train, test, PREPARE, 0),
+                          config, lr=0.05)  # fmt: skip
+        assert all(p.dtype == torch.float32 for p in trained.parameters())
+        losses[precision] = float(per_example_losses(trained, *test, 64, PREPARE).mean())
+    start = float(per_example_losses(model, *test, 64, PREPARE).mean())
+    assert losses["fp32"] != start  # the arms trained
+    assert losses["bf16"] == pytest.approx(losses["fp32"], rel=bf16_tolerance)
+    assert losses["bf16"] != losses["fp32"]  # and bf16 is a different computation
