@@ -40,9 +40,11 @@ def gradient_rows(
     batch_size: int,
     device: torch.device | str,
 ) -> dict[tuple[str, str], torch.Tensor]:
-    """``{(point, view): Q}``: the per-example activation gradients of the pool, float64 (n, D), in memory."""
+    """``{(point, view): Q}``: the per-example activation gradients of the pool (n, D), on ``device`` in the
+    precision backward gives them (float32): half the memory of float64 rows; their Gram is accumulated in
+    float64 (``stats.cross_gram``)."""
     batches = list(iter_activation_grads(model, x, y, points, batch_size, to_device(device)))
-    return {(p, v): torch.cat([b[p][v] for b in batches]).double() for p in points for v in VIEWS}
+    return {(p, v): torch.cat([b[p][v] for b in batches]) for p in points for v in VIEWS}
 
 
 def trajectory(
@@ -83,7 +85,7 @@ def trajectory(
         for split in splits:
             grads = gradient_rows(model, pools[split].x, pools[split].y, points, batch_size, device)
             for (point, view), Q in grads.items():
-                G = Q @ Q.T
+                G = stats.cross_gram(Q, None, device=Q.device)  # float64 (n, n), float64 column chunks
                 estimate = stats.stats_from_gram(G, Q.shape[1])
                 bounds = stats.alignment_intervals(G, Q.shape[1], interval_level)
                 rows.append(
