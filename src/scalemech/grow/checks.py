@@ -1,11 +1,13 @@
 """What ``grow`` refuses before any weight loads, each refusal naming the option and what is allowed:
 options beyond the caps the config schema sets for the pipeline's ``grow:``; a family flag that makes
-layers depend on their index; data too short for the certificate's pools and the held-out windows, or
-holding ids outside the vocabulary; a training step whose estimated memory exceeds the device's."""
+layers depend on their index; ``--shard`` on one process, or a batch the processes cannot share; data
+too short for the certificate's pools and the held-out windows, or holding ids outside the vocabulary;
+``--retain`` data that are ``--data``; a training step whose estimated memory exceeds the device's."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -31,6 +33,32 @@ def cap_problems(settings: Any) -> list[str]:
         for name, limit in limits.items()
         if getattr(settings, name) > limit
     ]
+
+
+def check_processes(batch_size: int, shard: bool, processes: int) -> None:
+    """Refuse ``--shard`` on one process (nothing to shard over) and a ``--batch-size`` that the
+    ``processes`` cannot share evenly (``training.engine.share``: each takes ``batch_size / processes``)."""
+    if shard and processes == 1:
+        raise ValueError(
+            "--shard shards each arm over the processes of a launch, and this is one process; allowed: "
+            "torchrun --nproc_per_node N -m scalemech.cli grow ... --shard (N >= 2), or leave --shard out"
+        )
+    if batch_size % processes:
+        raise ValueError(
+            f"--batch-size {batch_size} does not split over the {processes} processes of this launch; allowed: a "
+            f"multiple of {processes}"
+        )
+
+
+def check_retain(retain: dict[str, str], data: dict[str, str]) -> None:
+    """Refuse ``--retain`` data that are the training data: ``retain`` and ``data`` are their records
+    (``path`` and ``sha256``: the same path, or the same bytes under another name)."""
+    if retain["sha256"] == data["sha256"]:
+        how = "is" if Path(retain["path"]).resolve() == Path(data["path"]).resolve() else "holds the same bytes as"
+        raise ValueError(
+            f"--retain {retain['path']!r} {how} --data {data['path']!r}: forgetting would be measured on the domain "
+            "the arms train on; allowed: the model's old domain, data other than --data"
+        )
 
 
 def check_windows(task: TokenIdTask | DocumentIdTask, pool: int, eval_windows: int) -> None:

@@ -143,7 +143,7 @@ def checkpoint_paths(directory: Path) -> list[Path]:
 def save_checkpoint(directory: Path, state: dict[str, Any]) -> None:
     """Write ``step-<step>.pt`` atomically (tmp + rename); keep the newest ``KEPT``."""
     directory.mkdir(parents=True, exist_ok=True)
-    save_torch(directory / f"step-{state['step']:09d}.pt", state)
+    save_torch(directory / f"step-{state['step']:09d}.pt", state, f"the resume state of step {state['step']}")
     for old in checkpoint_paths(directory)[:-KEPT]:
         old.unlink()
         sidecar(old).unlink(missing_ok=True)
@@ -173,7 +173,7 @@ def snapshot_paths(directory: Path) -> dict[int, Path]:
 def mark_complete(directory: Path, identity: dict[str, Any]) -> None:
     """Record that the run of ``identity`` finished and wrote its outputs."""
     directory.mkdir(parents=True, exist_ok=True)
-    write_json(directory / COMPLETE, {"identity": identity_hash(identity)})
+    write_json(directory / COMPLETE, {"identity": identity_hash(identity)}, "the mark of a finished run")
 
 
 def set_aside(directory: Path, tag: str, why: str) -> Path:
