@@ -434,7 +434,7 @@ def test_a_failed_final_write_leaves_the_earlier_output_whole(capsys, monkeypatc
     else:
         message = last_line_error(capsys, argv)
         assert f"writing the grown checkpoint to {out} failed (No space left on device (" in message, message
-        assert "kB needed)" in message and message.endswith("then rerun the same command"), message
+        assert "kB needed: free space there)" in message and message.endswith("rerun the same command"), message
     assert {k: v for k, v in tree_digest(out).items() if ".grow-state" not in k} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"] and tree_digest(source) == source_before
     monkeypatch.undo()

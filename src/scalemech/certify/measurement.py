@@ -165,16 +165,17 @@ def check_scratch_space(
     needed, largest = rows * POOL_BYTES * sum(widths), rows // 2 * POOL_BYTES * max(widths)
     pool_dir.mkdir(parents=True, exist_ok=True)
     free, limit = shutil.disk_usage(pool_dir).free, file_size_limit()
-    smaller = "measure fewer --points, a smaller --pool or --block-size, or --view pooled"
     if needed > free:
         raise OSError(
             f"certify's gradient pools need {size_text(needed)} under {pool_dir.parent} (TMPDIR), which has "
-            f"{size_text(free)} free; point TMPDIR to a larger disk, or {smaller}"
+            f"{size_text(free)} free; point TMPDIR to a larger disk, or capture fewer points per pass "
+            "(--points-per-pass), a smaller --pool or --block-size, or certify's --view pooled"
         )
     if limit is not None and largest > limit:
         raise OSError(
             f"certify's gradient pools need files of {size_text(largest)}, beyond this shell's file-size limit "
-            f"(ulimit -f) of {size_text(limit)}; raise the limit (ulimit -f unlimited), or {smaller}"
+            f"(ulimit -f) of {size_text(limit)}; raise the limit (ulimit -f unlimited), or give a smaller --pool or "
+            "--block-size, or certify's --view pooled"
         )
     return needed
 

@@ -87,13 +87,14 @@ def room_errno(error: BaseException, directory: Path, needed: int | None = None)
 
 def room_reason(code: int, directory: Path, needed: int | None = None) -> str:
     """What the system says of ``code`` (one of ``ROOM_ERRORS``), with the room there is (the file-size
-    limit, or the space free under ``directory``) and, when known, the ``needed`` bytes."""
+    limit, or the space free under ``directory``), when known the ``needed`` bytes, and what to do."""
+    limit = file_size_limit() if code == errno.EFBIG else None
     if code == errno.EFBIG:
-        limit = file_size_limit()
-        there = f"the file-size limit (ulimit -f) is {size_text(limit)}" if limit else "beyond the file system's limit"
+        there = f"the file-size limit, ulimit -f, is {size_text(limit)}" if limit else "the file system's largest file"
     else:
         there = f"{size_text(shutil.disk_usage(directory).free)} free in {directory}"
-    return f"{os.strerror(code)} ({there}{f', about {size_text(needed)} needed' if needed else ''})"
+    remedy = "raise it" if limit else "write elsewhere" if code == errno.EFBIG else "free space there"
+    return f"{os.strerror(code)} ({there}{f', about {size_text(needed)} needed' if needed else ''}: {remedy})"
 
 
 def write_failure(error: BaseException, directory: Path, needed: int | None = None) -> tuple[int, str] | None:
@@ -213,10 +214,13 @@ def save_torch(path: str | Path, value: Any, what: str = "") -> None:
         needed = _tensor_bytes(value)
         try:
             torch.save(value, tmp)
+            return
         except RuntimeError as error:
-            code = room_errno(error, tmp.parent, needed)
-            reason = room_reason(code, tmp.parent, needed) if code else " ".join(str(error).split())[:200]
-            raise OSError(code or errno.EIO, reason) from None
+            failed = RuntimeError(str(error))  # not its traceback: torch's writer, holding the file open, is freed
+        tmp.unlink(missing_ok=True)  # the room there is, without the partial file
+        code = room_errno(failed, tmp.parent, needed)
+        reason = room_reason(code, tmp.parent, needed) if code else " ".join(str(failed).split())[:200]
+        raise OSError(code or errno.EIO, reason)
 
     write_checked(path, write, what)
 

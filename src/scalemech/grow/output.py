@@ -120,7 +120,7 @@ def write_output(out: Path, write: Callable[[Path], None], needed: int | None = 
             raise OSError(
                 failure[0],
                 f"writing the grown checkpoint to {out} failed ({failure[1]}); {out} is as it was and its resume "
-                "states are kept: free space or fix the cause, then rerun the same command",
+                "states are kept: make room or fix the cause, then rerun the same command",
             ) from None
         raise
     aside = out.with_name(f".{out.name}.replaced-{os.getpid()}")
