@@ -27,6 +27,7 @@ import argparse
 import os
 import shlex
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +43,9 @@ if TYPE_CHECKING:
 # pandas or transformers; each command imports what it needs when it runs.
 
 ERROR_STATUS = 2
+REFUSAL_WAIT_SECONDS = 30
+"""Under a launcher, how long a process other than rank 0 waits after a refusal for the launcher to stop it
+(torchrun does at once when rank 0 exits); rank 0, which says it, may refuse a moment later."""
 INTERRUPTED_STATUS = 130
 """Exit status after Ctrl-C (128 + SIGINT, as a shell reports it)."""
 CERTIFY_EPILOG = """\
@@ -455,13 +459,17 @@ def _one_line(err: BaseException) -> str:
 
 
 def _says(args: argparse.Namespace, err: BaseException) -> bool:
-    """Whether this process prints ``err``: a refusal under a launcher on rank 0 alone (every rank refuses
-    alike), a lost process on the one rank ``PeerLost.report`` names, anything else on every process."""
+    """Whether this process prints ``err``: a lost process on the one rank ``PeerLost.report`` names; a
+    refusal under a launcher on rank 0 (every rank refuses alike; the others wait ``REFUSAL_WAIT_SECONDS``,
+    silent, for the launcher to stop them once rank 0 has said it and exited, and say it if not stopped);
+    anything else on every process."""
     from .training.engine import PeerLost
 
     if isinstance(err, PeerLost):
         return err.report
-    return not getattr(args, "refused", False) or os.environ.get("RANK", "0") == "0"
+    if getattr(args, "refused", False) and os.environ.get("RANK", "0") != "0":
+        time.sleep(REFUSAL_WAIT_SECONDS)
+    return True
 
 
 def _resumable(err: BaseException) -> bool:

@@ -1,8 +1,9 @@
 """What ``grow`` refuses before any weight loads, each refusal naming the option and what is allowed:
 options beyond the caps the config schema sets for the pipeline's ``grow:``; a family flag that makes
-layers depend on their index; ``--shard`` on one process, or a batch the processes cannot share; data
-too short for the certificate's pools and the held-out windows, or holding ids outside the vocabulary;
-``--retain`` data that are ``--data``; a training step whose estimated memory exceeds the device's."""
+layers depend on their index, or layers without an output projection; ``--shard`` on one process, or a
+batch the processes cannot share; data too short for the certificate's pools and the held-out windows,
+or holding ids outside the vocabulary; ``--retain`` data that are ``--data``; a training step whose
+estimated memory exceeds the device's."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 import torch
 
 from ..config.schema import schema
+from ..models.hf import decoder_layers_path, output_projections
 from ..tasks.tokens import DocumentIdTask, TokenIdTask, check_vocabulary
 from ..training.footprint import activation_bytes
 
@@ -33,6 +35,16 @@ def cap_problems(settings: Any) -> list[str]:
         for name, limit in limits.items()
         if getattr(settings, name) > limit
     ]
+
+
+def check_insertable(config: Any) -> None:
+    """Refuse a model whose decoder layer has no output projection (``models.hf.output_projections``: a
+    new layer could not start as the identity), found on a copy built from ``config`` on the meta device."""
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        skeleton = AutoModelForCausalLM.from_config(config)
+    output_projections(skeleton.get_submodule(decoder_layers_path(skeleton))[0], config.model_type)
 
 
 def check_processes(batch_size: int, shard: bool, processes: int) -> None:

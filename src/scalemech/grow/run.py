@@ -42,7 +42,15 @@ from ..training.continued import Arm, WindowBatches, sequence_losses, step_flops
 from ..training.engine import check_engine, launch_processes, lost_peer, stopped_by_launcher, world
 from .alternatives import LORA_ALPHA_PER_RANK, layers_count, lora_model, lora_rank, lora_units, merged, trainable_count
 from .card import write_card
-from .checks import cap_problems, check_ids, check_memory, check_processes, check_retain, check_windows
+from .checks import (
+    cap_problems,
+    check_ids,
+    check_insertable,
+    check_memory,
+    check_processes,
+    check_retain,
+    check_windows,
+)
 from .output import (
     STATE_DIR,
     check_out,
@@ -293,6 +301,7 @@ class Grower:
         if (why := index_dependence(source)) is not None:
             raise ValueError(why)
         config = AutoConfig.from_pretrained(checkpoint, local_files_only=local, trust_remote_code=False)
+        check_insertable(config)
         config = config.get_text_config()
         self.source_dir = source_directory(checkpoint, spec.get("revision"), local)
         self.source = source_digest(self.source_dir)

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-from ..core.integrity import IntegrityError, load_torch, read_json, save_torch, sidecar, write_json
+from ..core.integrity import IntegrityError, load_torch, read_json, room, save_torch, sidecar, write_json
 
 try:
     import fcntl
@@ -112,8 +112,9 @@ def checkpoint_lock(directory: str | Path) -> Iterator[None]:
         if held:
             since = time.strftime("%Y-%m-%dT%H:%M:%S%z")
             record = {"pid": os.getpid(), "host": socket.gethostname(), "since": since}
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)
+            with room(path, "the lock's record of its holder"):  # a full disk: one line naming it
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)
         yield
     finally:
         if held:

@@ -98,7 +98,14 @@ def check_engine(device_type: str) -> bool:
         )
     if not parse_flag_from_env("ACCELERATE_USE_FSDP"):  # accelerate reads it on GPUs only: the CPU too
         return False
-    problems = fsdp_problems(FullyShardedDataParallelPlugin())
+    try:
+        plugin = FullyShardedDataParallelPlugin()  # accelerate's own reading of the configuration
+    except (ValueError, RuntimeError) as error:
+        raise ValueError(
+            f"grow: accelerate refuses its FSDP configuration ({' '.join(str(error).split())}); grow shards as "
+            "config/accelerate/fsdp2.yaml says"
+        ) from None
+    problems = fsdp_problems(plugin)
     if problems:
         raise ValueError(
             "grow: accelerate's FSDP configuration asks for what grow does not do: " + "; ".join(problems)
