@@ -496,8 +496,8 @@ def check_text_paths(config: dict[str, Any]) -> Iterator[str]:
     (relative paths from the working directory, as the prepare job reads them). A missing file is left
     to the prepare job, which names it (it may be put there after planning), unless E12 reads the data set
     (``adapt``), whose sizes are checked against it before any job (``check_adapt_sizes``)."""
-    adapted = {config["adapt"]["domain"], *(config["grids"][g]["dataset"] for g in config["adapt"]["grids"] if g in
-                                            config["grids"])}  # fmt: skip
+    grids = [config["grids"][name] for name in config["adapt"]["grids"] if name in config["grids"]]
+    adapted = {config["adapt"]["domain"], *(grid["dataset"] for grid in grids)} if grids else set()
     for name, settings in config["datasets"].items():
         if "path" not in text_data.CONFIG_KEYS.get(name, ()):
             continue
@@ -506,7 +506,7 @@ def check_text_paths(config: dict[str, Any]) -> Iterator[str]:
             yield "datasets.corpus.path: not set; a corpus is read from a local text file: allowed: the file's path"
         elif path is not None and os.path.isdir(path):
             yield f"datasets.{name}.path: {path!r} is a directory; allowed: a local text file"
-        elif path is not None and not os.path.exists(path) and config["adapt"]["grids"] and name in adapted:
+        elif path is not None and not os.path.exists(path) and name in adapted:
             yield (
                 f"datasets.{name}.path: {path!r} does not exist, and E12 (adapt) sizes its pools, batches and steps "
                 "from it before any job; allowed: an existing text file"
