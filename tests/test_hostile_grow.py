@@ -181,29 +181,32 @@ def test_a_full_disk_in_safetensors_says_so(capsys, monkeypatch, tmp_path, uncha
     assert not out.exists() and [p.name for p in tmp_path.iterdir()] == []
 
 
-@pytest.mark.parametrize("where", ["run record", "gradient pools"])
+def full(*args, **kwargs):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+@pytest.mark.parametrize("where", ["lock record", "run record", "gradient pools"])
 def test_a_full_disk_at_any_write_names_it(capsys, monkeypatch, tmp_path, unchanged, where) -> None:
-    """The run record (``--out/.grow-state/run.json``) and the certificate's scratch pools (whose writer
-    names no file) fail on a full disk: one line naming what, where, and how to resume."""
+    """The lock's record of its holder, the run record (``--out/.grow-state/run.json``) and the
+    certificate's scratch pools (neither writer names its file) fail on a full disk: one line naming what,
+    where, and how to resume."""
     from scalemech.gradients import pools
+    from scalemech.training import checkpoints
 
     out = tmp_path / "out"
-    if where == "run record":
+    if where == "lock record":
+        monkeypatch.setattr(checkpoints.os, "pwrite", full)
+        expected = f"writing the lock's record of its holder to {out}/..grow-state.lock failed: No space left"
+    elif where == "run record":
         original = Path.write_text
 
         def write_text(self, *args, **kwargs):
-            if self.name.startswith(".run.json.tmp"):
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-            return original(self, *args, **kwargs)
+            return full() if self.name.startswith(".run.json.tmp") else original(self, *args, **kwargs)
 
         monkeypatch.setattr(Path, "write_text", write_text)
         expected = f"writing the run's identity and wall time to {out}/.grow-state/run.json failed: No space left"
     else:
-
-        def write(self, rows):
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-        monkeypatch.setattr(pools.PoolWriter, "write", write)
+        monkeypatch.setattr(pools.PoolWriter, "write", full)
         expected = "writing certify's gradient pools to /"
     message = last_line_error(capsys, grow_argv(unchanged["source"], unchanged["data"], out))
     assert message.startswith(expected) and "No space left on device (" in message, message
