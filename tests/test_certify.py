@@ -455,7 +455,8 @@ def test_pools_larger_than_the_free_disk_are_refused_before_any_capture(
     message = capsys.readouterr().err
     assert "gradient pools need 73.7 kB under" in message and "which has 50 kB free" in message
     [error] = [line for line in message.splitlines() if line.startswith("scalemech: error:")]
-    assert "gradient pools need" in error and error.endswith("or --view pooled")
+    assert "gradient pools need" in error and error.endswith("--points-per-pass), a smaller --pool or --block-size, "
+                                                             "or certify's --view pooled")  # fmt: skip
     monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=73_728))
     assert main(argv) == 0
 

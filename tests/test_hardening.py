@@ -433,7 +433,8 @@ def test_a_failed_final_write_leaves_the_earlier_output_whole(capsys, monkeypatc
         assert "rerun the same command to resume" in capsys.readouterr().err
     else:
         message = last_line_error(capsys, argv)
-        assert f"writing the grown checkpoint to {out} failed (No space left on device)" in message, message
+        assert f"writing the grown checkpoint to {out} failed (No space left on device (" in message, message
+        assert "kB needed: free space there)" in message and message.endswith("rerun the same command"), message
     assert {k: v for k, v in tree_digest(out).items() if ".grow-state" not in k} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"] and tree_digest(source) == source_before
     monkeypatch.undo()
@@ -612,7 +613,10 @@ def test_a_full_disk_while_saving_a_resume_state_says_so(capsys, monkeypatch, tm
     full_disk = SimpleNamespace(disk_usage=lambda path: SimpleNamespace(free=10))
     monkeypatch.setattr(integrity, "shutil", full_disk)  # integrity's view of the disk only
     message = last_line_error(capsys, grow_argv(source, data, out))
-    assert message.startswith(f"writing {out}/.grow-state/grown-1/step-") and "No space left on device" in message
+    assert message.startswith(f"writing the resume state of step 3 to {out}/.grow-state/grown-1/step-"), message
+    assert "No space left on device (0.01 kB free in" in message, message
+    assert message.endswith(f"rerun the same command to resume from the last resume state in {out}/.grow-state "
+                            "(one every --checkpoint-every 50 steps)"), message  # fmt: skip
     assert not (out / "growth.json").exists() and not list(out.glob(".grow-state/*/*.pt"))
     with pytest.raises(OSError, match="No space left on device"):
         main(["--debug", *grow_argv(source, data, out)])

@@ -13,10 +13,12 @@
 Paths follow the workflow's layout (results/<run>/…), so a step run here is the same job
 Snakemake would run.
 
-A user error (bad argument, missing or corrupt file, invalid config) is printed as one line,
-"scalemech: error: <message>", with exit status 2 like argparse's own usage errors; Ctrl-C as
+A user error (bad argument, missing or corrupt file, invalid config, a full disk, a process of a
+launch that ended) is printed as one line, "scalemech: error: <message>", with exit status 2 like
+argparse's own usage errors (a failed write or a lost process says where to resume); Ctrl-C as
 "scalemech: interrupted; <where to resume>", with exit status 130. "scalemech --debug ..." shows
-the traceback instead.
+the traceback instead. Under a launcher (torchrun), a refusal is printed by rank 0 alone, and a lost
+process by the lowest rank left.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import argparse
 import os
 import shlex
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +43,9 @@ if TYPE_CHECKING:
 # pandas or transformers; each command imports what it needs when it runs.
 
 ERROR_STATUS = 2
+REFUSAL_WAIT_SECONDS = 30
+"""Under a launcher, how long a process other than rank 0 waits after a refusal for the launcher to stop it
+(torchrun does at once when rank 0 exits); rank 0, which says it, may refuse a moment later."""
 INTERRUPTED_STATUS = 130
 """Exit status after Ctrl-C (128 + SIGINT, as a shell reports it)."""
 CERTIFY_EPILOG = """\
@@ -91,8 +97,9 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from .core.device import DeviceError
     from .data import DataError
     from .gradients.pools import PoolError
+    from .training.engine import PeerLost
 
-    return (ValueError, KeyError, OSError, ConfigError, DataError, PoolError, DeviceError)
+    return (ValueError, KeyError, OSError, ConfigError, DataError, PoolError, DeviceError, PeerLost)
 
 
 def non_negative(text: str) -> int:
@@ -221,8 +228,10 @@ def _certify(args: argparse.Namespace) -> None:
 
 
 def _grow(args: argparse.Namespace) -> None:
-    from .grow import GrowSettings, grow
     from .grow.card import arm_table
+    from .grow.run import Grower, GrowSettings, complete
+
+    args.refused = True  # until every check has passed: each process refuses alike, and rank 0 says so
 
     settings = GrowSettings(
         at=args.at,
@@ -245,12 +254,13 @@ def _grow(args: argparse.Namespace) -> None:
         activation_checkpointing=args.activation_checkpointing,
         points_per_pass=args.points_per_pass,
         retain=args.retain,
+        max_forgetting=args.max_forgetting,
         command=shlex.join(["scalemech", *args.argv]),
     )
-    if args.max_forgetting is not None:
-        settings.max_forgetting = args.max_forgetting
-    record = grow(args.checkpoint, args.data, args.out, settings)
-    if record["machine"]["world_size"] > 1 and int(os.environ.get("RANK", "0")):
+    grower = Grower(args.checkpoint, args.data, Path(args.out), settings)
+    args.refused = False
+    record = complete(grower).result
+    if grower.rank:
         return  # under torchrun the main process reports
     decision = record["decision"]
     losses = ", ".join(f"{name} {loss:.4f}" for name, loss in record["held_out"]["mean_loss"].items())
@@ -460,6 +470,28 @@ def _one_line(err: BaseException) -> str:
     return f"{head} {'; '.join(rest)}" if rest else head
 
 
+def _says(args: argparse.Namespace, err: BaseException) -> bool:
+    """Whether this process prints ``err``: a lost process on the one rank ``PeerLost.report`` names; a
+    refusal under a launcher on rank 0 (every rank refuses alike; the others wait ``REFUSAL_WAIT_SECONDS``,
+    silent, for the launcher to stop them once rank 0 has said it and exited, and say it if not stopped);
+    anything else on every process."""
+    from .training.engine import PeerLost
+
+    if isinstance(err, PeerLost):
+        return err.report
+    if getattr(args, "refused", False) and os.environ.get("RANK", "0") != "0":
+        time.sleep(REFUSAL_WAIT_SECONDS)
+    return True
+
+
+def _resumable(err: BaseException) -> bool:
+    """Whether rerunning resumes past ``err``: a write that failed for want of room, a lost process."""
+    from .core.integrity import ROOM_ERRORS
+    from .training.engine import PeerLost
+
+    return isinstance(err, PeerLost) or (isinstance(err, OSError) and err.errno in ROOM_ERRORS)
+
+
 def _resume_hint(args: argparse.Namespace) -> str:
     """Where an interrupted command resumes: grow from its ``--out``, a pipeline step from its checkpoints."""
     if args.command == "grow":
@@ -478,15 +510,20 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = list(sys.argv[1:] if argv is None else argv)  # the command line, for grow's model card
     try:
         args.func(args)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:
         if args.debug:
             raise
-        print(f"scalemech: interrupted; {_resume_hint(args)}", file=sys.stderr)
+        why = f" ({err})" if str(err) else ""  # the launcher's SIGTERM (``engine.stopped_by_launcher``)
+        print(f"scalemech: interrupted{why}; {_resume_hint(args)}", file=sys.stderr)
         return INTERRUPTED_STATUS
     except Exception as err:
         if args.debug or not isinstance(err, user_errors()):
             raise
-        print(f"scalemech: error: {_one_line(err)}", file=sys.stderr)
+        message = _one_line(err)
+        if args.command == "grow" and _resumable(err) and "rerun" not in message:
+            message += f"; {_resume_hint(args)}"
+        if _says(args, err):
+            print(f"scalemech: error: {message}", file=sys.stderr)
         return ERROR_STATUS
     return 0
 

@@ -10,7 +10,7 @@ import codecs
 from pathlib import Path
 from typing import Any
 
-from ..data import load_prepared, prepare_dataset
+from ..data import DataError, load_prepared, prepare_dataset
 from ..data.tokenized import (
     document_length,
     is_token_ids,
@@ -86,15 +86,25 @@ def _local(hf_spec: dict[str, Any]) -> bool:
     return Path(hf_spec["tokenizer"]).is_dir() or hub_unreachable() is not None
 
 
-def read_data(data: str, scratch: Path, hf_spec: dict[str, Any] | None, pool: int):
+def read_data(data: str, scratch: Path, hf_spec: dict[str, Any] | None, pool: int, option: str = "--data"):
     """A prepared dataset directory (for a Hugging Face model, a text one becomes the head of each
     split that ``pool`` windows need, in the tokenizer's ids: ``data.tokenized.prepared_text_tokens``);
     token ids (``data.tokenized.load_token_ids``: a ``.npy`` stream or documents, or nanoGPT's
     ``train.bin``/``val.bin``);
     or a UTF-8 text file (judged by its first MiB): for a Hugging Face model, the head of it that
     ``pool`` windows per split need (``data.tokenized.text_file_tokens``), else prepared here as a
-    byte-level corpus. Any other binary file is refused."""
-    path = Path(data)
+    byte-level corpus. Anything else (a binary file, a directory of none of these, a FIFO or a device) is
+    refused (a FIFO or a device is never read); every refusal names ``option``, the option that gave ``data``."""
+    try:
+        return _read(Path(data), scratch, hf_spec, pool, f"{option} {data!r}")
+    except (ValueError, DataError) as error:
+        if not str(error).startswith(option):
+            error.args = (f"{option}: {error}", *error.args[1:])
+        raise
+
+
+def _read(path: Path, scratch: Path, hf_spec: dict[str, Any] | None, pool: int, given: str):
+    """``read_data`` of ``path``; ``given``: the option and the path, as refusals name them."""
     if (path / "manifest.json").is_file():
         prepared = load_prepared(path)
         if hf_spec is not None and prepared.kind == "text":
@@ -113,12 +123,15 @@ def read_data(data: str, scratch: Path, hf_spec: dict[str, Any] | None, pool: in
             binary = True
         if binary:
             raise ValueError(
-                f"--data {data!r} is a binary file, not UTF-8 text, a .npy of token ids or nanoGPT's "
-                f"train.bin/val.bin; give {DATA_FORMS}"
+                f"{given} is a binary file, not UTF-8 text, a .npy of token ids or nanoGPT's train.bin/val.bin; "
+                f"give {DATA_FORMS}"
             )
         if hf_spec is not None:
             tokenizer, local = hf_spec["tokenizer"], _local(hf_spec)
             return text_file_tokens(path, pool, hf_spec["block_size"], tokenizer, None, local)
         prepare_dataset("corpus", {"path": str(path)}, scratch / "corpus")
         return load_prepared(scratch / "corpus")
-    raise FileNotFoundError(f"--data {data!r} does not exist or is none of: {DATA_FORMS}")
+    if not path.exists():
+        raise FileNotFoundError(f"{given} does not exist; give {DATA_FORMS}")
+    what = "a directory holding no manifest.json nor train.bin and val.bin" if path.is_dir() else "no regular file"
+    raise ValueError(f"{given} is {what}; give {DATA_FORMS}")

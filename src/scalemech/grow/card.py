@@ -3,10 +3,15 @@
 Its metadata (``ModelCardData``) names the ``base_model``; its text holds the inserted layers, the
 placement rule and its source, the certificate rows behind each choice, every arm's held-out losses
 (and, under ``--retain``, forgetting), the decision and the command. ``growth.json`` holds the rest.
+
+No string a user controls (a path, the command line, a name from the checkpoint's config) can add markup
+to the card, rendered as CommonMark with HTML on: paths are code spans (``code``), names escaped text
+(``text``), the command a fenced block it cannot close (``fence``); none of them breaks a line.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +24,43 @@ SOURCES = {
     "top": "after the last layer",
 }
 CERTIFICATE_COLUMNS = ("point", "mu_sq", "d_align", "b_exact", "block_grad_norm", "verdict")
+
+
+PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
+"""Every ASCII punctuation character: CommonMark lets each be backslash-escaped (spec 2.4)."""
+
+
+def visible(value: Any) -> str:
+    """``str(value)`` with every character that is not printable (newline, tab, escape, line separator)
+    written as Python writes it in a string literal (``\\n``): a user's string never breaks a line."""
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in str(value))
+
+
+def text(value: Any) -> str:
+    """``value`` as literal Markdown text (``visible``, every ASCII punctuation character backslash-escaped):
+    it opens no tag, entity, link, autolink, emphasis, code span or table cell."""
+    return PUNCTUATION.sub(r"\\\1", visible(value))
+
+
+def _longest_run(value: str) -> int:
+    return max((len(run) for run in re.findall("`+", value)), default=0)
+
+
+def code(value: Any) -> str:
+    """``value`` as an inline code span, rendered literally (no HTML, entity or link inside): ``visible``,
+    between one backtick more than its longest run of backticks (a space inside where it starts or ends
+    with one, which CommonMark strips)."""
+    shown = visible(value)
+    ticks = "`" * (_longest_run(shown) + 1)
+    pad = " " if shown.startswith("`") or shown.endswith("`") else ""
+    return f"{ticks}{pad}{shown}{pad}{ticks}"
+
+
+def fence(value: str) -> list[str]:
+    """``value`` (several lines allowed) as a fenced code block that none of its lines can close: fenced by
+    one backtick more than its longest run of backticks, at least three."""
+    ticks = "`" * max(3, _longest_run(value) + 1)
+    return [ticks, value, ticks]
 
 
 def placement_source(at: str) -> str:
@@ -87,27 +129,33 @@ def arm_table(record: dict[str, Any]) -> str:
 
 def card_text(record: dict[str, Any]) -> str:
     """The card's markdown body (module doc)."""
-    at, decision = record["placement"]["at"], record["decision"]
+    at, decision, source = record["placement"]["at"], record["decision"], record["source"]
     verdict = "recommended" if decision["recommended"] else "not recommended"
     lines = [
-        f"# {record['source']['checkpoint']}, grown by scalemech",
+        f"# {code(source['checkpoint'])}, grown by scalemech",
         "",
-        f"- base model: `{record['source']['checkpoint']}` ({record['source']['model_type']}, "
-        f"{record['source']['layers']} layers) -> {record['layers']} layers",
+        f"- base model: {code(source['checkpoint'])} ({text(source['model_type'])}, {source['layers']} layers) "
+        f"-> {record['layers']} layers",
         f"- inserted layers (indices in this model): {record['inserted_layers']}",
-        f"- placement: `--at {at}`: {placement_source(at)}",
-        f"- decision: **{verdict}**: {decision['why']} (rule: {decision['rule']}); written: {decision['written']}",
+        f"- placement: {code(f'--at {at}')}: {placement_source(at)}",
+        f"- decision: **{verdict}**: {decision['why']} (rule: {decision['rule']}); "
+        f"written: {text(decision['written'])}",
         "",
         "## Certificate behind the placement",
     ]
     for step in record["decisions"]:
-        lines += ["", f"Round {step['round']}: chosen {step['chosen']}", ""]
-        rows = [[row.get(col, "-") for col in CERTIFICATE_COLUMNS] for row in step["certificate"]]
+        lines += ["", f"Round {step['round']}: chosen {text(step['chosen'])}", ""]
+        rows = [[_named(row.get(col, "-")) for col in CERTIFICATE_COLUMNS] for row in step["certificate"]]
         lines += _table(list(CERTIFICATE_COLUMNS), rows)
     lines += ["", f"## Held-out losses ({record['held_out']['windows']} windows, nats/token)", ""]
-    lines += _table(ARM_HEADER, arm_rows(record))
-    lines += ["", "## Command", "", "```", record["command"], "```", ""]
+    lines += _table(ARM_HEADER, [[text(name), *rest] for name, *rest in arm_rows(record)])
+    lines += ["", "## Command", "", *fence(record["command"]), ""]
     return "\n".join(lines)
+
+
+def _named(value: Any) -> Any:
+    """A certificate cell: a number as it is, a name (the point, the verdict) as ``text``."""
+    return text(value) if isinstance(value, str) else value
 
 
 def write_card(directory: Path, record: dict[str, Any]) -> Path:

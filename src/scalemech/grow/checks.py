@@ -1,16 +1,20 @@
 """What ``grow`` refuses before any weight loads, each refusal naming the option and what is allowed:
 options beyond the caps the config schema sets for the pipeline's ``grow:``; a family flag that makes
-layers depend on their index; data too short for the certificate's pools and the held-out windows, or
-holding ids outside the vocabulary; a training step whose estimated memory exceeds the device's."""
+layers depend on their index, or layers without an output projection; ``--shard`` on one process, or a
+batch the processes cannot share; data too short for the certificate's pools and the held-out windows,
+or holding ids outside the vocabulary; ``--retain`` data that are ``--data``; a training step whose
+estimated memory exceeds the device's."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from ..config.schema import schema
+from ..models.hf import decoder_layers_path, output_projections
 from ..tasks.tokens import DocumentIdTask, TokenIdTask, check_vocabulary
 from ..training.footprint import activation_bytes
 
@@ -31,6 +35,42 @@ def cap_problems(settings: Any) -> list[str]:
         for name, limit in limits.items()
         if getattr(settings, name) > limit
     ]
+
+
+def check_insertable(config: Any) -> None:
+    """Refuse a model whose decoder layer has no output projection (``models.hf.output_projections``: a
+    new layer could not start as the identity), found on a copy built from ``config`` on the meta device."""
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        skeleton = AutoModelForCausalLM.from_config(config)
+    output_projections(skeleton.get_submodule(decoder_layers_path(skeleton))[0], config.model_type)
+
+
+def check_processes(batch_size: int, shard: bool, processes: int) -> None:
+    """Refuse ``--shard`` on one process (nothing to shard over) and a ``--batch-size`` that the
+    ``processes`` cannot share evenly (``training.engine.share``: each takes ``batch_size / processes``)."""
+    if shard and processes == 1:
+        raise ValueError(
+            "--shard shards each arm over the processes of a launch, and this is one process; allowed: "
+            "torchrun --nproc_per_node N -m scalemech.cli grow ... --shard (N >= 2), or leave --shard out"
+        )
+    if batch_size % processes:
+        raise ValueError(
+            f"--batch-size {batch_size} does not split over the {processes} processes of this launch; allowed: a "
+            f"multiple of {processes}"
+        )
+
+
+def check_retain(retain: dict[str, str], data: dict[str, str]) -> None:
+    """Refuse ``--retain`` data that are the training data: ``retain`` and ``data`` are their records
+    (``path`` and ``sha256``: the same path, or the same bytes under another name)."""
+    if retain["sha256"] == data["sha256"]:
+        how = "is" if Path(retain["path"]).resolve() == Path(data["path"]).resolve() else "holds the same bytes as"
+        raise ValueError(
+            f"--retain {retain['path']!r} {how} --data {data['path']!r}: forgetting would be measured on the domain "
+            "the arms train on; allowed: the model's old domain, data other than --data"
+        )
 
 
 def check_windows(task: TokenIdTask | DocumentIdTask, pool: int, eval_windows: int) -> None:

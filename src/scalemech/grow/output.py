@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel
 
-from ..core.integrity import file_digest, read_json, write_json
+from ..core.integrity import file_digest, read_json, write_failure, write_json
 from ..data.tokenized import load_tokenizer
 from ..models.hub import WEIGHT_SUFFIXES, config_file
 from ..training.checkpoints import COMPLETE, lock_path
@@ -104,21 +104,23 @@ def _check_previous(where: str, out: Path, source_sha256: str) -> None:
     raise ValueError(f"{where} holds other files ({shown}); give a new or empty directory")
 
 
-def write_output(out: Path, write: Callable[[Path], None]) -> None:
+def write_output(out: Path, write: Callable[[Path], None], needed: int | None = None) -> None:
     """``write(directory)`` into a temporary sibling of ``out``, then swap it into place: ``out`` (its
     resume states and lock file with it) is renamed aside, the new directory renamed to ``out``, the old
-    one removed. Any failure before the swap removes the temporary directory and leaves ``out`` as it was
-    (``OSError`` naming ``out``)."""
+    one removed. Any failure before the swap removes the temporary directory and leaves ``out`` as it was;
+    a failed write (``integrity.write_failure``: an ``OSError``, or safetensors' or torch's error for want
+    of room, with the room there is and the about ``needed`` bytes) is one ``OSError`` naming ``out``."""
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.writing-", dir=out.parent))
     try:
         write(tmp)
     except BaseException as error:
         shutil.rmtree(tmp, ignore_errors=True)
-        if isinstance(error, OSError):
+        failure = write_failure(error, out.parent, needed)
+        if failure is not None:
             raise OSError(
-                error.errno,
-                f"writing the grown checkpoint to {out} failed ({error.strerror or error}); {out} is as it was and "
-                "its resume states are kept: free space or fix the cause, then rerun the same command",
+                failure[0],
+                f"writing the grown checkpoint to {out} failed ({failure[1]}); {out} is as it was and its resume "
+                "states are kept: make room or fix the cause, then rerun the same command",
             ) from None
         raise
     aside = out.with_name(f".{out.name}.replaced-{os.getpid()}")
@@ -146,7 +148,7 @@ def write_checkpoint(
 
 def write_growth(directory: Path, record: dict[str, Any]) -> Path:
     """``directory/growth.json`` (atomic)."""
-    write_json(directory / GROWTH_JSON, record)
+    write_json(directory / GROWTH_JSON, record, "the run's record")
     return directory / GROWTH_JSON
 
 

@@ -63,4 +63,5 @@ class RunRecord:
 
     def save(self) -> None:
         """Record the identity and the wall seconds so far (at the start, after each arm, on any exit)."""
-        write_json(self.path, {"identity": self.identity, "wall_seconds": self.wall_seconds()})
+        record = {"identity": self.identity, "wall_seconds": self.wall_seconds()}
+        write_json(self.path, record, "the run's identity and wall time")

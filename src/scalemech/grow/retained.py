@@ -32,7 +32,7 @@ class Retained:
         """``windows`` held-out (test split) and as many scoring (train split) windows of ``data``,
         checked (``ValueError`` naming ``--retain``): the splits hold them, every id is in the vocabulary."""
         with tempfile.TemporaryDirectory() as unused:
-            prepared = read_data(data, Path(unused), spec, windows)
+            prepared = read_data(data, Path(unused), spec, windows, "--retain")
         if getattr(prepared, "kind", None) != "tokens":
             raise ValueError(f"--retain {data!r} holds {prepared.kind} data; grow takes text or token ids")
         self.task = token_id_task(prepared, spec["block_size"], vocab_size)

@@ -39,10 +39,18 @@ from ..stats import sizes
 from ..tasks import draw_disjoint
 from ..training.checkpoints import checkpoint_lock
 from ..training.continued import Arm, WindowBatches, sequence_losses, step_flops, train_arm, window_loss
-from ..training.engine import check_engine, world
+from ..training.engine import check_engine, launch_processes, lost_peer, stopped_by_launcher, world
 from .alternatives import LORA_ALPHA_PER_RANK, layers_count, lora_model, lora_rank, lora_units, merged, trainable_count
 from .card import write_card
-from .checks import cap_problems, check_ids, check_memory, check_windows
+from .checks import (
+    cap_problems,
+    check_ids,
+    check_insertable,
+    check_memory,
+    check_processes,
+    check_retain,
+    check_windows,
+)
 from .output import (
     STATE_DIR,
     check_out,
@@ -120,7 +128,8 @@ class GrowSettings:
     activation_checkpointing: bool = False
     """Recompute each decoder layer's activations in the backward instead of keeping them (the same steps)."""
     retain: str | None = None
-    max_forgetting: float = MAX_FORGETTING
+    max_forgetting: float | None = None
+    """Under ``--retain``, the most forgetting a recommended grown model may have (None: ``MAX_FORGETTING``)."""
     command: str | None = None
     """The command line, for the model card (the Python API: ``grow(...)``)."""
     seed_name: str | None = None
@@ -140,11 +149,18 @@ class GrowSettings:
                 problems.append(f"{name} = {getattr(self, name)} must be at least 1")
         if not (math.isfinite(self.lr) and self.lr > 0):
             problems.append(f"lr = {self.lr} must be a finite number > 0")
-        if not (math.isfinite(self.max_forgetting) and self.max_forgetting >= 0):
+        if self.max_forgetting is not None and not (math.isfinite(self.max_forgetting) and self.max_forgetting >= 0):
             problems.append(f"max_forgetting = {self.max_forgetting} must be a finite number >= 0")
+        if self.max_forgetting is not None and self.retain is None:
+            problems.append(f"--max-forgetting {self.max_forgetting} bounds forgetting on --retain data: give --retain")
         if problems:
             raise ValueError("grow: " + "; ".join(problems))
         return parse_at(self.at, self.blocks, self.retain is not None)
+
+    @property
+    def forgetting_limit(self) -> float:
+        """``max_forgetting``, or its default ``MAX_FORGETTING``."""
+        return MAX_FORGETTING if self.max_forgetting is None else self.max_forgetting
 
     def recipe(self, steps: int) -> Recipe:
         """AdamW (``transformers.Trainer``'s betas, no weight decay), 10 % warmup then cosine to 0, clipping at 1."""
@@ -228,8 +244,10 @@ class Grower:
             self.placement.blocks if self.placement.auto else len(resolve(self.placement, config.num_hidden_layers))
         )
         self.device = resolve_device(settings.device)
+        configured = check_engine(self.device.type)  # the launcher's settings: refused, or FSDP2 followed
         self.rank, self.world_size = world(self.device.type)  # several under torchrun: the main one (0) writes
-        self.sharded = self.world_size > 1 and (settings.shard or check_engine(self.device.type))  # FSDP2 per layer
+        check_processes(settings.batch_size, settings.shard, self.world_size)
+        self.sharded = self.world_size > 1 and (settings.shard or configured)  # FSDP2 per layer
         check_out(out, self.source_dir, self.source["sha256"])
         self.out, self.created = out.resolve(), not out.exists()
         self.read_data(data, config, self.placement.blocks if self.placement.auto else 1)
@@ -249,6 +267,7 @@ class Grower:
             self.retained = Retained(
                 settings.retain, self.spec, config.vocab_size, settings.eval_windows, settings.batch_size, settings.seed
             )
+            check_retain(self.retained.record, self.data)
         options = {name: getattr(settings, name) for name in IDENTITY_OPTIONS}
         self.record = RunRecord(
             self.out,
@@ -282,6 +301,7 @@ class Grower:
         if (why := index_dependence(source)) is not None:
             raise ValueError(why)
         config = AutoConfig.from_pretrained(checkpoint, local_files_only=local, trust_remote_code=False)
+        check_insertable(config)
         config = config.get_text_config()
         self.source_dir = source_directory(checkpoint, spec.get("revision"), local)
         self.source = source_digest(self.source_dir)
@@ -505,14 +525,14 @@ class Grower:
         arms were trained, ``decision`` becomes ``tradeoff.decide_tradeoff``'s. ``growth.json``'s ``retain``."""
         retain = {"old": self.retain_losses_of(self.old), "grown": self.retain_losses_of(grown), **self.retain_losses}
         self.retain_losses = retain  # every model's, for a caller that pairs runs (E12)
-        weighed = decide_tradeoff(losses, retain, self.settings.max_forgetting) if trained else None
+        weighed = decide_tradeoff(losses, retain, self.settings.forgetting_limit) if trained else None
         if weighed is not None:
             decision.update({key: weighed[key] for key in ("recommended", "why", "winner", "rule")})
         rows = weighed["arms"] if weighed else summary(losses, retain)
         return {
             **self.retained.record,
             "windows": len(self.retained.y),
-            "max_forgetting": self.settings.max_forgetting,
+            "max_forgetting": self.settings.forgetting_limit,
             "pareto_front": weighed["pareto_front"] if weighed else None,
             "arms": rows,
         }
@@ -598,7 +618,7 @@ class Grower:
             write_growth(directory, record)  # last: a directory with growth.json is whole
 
         if self.rank == 0:
-            write_output(self.out, write)
+            write_output(self.out, write, model.num_parameters() * self.source_dtype.itemsize)
         return record
 
 
@@ -627,10 +647,16 @@ def grow(checkpoint: str, data: str, out: str | Path, settings: GrowSettings | N
 def grown(checkpoint: str, data: str, out: str | Path, settings: GrowSettings | None = None) -> Grower:
     """``grow``, returning the finished ``Grower``: its ``result`` (``growth.json``'s record) and, per held-out
     window and model, ``new_losses`` and (``--retain``) ``retain_losses``, which E12 pairs across runs."""
-    grower = Grower(checkpoint, data, Path(out), settings or GrowSettings())
-    main = grower.rank == 0
+    return complete(Grower(checkpoint, data, Path(out), settings or GrowSettings()))
+
+
+def complete(grower: Grower) -> Grower:
+    """Run a ``Grower`` whose refusals have passed (``grown``): lock ``--out``, run, tidy up; a process of
+    the launch that ends mid-run stops the others with ``engine.PeerLost`` naming it."""
+    main, processes = grower.rank == 0, launch_processes(grower.device.type)  # (host, pid) by rank
     quiet = contextlib.nullcontext() if main else contextlib.redirect_stdout(io.StringIO())  # one report, rank 0's
-    with quiet, checkpoint_lock(grower.out / STATE_DIR) if main else contextlib.nullcontext():
+    stopped = stopped_by_launcher(processes, grower.rank)
+    with quiet, stopped, checkpoint_lock(grower.out / STATE_DIR) if main else contextlib.nullcontext():
         grower.scratch = Path(tempfile.mkdtemp(prefix="scalemech-grow-"))
         done = False
         try:
@@ -638,6 +664,11 @@ def grown(checkpoint: str, data: str, out: str | Path, settings: GrowSettings | 
             grower.result = grower.run()
             done = True
             return grower
+        except RuntimeError as error:  # a collective failed: another process ended (``engine.lost_peer``)?
+            lost = lost_peer(error, processes, grower.rank)
+            if lost is None:
+                raise
+            raise lost from None
         finally:
             shutil.rmtree(grower.scratch, ignore_errors=True)
             if not done and (grower.out / STATE_DIR).is_dir():

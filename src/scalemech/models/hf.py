@@ -51,17 +51,25 @@ def is_output_projection(name: str) -> bool:
     return bool(OUTPUT_PROJECTIONS & set(name.split(".")))
 
 
+def output_projections(layer: nn.Module, model_type: str) -> list[nn.Parameter]:
+    """The parameters of decoder ``layer``'s ``OUTPUT_PROJECTIONS``; ``ValueError`` naming ``model_type``,
+    in a user's words, when it has none (such a model can be neither grown nor certified)."""
+    found = [param for name, param in layer.named_parameters() if is_output_projection(name)]
+    if not found:
+        raise ValueError(
+            f"model_type {model_type!r} cannot be grown or certified: a new layer is a copy of one of its decoder "
+            f"layers with the projections that write into the residual stream zeroed, and its layers have none "
+            f"of the known names ({', '.join(sorted(OUTPUT_PROJECTIONS))}); allowed: a model of the families "
+            "scalemech certify --help lists"
+        )
+    return found
+
+
 def zero_output_copy(layer: nn.Module, model_type: str) -> nn.Module:
     """A deep copy of decoder ``layer``, its trained weights kept and every output projection's
-    parameters zeroed: the layer writes nothing into the stream, ``b_0(z) = z``. ``ValueError`` naming
-    ``model_type`` when the layer has no parameter of ``OUTPUT_PROJECTIONS``."""
+    parameters zeroed (``output_projections``): the layer writes nothing into the stream, ``b_0(z) = z``."""
     copied = copy.deepcopy(layer)
-    zeroed = [param for name, param in copied.named_parameters() if is_output_projection(name)]
-    if not zeroed:
-        raise ValueError(
-            f"model_type {model_type!r}: no output projection ({sorted(OUTPUT_PROJECTIONS)}) "
-            "in its decoder layer; add its name to OUTPUT_PROJECTIONS"
-        )
+    zeroed = output_projections(copied, model_type)
     with torch.no_grad():
         for param in zeroed:
             param.zero_()

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-from ..core.integrity import IntegrityError, load_torch, read_json, save_torch, sidecar, write_json
+from ..core.integrity import IntegrityError, load_torch, read_json, room, save_torch, sidecar, write_json
 
 try:
     import fcntl
@@ -112,8 +112,9 @@ def checkpoint_lock(directory: str | Path) -> Iterator[None]:
         if held:
             since = time.strftime("%Y-%m-%dT%H:%M:%S%z")
             record = {"pid": os.getpid(), "host": socket.gethostname(), "since": since}
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)
+            with room(path, "the lock's record of its holder"):  # a full disk: one line naming it
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)
         yield
     finally:
         if held:
@@ -143,7 +144,7 @@ def checkpoint_paths(directory: Path) -> list[Path]:
 def save_checkpoint(directory: Path, state: dict[str, Any]) -> None:
     """Write ``step-<step>.pt`` atomically (tmp + rename); keep the newest ``KEPT``."""
     directory.mkdir(parents=True, exist_ok=True)
-    save_torch(directory / f"step-{state['step']:09d}.pt", state)
+    save_torch(directory / f"step-{state['step']:09d}.pt", state, f"the resume state of step {state['step']}")
     for old in checkpoint_paths(directory)[:-KEPT]:
         old.unlink()
         sidecar(old).unlink(missing_ok=True)
@@ -173,7 +174,7 @@ def snapshot_paths(directory: Path) -> dict[int, Path]:
 def mark_complete(directory: Path, identity: dict[str, Any]) -> None:
     """Record that the run of ``identity`` finished and wrote its outputs."""
     directory.mkdir(parents=True, exist_ok=True)
-    write_json(directory / COMPLETE, {"identity": identity_hash(identity)})
+    write_json(directory / COMPLETE, {"identity": identity_hash(identity)}, "the mark of a finished run")
 
 
 def set_aside(directory: Path, tag: str, why: str) -> Path:
