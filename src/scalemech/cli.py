@@ -72,10 +72,13 @@ decision: the grown model is recommended only when its held-out loss beats both 
 trained on the same tokens, and for the same FLOPs) by more than 2 paired SE; otherwise it is written
 marked not recommended in growth.json (--fallback: the better control is written instead).
 with --retain R, arms inplace (the copied layers trained in place) and lora (PEFT LoRA on every linear
-layer, rank matching the new layers' parameters) train on the same batches too, and the grown model is
-recommended when it beats every other arm on the new domain by more than 2 paired SE while forgetting
-at most --max-forgetting, or is the only arm on the Pareto front of (new-domain loss, forgetting) with
-its dominance beyond 2 paired SE; otherwise the winning arm is named (--fallback writes it).
+layer, rank matching the new layers' parameters) train on the same batches too. The arm named is on the
+Pareto front of (new-domain loss, forgetting), an arm dominated only when another is lower by more than
+2 paired SE on one axis and not higher by more than 2 on the other: the front arm of lowest new-domain
+loss whose forgetting + 2 SE is at most --max-forgetting, else the front arm (grown included) that
+forgets least. The grown model is recommended when it is named and is the only front arm, or leads
+every other front arm within the budget on the new domain by more than 2 paired SE; otherwise the
+named arm is the one to use (--fallback writes it).
 """
 """``grow --help``'s closing text (the rule is ``experiments.decision``)."""
 DEVICES = ["auto", "cpu", "cuda"]
@@ -245,13 +248,7 @@ def _grow(args: argparse.Namespace) -> None:
     if record["machine"]["world_size"] > 1 and int(os.environ.get("RANK", "0")):
         return  # under torchrun the main process reports
     decision = record["decision"]
-    losses = ", ".join(f"{name} {loss:.4f}" for name, loss in record["held_out"]["mean_loss"].items())
-    print(f"held-out loss per token ({record['held_out']['windows']} windows): {losses}")
-    for name, gain in record["held_out"].items():
-        if name.startswith("gain_over_"):
-            print(f"  {name}: {gain['mean']:+.4f} (paired SE {gain['se']:.4f})")
-    if record["retain"] is not None:
-        print(arm_table(record))
+    print(arm_table(record))
     verdict = "recommended" if decision["recommended"] else "not recommended"
     print(f"decision: {verdict}: {decision['why']}; wrote {decision['written']} to {args.out}")
 

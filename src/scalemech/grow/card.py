@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..experiments.decision import GAIN_SE
+
 CARD = "README.md"
 SOURCES = {
     "auto": "the expansion certificate (Paper D, arXiv 2605.08297; `scalemech certify`)",
@@ -38,33 +40,38 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
 ARM_HEADER = [
     "model",
     "new-domain loss",
+    "gain over old ± SE",
     "grown's gain ± SE",
     "retain loss",
     "forgetting ± SE",
+    f"forgetting + {GAIN_SE:g} SE",
     "trainable params",
     "tokens",
     "FLOPs",
 ]
+RETAIN_COLUMNS = ("retain loss", "forgetting ± SE", f"forgetting + {GAIN_SE:g} SE")
 
 
-def _pm(row: dict[str, Any] | None, key: str) -> str:
-    return f"{row[key]:+.4f} ± {row[key + '_se']:.4f}" if row and key in row else "-"
+def _pm(row: dict[str, Any], key: str) -> str:
+    return f"{row[key]:+.4f} ± {row[key + '_se']:.4f}" if key in row else "-"
 
 
 def arm_rows(record: dict[str, Any]) -> list[list[Any]]:
-    """Per model (``ARM_HEADER``): held-out new-domain loss, the grown model's paired gain over it, retain
-    loss and forgetting (± paired SE) when measured, trainable parameters, tokens and FLOPs."""
-    retain = (record.get("retain") or {}).get("arms", {})
+    """Per model (``ARM_HEADER``, ``growth.json``'s ``held_out.arms``): held-out new-domain loss, its paired
+    gain over the old model, the grown model's paired gain over it, retain loss, forgetting (± paired SE)
+    and the upper end the budget is tested on when measured, trainable parameters, tokens and FLOPs."""
     rows = []
-    for name, loss in record["held_out"]["mean_loss"].items():
-        arm, kept = record["arms"].get(name, {}), retain.get(name)
+    for name, row in record["held_out"]["arms"].items():
+        arm = record["arms"].get(name, {})
         rows.append(
             [
                 name,
-                loss,
-                _pm(kept, "grown_gain"),
-                kept["retain_loss"] if kept else "-",
-                _pm(kept, "forgetting"),
+                row["new_loss"],
+                _pm(row, "gain"),
+                _pm(row, "grown_gain"),
+                row.get("retain_loss", "-"),
+                _pm(row, "forgetting"),
+                row.get("forgetting_hi", "-"),
                 arm.get("trainable_parameters", "-"),
                 arm.get("tokens", "-"),
                 arm.get("flops", "-"),
@@ -74,14 +81,20 @@ def arm_rows(record: dict[str, Any]) -> list[list[Any]]:
 
 
 def arm_table(record: dict[str, Any]) -> str:
-    """``arm_rows`` as an aligned text table for the terminal, with the Pareto front and the rule."""
-    rows = [ARM_HEADER, *([_cell(v) for v in row] for row in arm_rows(record))]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(ARM_HEADER))]
+    """``arm_rows`` as an aligned text table for the terminal (without ``--retain``, its forgetting columns
+    left out), with the Pareto front and what forgetting is."""
+    keep = [i for i, column in enumerate(ARM_HEADER) if record["retain"] or column not in RETAIN_COLUMNS]
+    rows = [[ARM_HEADER[i] for i in keep], *([_cell(row[i]) for i in keep] for row in arm_rows(record))]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
+    windows = record["held_out"]["windows"]
+    lines.insert(0, f"held-out loss per token on {windows} windows of --data; gains paired over them")
     retain = record["retain"]
-    lines.append(f"forgetting = retain loss - the old model's on the same {retain['windows']} windows of --retain")
-    if retain["pareto_front"] is not None:
-        lines.append(f"Pareto front of (new-domain loss, forgetting): {', '.join(retain['pareto_front'])}")
+    if retain:
+        lines.append(f"forgetting = retain loss - the old model's on the same {retain['windows']} windows of --retain")
+    if retain and retain["pareto_front"] is not None:
+        front = ", ".join(retain["pareto_front"])
+        lines.append(f"Pareto front of (new-domain loss, forgetting) at {GAIN_SE:g} paired SE: {front}")
     return "\n".join(lines)
 
 

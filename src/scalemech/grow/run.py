@@ -501,20 +501,18 @@ class Grower:
     def weigh_retain(
         self, grown: PreTrainedModel, losses: dict[str, np.ndarray], decision: dict[str, Any], trained: bool
     ) -> dict[str, Any]:
-        """Every model's losses on the held-out retain windows and its forgetting (``tradeoff``); when the
-        arms were trained, ``decision`` becomes ``tradeoff.decide_tradeoff``'s. ``growth.json``'s ``retain``."""
+        """Every model's losses on the held-out retain windows (``self.retain_losses``); when the arms were
+        trained, ``decision`` becomes ``tradeoff.decide_tradeoff``'s. ``growth.json``'s ``retain``."""
         retain = {"old": self.retain_losses_of(self.old), "grown": self.retain_losses_of(grown), **self.retain_losses}
         self.retain_losses = retain  # every model's, for a caller that pairs runs (E12)
         weighed = decide_tradeoff(losses, retain, self.settings.max_forgetting) if trained else None
         if weighed is not None:
             decision.update({key: weighed[key] for key in ("recommended", "why", "winner", "rule")})
-        rows = weighed["arms"] if weighed else summary(losses, retain)
         return {
             **self.retained.record,
             "windows": len(self.retained.y),
             "max_forgetting": self.settings.max_forgetting,
             "pareto_front": weighed["pareto_front"] if weighed else None,
-            "arms": rows,
         }
 
     def run(self) -> dict[str, Any]:
@@ -565,6 +563,7 @@ class Grower:
                 "tokens_per_window": self.task.block_size,
                 "mean_loss": {k: float(v.mean()) for k, v in losses.items()},
                 **decision.pop("gains"),
+                "arms": summary(losses, self.retain_losses if retain is not None else None),
             },
             "decision": decision,
             "loss_on_certificate_pool": self.pool_loss,
