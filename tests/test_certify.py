@@ -561,7 +561,8 @@ def test_a_loss_above_a_uniform_guess_is_warned(
     capsys, tmp_path: Path, neox_checkpoint: Path, fill: int, warned: bool
 ) -> None:
     """A model sure of token 5, on documents of 5s (loss near 0) and of 7s (far above ln 300): the
-    loss line on stdout after the model's, and a warning on stderr only when the loss is above ln(vocab)."""
+    loss line on stdout after the model's, and a warning on stderr only when the loss is above ln(vocab),
+    its causes fitting documents (no mid-document windows)."""
     checkpoint = _predicting(neox_checkpoint, 5, tmp_path / "sure")
     data = _documents(tmp_path / "docs.npy", fill=fill)
     sizes = ["--points", "1", "--pool", "6", "--M", "2", "--K", "2", "--batch-size", "6", "--device", "cpu"]
@@ -573,7 +574,8 @@ def test_a_loss_above_a_uniform_guess_is_warned(
     warnings = [text for text in err.splitlines() if text.startswith("warning: ")]
     assert len(warnings) == warned
     if warned:
-        assert "above a uniform guess" in warnings[0] and "2-D .npy of shape (n, T)" in warnings[0]
+        assert "above a uniform guess" in warnings[0] and "do not open with the start token" in warnings[0]
+        assert "mid-document" not in warnings[0]  # the data are documents: every window starts one
         assert "a tokenizer that is not the model's" in warnings[0] and "data unlike the model's" in warnings[0]
 
 
@@ -582,6 +584,7 @@ def test_loss_line() -> None:
     assert loss_line(attrs) == ("loss on the train pool: 2.91 nats per token (uniform guess: ln 512 = 6.24)", None)
     line, warning = loss_line({"loss": {**attrs["loss"], "loss": 6.5}})
     assert line.startswith("loss on the train pool: 6.50 nats") and warning.startswith("warning: ")
+    assert "windows that start mid-document (give documents as a 2-D .npy" in warning  # a stream's windows
     assert "\n" not in warning and loss_line({"ran": "model: x"}) == ("", None)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -117,9 +118,12 @@ def test_forgetting_is_the_paired_difference_brute_force_gives(retained_run) -> 
 
 @pytest.mark.timeout(300)
 def test_the_model_card_loads_and_names_the_base_model(retained_run) -> None:
+    """A local directory outside the hub's cache: no ``base_model`` id (the Hub takes only ids), its path in
+    the text, said to be local."""
     source, _, out, record = retained_run
     card = ModelCard.load(out / "README.md")
-    assert card.data.base_model == str(source)
+    assert card.data.base_model is None and record["source"]["hub_id"] is None
+    assert f"`{source.resolve()}`, a local directory (not from the Hugging Face Hub)" in card.text
     for text in ("inserted layers", "--at layer.0", "forgetting ± SE", "gain over old ± SE", "layer.0",
                  "## Certificate behind the placement"):  # fmt: skip
         assert text in card.text, text
@@ -200,9 +204,13 @@ def test_each_placement_rule_picks_the_layer_it_should(tmp_path: Path) -> None:
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("rule", ["adept", "bi"])
-def test_grow_at_a_rule_on_the_command_line_duplicates_the_identity_layer(tmp_path: Path, capsys, rule: str) -> None:
+def test_grow_at_a_rule_on_the_command_line_duplicates_the_identity_layer(
+    tmp_path: Path, capsys, recwarn, rule: str
+) -> None:
     """``--at adept|bi --retain``: the scores printed and kept, the new layer after layer 1 (index 2), the
-    arms' table printed with forgetting and the Pareto front."""
+    rule that chose it and the certificate's word on it against its first point, the arms' table printed
+    once with forgetting and the Pareto front, no library's deprecation warning (PEFT's call of
+    transformers' ``is_gradient_checkpointing`` raises one)."""
     source = zeroed_llama(tmp_path / "llama")
     data, retain = token_file(tmp_path / "new.npy"), token_file(tmp_path / "old.npy", seed=1)
     argv = ["grow", "--checkpoint", source, "--data", str(data), "--out", str(tmp_path / "out"), "--at", rule,
@@ -215,6 +223,12 @@ def test_grow_at_a_rule_on_the_command_line_duplicates_the_identity_layer(tmp_pa
     assert record["inserted_layers"] == [2] and record["retain"]["max_forgetting"] == 0.5
     out = capsys.readouterr().out
     assert f"{rule} scores per layer on --retain" in out and "forgetting ± SE" in out and "Pareto front" in out
+    assert re.search(
+        rf"grow: --at {rule} \(.*\) chose layer\.1; the certificate ranks layer\.1 (first|\d+[a-z]{{2}}) of 3", out
+    )
+    assert len(record["decisions"][0]["certificate"]) == 3  # every point certified, the chosen one judged by them
+    assert out.count("held-out loss per token") == 1 and "gain_over_" not in out
+    assert not [w for w in recwarn if issubclass(w.category, (FutureWarning, DeprecationWarning))], list(recwarn)
     assert record["command"].startswith("scalemech grow --checkpoint") and f"--at {rule}" in record["command"]
 
 
@@ -242,11 +256,16 @@ def test_bad_placements_and_retain_options_get_one_line(tmp_path: Path, capsys, 
     assert error.startswith("scalemech: error: ") and error.count("\n") == 0 and message in error, error
 
 
-def test_without_retain_no_alternative_arm_is_trained_and_a_card_is_written(tmp_path: Path) -> None:
-    source = save_tiny("llama", tmp_path / "llama")
+def test_without_retain_no_alternative_arm_is_trained_and_a_card_names_the_hub_id(tmp_path: Path) -> None:
+    """A checkpoint in the hub's cache layout (``models--owner--name/snapshots/<revision>``): the card's
+    ``base_model`` is its Hub id; every model has its gain over the old one."""
+    source = save_tiny("llama", tmp_path / "hub" / "models--owner--tiny-llama" / "snapshots" / "0123abc")
     record = grow(source, str(token_file(tmp_path / "ids.npy")), tmp_path / "out", copy.copy(TINY))
     assert set(record["arms"]) == {"grown", "control_tokens", "control_flops"} and record["retain"] is None
-    assert ModelCard.load(tmp_path / "out" / "README.md").data.base_model == source
+    card = ModelCard.load(tmp_path / "out" / "README.md")
+    assert card.data.base_model == "owner/tiny-llama" == record["source"]["hub_id"]
+    assert "`owner/tiny-llama` on the Hugging Face Hub" in card.text and "gain over old ± SE" in card.text
+    assert set(record["held_out"]["arms"]) == {"old", "grown", "control_tokens", "control_flops"}
 
 
 @pytest.mark.timeout(600)
@@ -264,7 +283,7 @@ def test_every_family_grows_with_retain_and_every_arm(tmp_path: Path) -> None:
         assert lora["trainable_parameters"] == lora["rank"] * lora["parameters_per_rank"], name
         assert abs(lora["trainable_parameters"] - target) <= lora["parameters_per_rank"] / 2, name
         assert arms["inplace"]["trainable_parameters"] == target == arms["grown"]["trainable_parameters"], name
-        assert ModelCard.load(tmp_path / f"{name}-out" / "README.md").data.base_model == source, name
+        assert ModelCard.load(tmp_path / f"{name}-out" / "README.md").data.base_model is None, name
 
 
 @pytest.mark.timeout(300)

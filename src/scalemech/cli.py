@@ -25,6 +25,7 @@ import argparse
 import os
 import shlex
 import sys
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -81,6 +82,8 @@ every other front arm within the budget on the new domain by more than 2 paired 
 named arm is the one to use (--fallback writes it).
 """
 """``grow --help``'s closing text (the rule is ``experiments.decision``)."""
+LIBRARY_WARNINGS = (FutureWarning, DeprecationWarning)
+"""Warnings a library raised (transformers' ``is_gradient_checkpointing`` notice, say) that ``main`` hides."""
 DEVICES = ["auto", "cpu", "cuda"]
 POINTS_PER_PASS_HELP = (
     "certificate: points captured per pass over the pools (default: all in one); fewer bound the device memory "
@@ -462,7 +465,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # the command line, for grow's model card
     try:
-        args.func(args)
+        with warnings.catch_warnings():
+            for category in LIBRARY_WARNINGS:  # a library's notice to its callers, not to a user
+                warnings.filterwarnings("ignore", category=category, module=r"(?!scalemech)")
+            args.func(args)
     except KeyboardInterrupt:
         if args.debug:
             raise

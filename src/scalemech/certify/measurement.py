@@ -136,14 +136,14 @@ def vocab_size(model: ResidualModel) -> int | None:
     return None if size is None else int(size)
 
 
-def loss_attrs(model: ResidualModel, mean_loss: float) -> dict[str, float | int] | None:
+def loss_attrs(model: ResidualModel, mean_loss: float, documents: bool = False) -> dict[str, Any] | None:
     """``frame.attrs["loss"]`` of a language model: ``loss``, its mean per-token loss (nats) on the
-    train-pool windows, beside ``ln_vocab = ln(vocab_size)``, the loss of a uniform guess; None for
-    an image model."""
+    train-pool windows, beside ``ln_vocab = ln(vocab_size)``, the loss of a uniform guess, and whether
+    the windows are ``documents``' starts (a 2-D ``.npy``); None for an image model."""
     size = vocab_size(model)
     if size is None:
         return None
-    return {"loss": mean_loss, "ln_vocab": math.log(size), "vocab_size": size}
+    return {"loss": mean_loss, "ln_vocab": math.log(size), "vocab_size": size, "documents": documents}
 
 
 POOL_BYTES = 4
@@ -270,13 +270,17 @@ def stored_certificate(
 
 
 def certificate_frame(
-    model: ResidualModel, rows: list[dict[str, Any]], pools: dict[str, list[int]], mean_loss: float
+    model: ResidualModel,
+    rows: list[dict[str, Any]],
+    pools: dict[str, list[int]],
+    mean_loss: float,
+    documents: bool = False,
 ) -> pd.DataFrame:
     """certify's table of ``rows``: ``attrs["pools"]`` each split's example index, and for a language
     model ``attrs["loss"]`` its mean per-token loss on the train pool (``loss_attrs``)."""
     frame = pd.DataFrame(rows, columns=CERTIFICATE_COLUMNS)
     frame.attrs["pools"] = pools
-    loss = loss_attrs(model, mean_loss)
+    loss = loss_attrs(model, mean_loss, documents)
     if loss is not None:
         frame.attrs["loss"] = loss
     return frame
@@ -410,4 +414,4 @@ def certify_model(
         )
     rows, pools, mean_loss = measure_points(model, prepared, identity, select_points(model, rule), pool_dir, sampling,
                                             device)  # fmt: skip
-    return certificate_frame(model, rows, pools, mean_loss)
+    return certificate_frame(model, rows, pools, mean_loss, bool(getattr(prepared, "documents", False)))

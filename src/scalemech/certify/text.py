@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from .measurement import INTERVAL_LEVEL
-from .verdict import B_GROW, GROW, NO_SIGNAL, WEAK, grow_ranking
+from .verdict import B_GROW, GROW, NO_SIGNAL, WEAK, grow_ranking, point_ranks
 
 WIDE_COLUMNS = 120
 """Line width of ``--wide``."""
@@ -108,6 +108,24 @@ def recommendation(frame: pd.DataFrame) -> str:
     )
 
 
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+def standing(frame: pd.DataFrame, point: str) -> str:
+    """What the certificate says of ``point`` against its first-ranked point (``point_ranks``): its rank,
+    verdict and ``block_grad_norm``, and the first point's."""
+    ranks = point_ranks(frame)
+    rows = frame.set_index("point")
+    first = frame.loc[ranks.idxmin(), "point"]
+    rank = int(ranks[frame.index[frame["point"] == point][0]])
+    said = f"{rows.loc[point, 'verdict']}, block_grad_norm {_number(rows.loc[point, 'block_grad_norm'])}"
+    if point == first:
+        return f"the certificate ranks {point} first of {len(frame)} ({said})"
+    best = f"{rows.loc[first, 'verdict']}, block_grad_norm {_number(rows.loc[first, 'block_grad_norm'])}"
+    return f"the certificate ranks {point} {_ordinal(rank)} of {len(frame)} ({said}); its first is {first} ({best})"
+
+
 def legend(frame: pd.DataFrame, wide: bool = False) -> list[str]:
     """What the verdicts, the columns, ``inf`` and ``nan`` mean (short lines)."""
     first = frame.iloc[0] if len(frame) else {"n": 0, "n_test": 0, "view": "full", "M": 0, "K": 0}
@@ -145,11 +163,18 @@ def loss_line(attrs: dict[str, Any]) -> tuple[str, str | None]:
     line = f"loss on the train pool: {loss:.2f} nats per token (uniform guess: {uniform})"
     if not loss > ln_vocab:
         return line, None
+    causes = ["a tokenizer that is not the model's", "data unlike the model's training data"]
+    if attrs["loss"].get("documents"):  # each window already starts a document: the start token may be missing
+        causes.insert(0, "documents that do not open with the start token (BOS) the model was trained with")
+    else:
+        causes.insert(
+            0,
+            "windows that start mid-document (give documents as a 2-D .npy of shape (n, T), one document a row "
+            "from its start)",
+        )
     return line, (
         f"warning: the model's loss on these windows ({loss:.2f} nats per token) is above a uniform guess's "
-        f"({uniform}): it predicts them worse than chance. Likely causes: windows that start mid-document "
-        "(give documents as a 2-D .npy of shape (n, T), one document a row from its start), a tokenizer that "
-        "is not the model's, or data unlike the model's training data"
+        f"({uniform}): it predicts them worse than chance. Likely causes: {', '.join(causes[:-1])}, or {causes[-1]}"
     )
 
 

@@ -1,8 +1,10 @@
 """The grown checkpoint's ``README.md``: a Hugging Face model card (``huggingface_hub.ModelCard``).
 
-Its metadata (``ModelCardData``) names the ``base_model``; its text holds the inserted layers, the
-placement rule and its source, the certificate rows behind each choice, every arm's held-out losses
-(and, under ``--retain``, forgetting), the decision and the command. ``growth.json`` holds the rest.
+Its metadata (``ModelCardData``) names the ``base_model`` by its Hub id when the checkpoint came from
+the Hub or its cache (a local directory is named by its path in the text, said to be local); its text
+holds the inserted layers, the placement rule and its source, the certificate rows behind each choice,
+every model's held-out losses and gains (and, under ``--retain``, forgetting), the decision and the
+command. ``growth.json`` holds the rest.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from ..experiments.decision import GAIN_SE
 CARD = "README.md"
 SOURCES = {
     "auto": "the expansion certificate (Paper D, arXiv 2605.08297; `scalemech certify`)",
+    "best": "the expansion certificate's whole ranking, grown where it is only weak too (`scalemech certify`)",
     "every": "LLaMA-Pro's stride (arXiv 2401.02415)",
     "adept": "ADEPT's least important layers, Σ|g·W| on the retain data (arXiv 2510.10071)",
     "bi": "ShortGPT's block influence, 1 − cos(h_in, h_out) on the retain data (arXiv 2403.03853)",
@@ -102,11 +105,12 @@ def card_text(record: dict[str, Any]) -> str:
     """The card's markdown body (module doc)."""
     at, decision = record["placement"]["at"], record["decision"]
     verdict = "recommended" if decision["recommended"] else "not recommended"
+    source = record["source"]
     lines = [
-        f"# {record['source']['checkpoint']}, grown by scalemech",
+        f"# {source['hub_id'] or Path(source['checkpoint']).name}, grown by scalemech",
         "",
-        f"- base model: `{record['source']['checkpoint']}` ({record['source']['model_type']}, "
-        f"{record['source']['layers']} layers) -> {record['layers']} layers",
+        f"- base model: {base_model_text(source)} ({source['model_type']}, {source['layers']} layers) -> "
+        f"{record['layers']} layers",
         f"- inserted layers (indices in this model): {record['inserted_layers']}",
         f"- placement: `--at {at}`: {placement_source(at)}",
         f"- decision: **{verdict}**: {decision['why']} (rule: {decision['rule']}); written: {decision['written']}",
@@ -123,11 +127,20 @@ def card_text(record: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def base_model_text(source: dict[str, Any]) -> str:
+    """The base model as the card names it: its Hub id, or its local path said to be local."""
+    if source["hub_id"]:
+        return f"`{source['hub_id']}` on the Hugging Face Hub"
+    return f"`{Path(source['checkpoint']).resolve()}`, a local directory (not from the Hugging Face Hub)"
+
+
 def write_card(directory: Path, record: dict[str, Any]) -> Path:
-    """``directory/README.md``: ``ModelCardData(base_model=…)`` and ``card_text``."""
+    """``directory/README.md``: ``ModelCardData(base_model=…)``, the Hub id (none for a local checkpoint:
+    the Hub takes only ids there), and ``card_text``."""
     from huggingface_hub import ModelCard, ModelCardData
 
-    data = ModelCardData(base_model=record["source"]["checkpoint"], library_name="transformers", tags=["scalemech"])
+    base = record["source"]["hub_id"]
+    data = ModelCardData(base_model=base, library_name="transformers", tags=["scalemech"])
     card = ModelCard(f"---\n{data.to_yaml()}\n---\n\n{card_text(record)}")
     card.save(directory / CARD)
     return directory / CARD

@@ -23,7 +23,7 @@ from transformers import PreTrainedModel
 from ..certify import Sampling, certify_model, format_certificate, grow_ranking, point_ranks
 from ..certify.inputs import checkpoint_name, checkpoint_spec, read_data
 from ..certify.measurement import size_problems
-from ..certify.text import loss_line
+from ..certify.text import loss_line, standing
 from ..core.device import placed, resolve_device
 from ..core.machine import machine
 from ..core.recipe import Recipe
@@ -34,14 +34,14 @@ from ..models import build_model
 from ..models.base import PRESERVED_ATOL
 from ..models.hf import DTYPES, HFCausalLM, check_block_size, decoder_layers_path, token_id_task
 from ..models.hf_growth import check_grown, grow_layers, index_dependence, new_positions
-from ..models.hub import decoder_config
+from ..models.hub import decoder_config, hub_id
 from ..stats import sizes
 from ..tasks import draw_disjoint
 from ..training.checkpoints import checkpoint_lock
 from ..training.continued import Arm, WindowBatches, sequence_losses, step_flops, train_arm, window_loss
 from ..training.engine import check_engine, world
 from .alternatives import LORA_ALPHA_PER_RANK, layers_count, lora_model, lora_rank, lora_units, merged, trainable_count
-from .card import write_card
+from .card import placement_source, write_card
 from .checks import cap_problems, check_ids, check_memory, check_windows
 from .output import (
     STATE_DIR,
@@ -410,6 +410,13 @@ class Grower:
         print(f"grow: {rule} scores per layer on --retain: {shown}")
         return resolve(self.placement, current.depth, scores), {"scores": {"rule": rule, "per_layer": scores}}
 
+    def say_chosen(self, frame: pd.DataFrame, after: list[int]) -> None:
+        """One line per chosen point: which ``--at`` rule chose it and what the certificate says of it
+        against its first-ranked point (``certify.text.standing``)."""
+        at = self.settings.at
+        for point in dict.fromkeys(f"layer.{i}" for i in after):
+            print(f"grow: --at {at} ({placement_source(at)}) chose {point}; {standing(frame, point)}")
+
     def grow_model(self) -> tuple[PreTrainedModel, list[int], list[dict[str, Any]], list[Arm]]:
         """The grown model, its new layers (final numbering), the decisions and the grown arm's stages;
         ``self.copied`` holds the original layer each new layer copies (directly or through a copy)."""
@@ -428,8 +435,9 @@ class Grower:
             else:
                 fixed, scores = self.fixed_points(current)
                 after = list(fixed)
-                frame = self.certificate(current, sorted({f"layer.{i}" for i in after}))
+                frame = self.certificate(current, "all")  # every point: what it says of the chosen ones
             chosen = ",".join(f"layer.{i}" for i in after) or None
+            self.say_chosen(frame, after)
             if round_ == 1:
                 self.held_out(frame.attrs["pools"])
             decisions.append({"round": round_, "chosen": chosen, "certificate": _rows(frame), **scores})
@@ -546,6 +554,7 @@ class Grower:
         record = {
             "source": {
                 "checkpoint": self.checkpoint,
+                "hub_id": hub_id(self.checkpoint),  # None: a local directory outside the hub's cache
                 "model_type": self.old.config.model_type,
                 "layers": self.model.depth,
                 **self.source,
