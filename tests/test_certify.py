@@ -74,7 +74,8 @@ def _run(argv: list[str]) -> str:
 def cli_run(neox_checkpoint: Path, text_file: Path, tmp_path_factory) -> tuple[str, pd.DataFrame]:
     """One ``scalemech certify`` of the tiny GPT-NeoX on the text file: its stdout and its --out CSV."""
     out = tmp_path_factory.mktemp("out") / "certificate.csv"
-    stdout = _run(["certify", "--checkpoint", str(neox_checkpoint), "--data", str(text_file), *TINY, "--out", str(out)])
+    argv = ["certify", "--checkpoint", str(neox_checkpoint), "--data", str(text_file), *TINY, "--threads", "1"]
+    stdout = _run([*argv, "--out", str(out)])
     return stdout, pd.read_csv(out)
 
 
@@ -87,7 +88,7 @@ def test_cli_names_the_model_and_its_dtype(cli_run) -> None:
     stdout, _ = cli_run
     assert (
         stdout.splitlines()[0].startswith("model: ")
-        and "(gpt_neox, 3 points, 8 tokens per example), float32 on cpu" in stdout
+        and "(gpt_neox, 3 points, 8 tokens per example), float32 on cpu, 1 torch thread\n" in stdout
     )
 
 

@@ -82,6 +82,10 @@ every other front arm within the budget on the new domain by more than 2 paired 
 named arm is the one to use (--fallback writes it).
 """
 """``grow --help``'s closing text (the rule is ``experiments.decision``)."""
+THREADS_HELP = (
+    "torch's CPU threads (default: OMP_NUM_THREADS when set; one per process under torchrun; else the cores this "
+    "process may use that are idle now, at least 1: on busy cores more threads only wait on each other)"
+)
 LIBRARY_WARNINGS = (FutureWarning, DeprecationWarning)
 """Warnings a library raised (transformers' ``is_gradient_checkpointing`` notice, say) that ``main`` hides."""
 DEVICES = ["auto", "cpu", "cuda"]
@@ -186,9 +190,28 @@ def _report(args: argparse.Namespace) -> None:
     print(layout.report)
 
 
+def positive(text: str) -> int:
+    """An argparse type: an integer >= 1 (a thread count); the message names the value."""
+    value = non_negative(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not positive; allowed: integers >= 1")
+    return value
+
+
+def _use_threads(requested: int | None) -> None:
+    """Set torch's CPU threads (``core.threads.torch_threads``; the model's line says how many)."""
+    import torch
+
+    from .core.threads import torch_threads
+
+    torch.set_num_threads(torch_threads(requested)[0])
+
+
 def _certify(args: argparse.Namespace) -> None:
     from .certify import certify, format_certificate
     from .certify.text import loss_line
+
+    _use_threads(args.threads)
 
     frame = certify(
         args.checkpoint,
@@ -221,6 +244,8 @@ def _certify(args: argparse.Namespace) -> None:
 def _grow(args: argparse.Namespace) -> None:
     from .grow import GrowSettings, grow
     from .grow.card import arm_table
+
+    _use_threads(args.threads)
 
     settings = GrowSettings(
         at=args.at,
@@ -365,6 +390,7 @@ def parser() -> argparse.ArgumentParser:
     )
     certify.add_argument("--seed", type=non_negative, default=0, help="seed of the pools and of the inserted blocks")
     certify.add_argument("--device", choices=DEVICES, default="auto", help="where to compute")
+    certify.add_argument("--threads", type=positive, help=THREADS_HELP)
     certify.add_argument("--points-per-pass", type=int, help=POINTS_PER_PASS_HELP)
     certify.add_argument(
         "--wide", action="store_true", help="print every column, one block of column=value lines per point"
@@ -434,6 +460,7 @@ def parser() -> argparse.ArgumentParser:
     )
     grow.add_argument("--seed", type=non_negative, default=0, help="seed of the pools, batches and held-out windows")
     grow.add_argument("--device", choices=DEVICES, default="auto", help="where to compute")
+    grow.add_argument("--threads", type=positive, help=THREADS_HELP)
     grow.set_defaults(func=_grow)
     return top
 

@@ -87,11 +87,13 @@ class Sampling:
 
 
 def ran_on(model: ResidualModel, checkpoint: str, device: torch.device) -> str:
-    """One line naming the model and the dtype its forward pass ran in."""
+    """One line naming the model, the dtype its forward pass ran in and, on the CPU, torch's threads."""
     dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
     kind = getattr(getattr(model, "config", None), "model_type", model.family)
     tokens = f", {model.block_size} tokens per example" if hasattr(model, "block_size") else ""
-    return f"model: {checkpoint} ({kind}, {len(model.insertion_points())} points{tokens}), {dtype} on {device}"
+    threads = torch.get_num_threads()
+    where = f"{device}, {threads} torch thread{'s' * (threads > 1)}" if device.type == "cpu" else str(device)
+    return f"model: {checkpoint} ({kind}, {len(model.insertion_points())} points{tokens}), {dtype} on {where}"
 
 
 def point_row(train: GradientPool, test: GradientPool, M: int, K: int, device: torch.device) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from transformers import PreTrainedModel
 
 from ..certify import Sampling, certify_model, format_certificate, grow_ranking, point_ranks
 from ..certify.inputs import checkpoint_name, checkpoint_spec, read_data
-from ..certify.measurement import size_problems
+from ..certify.measurement import ran_on, size_problems
 from ..certify.text import loss_line, standing
 from ..core.device import placed, resolve_device
 from ..core.machine import machine
@@ -316,6 +316,7 @@ class Grower:
         at a time, to be certified, scored or trained (``core.device.placed``, ``train_arm``)."""
         self.model = build_model(self.spec).to(HOST)  # HFCausalLM, frozen, eval
         self.old = self.model.hf_model
+        print(f"grow: {ran_on(self.model, self.checkpoint, self.device)}")
 
     def certificate(self, model: HFCausalLM, rule: str | list[str]) -> pd.DataFrame:
         s = self.settings
@@ -591,6 +592,7 @@ class Grower:
             "machine": {
                 **machine(),
                 "device": str(self.device),
+                "torch_threads": torch.get_num_threads(),
                 "world_size": self.world_size,  # processes training each arm data-parallel (training.engine)
                 "sharded": self.sharded,  # FSDP2 per decoder layer, not replicas
                 "torch": torch.__version__,
