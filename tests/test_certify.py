@@ -34,6 +34,7 @@ from scalemech.certify import (
     recommendation,
     verdict,
 )
+from scalemech.certify.forgetting import FORGETTING_COLUMNS
 from scalemech.certify.inputs import checkpoint_spec
 from scalemech.certify.text import loss_line
 from scalemech.cli import main
@@ -150,7 +151,8 @@ def test_verdict_rule() -> None:
 
 
 def _frame(rows: list[dict]) -> pd.DataFrame:
-    base = dict.fromkeys(CERTIFICATE_COLUMNS, 0.0) | {"view": "full", "n": 12, "n_test": 12, "M": 4, "K": 4}
+    base = dict.fromkeys(CERTIFICATE_COLUMNS, 0.0) | dict.fromkeys(FORGETTING_COLUMNS, math.nan)  # no --retain
+    base |= {"view": "full", "n": 12, "n_test": 12, "M": 4, "K": 4}
     return pd.DataFrame([base | row for row in rows], columns=CERTIFICATE_COLUMNS)
 
 
@@ -418,6 +420,7 @@ def no_dns(*args, **kwargs):
     raise socket.gaierror(-2, "Name or service not known")
 socket.getaddrinfo = no_dns
 from scalemech.certify import measurement
+from scalemech.certify.forgetting import FORGETTING_COLUMNS
 from scalemech.certify.inputs import checkpoint_spec
 from scalemech.certify.text import loss_line
 from scalemech.cli import main

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
@@ -20,6 +21,7 @@ from test_grow import TINY, TINY_ARGV, token_file
 from test_hf import CONFIGS, save_tiny, tiny_config
 from transformers import AutoModelForCausalLM
 
+from scalemech.certify.forgetting import pareto_ranking
 from scalemech.cli import main
 from scalemech.grow import GrowSettings, grow, run
 from scalemech.grow.alternatives import layers_count, lora_model, lora_rank, lora_units, trainable_count
@@ -232,9 +234,27 @@ def test_grow_at_a_rule_on_the_command_line_duplicates_the_identity_layer(
     assert record["command"].startswith("scalemech grow --checkpoint") and f"--at {rule}" in record["command"]
 
 
+@pytest.mark.timeout(300)
+def test_grow_at_pareto_takes_the_first_point_of_its_ranking(tmp_path: Path, capsys) -> None:
+    """``--at pareto``: the certificate carries the predicted gain and forgetting at every point, the point
+    grown is the first of ``pareto_ranking`` on it, said with its reason, kept in growth.json."""
+    source = save_tiny("llama", tmp_path / "llama")
+    data, retain = token_file(tmp_path / "new.npy"), token_file(tmp_path / "old.npy", seed=1)
+    settings = GrowSettings(**{**vars(TINY), "at": "pareto", "retain": str(retain), "steps": 2})
+    record = grow(source, str(data), tmp_path / "out", settings)
+    certificate = pd.DataFrame(record["decisions"][0]["certificate"])
+    assert certificate["forget"].notna().all() and certificate["n_retain"].eq(TINY.pool).all()
+    first = pareto_ranking(certificate, MAX_FORGETTING)["point"].iloc[0]
+    assert record["decisions"][0]["chosen"] == first and record["predicted_first_order_gain"][0]["point"] == first
+    assert {"forget", "forget_lo", "forget_hi", "mu_cross"} <= set(record["predicted_first_order_gain"][0])
+    out = capsys.readouterr().out
+    assert "grow: --at pareto (" in out and f") chose {first}: " in out and "forget_A [lo, hi]" in out
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [
+        (["--at", "pareto"], "--at 'pareto' weighs the forgetting of the old domain: give it with --retain DATA"),
         (["--at", "adept"], "--at 'adept' scores layers on the old domain: give it with --retain DATA"),
         (["--at", "bi"], "--at 'bi' scores layers on the old domain: give it with --retain DATA"),
         (["--at", "every:x"], "'every:x' is not a point; allowed: 'auto', 'best', comma-separated points"),

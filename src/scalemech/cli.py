@@ -61,6 +61,10 @@ example (grow where certify says, train the new layers, compare with continuing 
                      certify again; up to --blocks rounds, stopping when no point is "grow here"
        best          as auto over certify's whole ranking: "grow here", then "weak", then no signal
                      (grows where the certificate is only weak too; E11's and E12's certificate point)
+       pareto        as best, under the forgetting the certificate predicts on --retain: the largest
+                     block_grad_norm among the points predicted to forget at most --max-forgetting per
+                     nat gained (forget_A <= max x gain_B at their intervals' ends), else the least
+                     forgetting per nat gained
        layer.3,...   after these decoder layers (the points certify names)
        every:K       LLaMA-Pro's stride (arXiv 2401.02415): after every K-th layer
        adept         ADEPT (arXiv 2510.10071): after the --blocks layers least important on --retain,
@@ -72,8 +76,10 @@ example (grow where certify says, train the new layers, compare with continuing 
 decision: the grown model is recommended only when its held-out loss beats both controls (the original
 trained on the same tokens, and for the same FLOPs) by more than 2 paired SE; otherwise it is written
 marked not recommended in growth.json (--fallback: the better control is written instead).
-with --retain R, arms inplace (the copied layers trained in place) and lora (PEFT LoRA on every linear
-layer, rank matching the new layers' parameters) train on the same batches too. The arm named is on the
+with --retain R, the certificate also predicts per point the first-order gain on --data (gain_B) and
+rise of R's loss (forget_A) for a step along --data's mean gradient, and arms inplace (the copied layers
+trained in place) and lora (PEFT LoRA on every linear layer, rank matching the new layers' parameters)
+train on the same batches too. The arm named is on the
 Pareto front of (new-domain loss, forgetting), an arm dominated only when another is lower by more than
 2 paired SE on one axis and not higher by more than 2 on the other: the front arm of lowest new-domain
 loss whose forgetting + 2 SE is at most --max-forgetting, else the front arm (grown included) that
@@ -229,6 +235,7 @@ def _certify(args: argparse.Namespace) -> None:
         tokenizer=args.tokenizer,
         out=args.out,  # checked writable before any work, written after it
         points_per_pass=args.points_per_pass,
+        retain=args.retain,
     )
     print(frame.attrs["ran"])
     line, warning = loss_line(frame.attrs)
@@ -391,6 +398,11 @@ def parser() -> argparse.ArgumentParser:
     certify.add_argument("--seed", type=non_negative, default=0, help="seed of the pools and of the inserted blocks")
     certify.add_argument("--device", choices=DEVICES, default="auto", help="where to compute")
     certify.add_argument("--threads", type=positive, help=THREADS_HELP)
+    certify.add_argument(
+        "--retain",
+        help="the model's old domain (--data's formats): each point also gets the first-order forgetting of it that "
+        "a step along --data's mean gradient predicts, forget_A = -mu_B'mu_A with its interval (default: none)",
+    )
     certify.add_argument("--points-per-pass", type=int, help=POINTS_PER_PASS_HELP)
     certify.add_argument(
         "--wide", action="store_true", help="print every column, one block of column=value lines per point"
@@ -414,7 +426,9 @@ def parser() -> argparse.ArgumentParser:
         help="for text --data: the tokenizer when the checkpoint has none (default: the checkpoint's own)",
     )
     grow.add_argument(
-        "--at", default="auto", help="where: auto, best, layer.3,layer.7, every:K, adept, bi or top (sources below)"
+        "--at",
+        default="auto",
+        help="where: auto, best, pareto, layer.3,layer.7, every:K, adept, bi or top (sources below)",
     )
     grow.add_argument(
         "--blocks", type=int, help="--at auto: the most new layers; adept, bi, top: how many (default: 1)"
@@ -456,7 +470,8 @@ def parser() -> argparse.ArgumentParser:
         type=float,
         help="--retain: the most forgetting (retain loss - the old model's, nats/token) a recommended grown model may "
         "have (default: 0.02, grow.tradeoff.MAX_FORGETTING: a 2%% rise of the old domain's perplexity, e^0.02 = 1.02, "
-        "small beside what training on a new domain usually costs, yet measurable from a few hundred windows)",
+        "small beside what training on a new domain usually costs, yet measurable from a few hundred windows); "
+        "--at pareto reads it per nat gained on --data, at first order",
     )
     grow.add_argument("--seed", type=non_negative, default=0, help="seed of the pools, batches and held-out windows")
     grow.add_argument("--device", choices=DEVICES, default="auto", help="where to compute")

@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from .forgetting import has_forgetting
 from .measurement import INTERVAL_LEVEL
 from .verdict import B_GROW, GROW, NO_SIGNAL, WEAK, grow_ranking, point_ranks
 
@@ -55,22 +56,33 @@ def wide_table(frame: pd.DataFrame, width: int = WIDE_COLUMNS) -> list[str]:
     return lines
 
 
+def _signed(value: float, lo: float, hi: float) -> str:
+    """``value [lo, hi]`` of a quantity of either sign."""
+    return f"{_number(value)} [{_number(lo)}, {_number(hi)}]"
+
+
 def compact_table(frame: pd.DataFrame) -> list[str]:
     """The default table: point, ``‖μ‖²`` and ``d_align`` with intervals, ``B_exact``, ``B_align``,
-    the block gradient norm and the verdict."""
+    the block gradient norm and the verdict; with a retain pool, the predicted gain on the data and
+    forgetting of the retain data, with intervals (``forgetting``)."""
     header = ["point", "mu_sq [lo, hi]", "d_align [lo, hi]", "b_exact", "b_align", "block_grad_norm", "verdict"]
-    rows = [
-        [
+    forgets = has_forgetting(frame)
+    if forgets:
+        header[-1:-1] = ["gain_B [lo, hi]", "forget_A [lo, hi]"]
+    rows = []
+    for r in frame.to_dict("records"):
+        row = [
             str(r["point"]),
             _interval(r["mu_sq"], r["mu_sq_lo"], r["mu_sq_hi"]),
             _interval(r["d_align"], r["d_align_lo"], r["d_align_hi"]),
             _number(r["b_exact"], 2),
             _number(r["b_align"], 2),
             _number(r["block_grad_norm"]),
-            r["verdict"],
         ]
-        for r in frame.to_dict("records")
-    ]
+        if forgets:
+            row += [_signed(r["mu_cross"], r["mu_cross_lo"], r["mu_cross_hi"])]
+            row += [_signed(r["forget"], r["forget_lo"], r["forget_hi"])]
+        rows.append([*row, r["verdict"]])
     return _aligned(header, rows)
 
 
@@ -144,6 +156,14 @@ def legend(frame: pd.DataFrame, wide: bool = False) -> list[str]:
             "test examples; b_align = one-sample bound from d_align"
         ),
         "block_grad_norm = first-order gain of a zero-initialized block inserted after the point",
+        *(
+            [
+                "gain_B = mu_B'mu_B,test: first-order fall of --data's test loss for a step along its mean gradient",
+                "forget_A = -mu_B'mu_A: first-order rise of --retain's loss for the same step (> 0: it forgets)",
+            ]
+            if has_forgetting(frame)
+            else []
+        ),
         "inf = a spread estimated <= 0 (d_par = inf: mu'Sigma mu estimated <= 0; d_2 = inf: tr Sigma^2 estimated <= 0)",
         "nan = the data do not bound it (no mean detected above noise, or a leave-one-out estimate is inf/nan)",
         "b_exact = nan: no certificate (mu_tr'mu_te, its square or the variance estimated <= 0)",

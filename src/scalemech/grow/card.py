@@ -18,12 +18,13 @@ CARD = "README.md"
 SOURCES = {
     "auto": "the expansion certificate (Paper D, arXiv 2605.08297; `scalemech certify`)",
     "best": "the expansion certificate's whole ranking, grown where it is only weak too (`scalemech certify`)",
+    "pareto": "the expansion certificate's gain under its predicted forgetting (`scalemech certify --retain`)",
     "every": "LLaMA-Pro's stride (arXiv 2401.02415)",
     "adept": "ADEPT's least important layers, Σ|g·W| on the retain data (arXiv 2510.10071)",
     "bi": "ShortGPT's block influence, 1 − cos(h_in, h_out) on the retain data (arXiv 2403.03853)",
     "top": "after the last layer",
 }
-CERTIFICATE_COLUMNS = ("point", "mu_sq", "d_align", "b_exact", "block_grad_norm", "verdict")
+CERTIFICATE_COLUMNS = ("point", "mu_sq", "d_align", "b_exact", "block_grad_norm", "mu_cross", "forget", "verdict")
 
 
 def placement_source(at: str) -> str:

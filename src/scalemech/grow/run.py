@@ -21,6 +21,7 @@ import transformers
 from transformers import PreTrainedModel
 
 from ..certify import Sampling, certify_model, format_certificate, grow_ranking, point_ranks
+from ..certify.forgetting import pareto_ranking, pareto_reason
 from ..certify.inputs import checkpoint_name, checkpoint_spec, read_data
 from ..certify.measurement import ran_on, size_problems
 from ..certify.text import loss_line, standing
@@ -247,7 +248,13 @@ class Grower:
         self.retained = None
         if settings.retain is not None:
             self.retained = Retained(
-                settings.retain, self.spec, config.vocab_size, settings.eval_windows, settings.batch_size, settings.seed
+                settings.retain,
+                self.spec,
+                config.vocab_size,
+                settings.eval_windows,
+                settings.batch_size,
+                settings.seed,
+                settings.pool,
             )
         options = {name: getattr(settings, name) for name in IDENTITY_OPTIONS}
         self.record = RunRecord(
@@ -322,8 +329,10 @@ class Grower:
         s = self.settings
         sampling = Sampling(s.pool, s.M, s.K, s.batch_size, s.view, s.seed, s.points_per_pass)
         pools = self.scratch / "pools"
+        retain = self.retained.prepared if self.retained is not None else None  # the forgetting predicted too
         with placed(model, self.device):
-            frame = certify_model(model, self.prepared, self.name, rule, pools, sampling, device=self.device)
+            frame = certify_model(model, self.prepared, self.name, rule, pools, sampling, device=self.device,
+                                  retain=retain)  # fmt: skip
         print(format_certificate(frame))
         line, warning = loss_line(frame.attrs)
         print(line, flush=True)
@@ -411,12 +420,23 @@ class Grower:
         print(f"grow: {rule} scores per layer on --retain: {shown}")
         return resolve(self.placement, current.depth, scores), {"scores": {"rule": rule, "per_layer": scores}}
 
+    def ranking(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """The certificate's points in the order ``--at`` grows them: ``auto``, the "grow here" ones
+        (``grow_ranking``); ``best``, all (``point_ranks``); ``pareto``, all under the predicted forgetting
+        (``certify.forgetting.pareto_ranking``)."""
+        if self.placement.rule == "pareto":
+            return pareto_ranking(frame, self.settings.max_forgetting)
+        if self.placement.rule == "best":
+            return frame.loc[point_ranks(frame).sort_values().index]
+        return grow_ranking(frame)
+
     def say_chosen(self, frame: pd.DataFrame, after: list[int]) -> None:
-        """One line per chosen point: which ``--at`` rule chose it and what the certificate says of it
-        against its first-ranked point (``certify.text.standing``)."""
+        """One line per chosen point: which ``--at`` rule chose it (for ``pareto``, why) and what the
+        certificate says of it against its first-ranked point (``certify.text.standing``)."""
         at = self.settings.at
         for point in dict.fromkeys(f"layer.{i}" for i in after):
-            print(f"grow: --at {at} ({placement_source(at)}) chose {point}; {standing(frame, point)}")
+            why = f": {pareto_reason(frame, point, self.settings.max_forgetting)}" if at == "pareto" else ""
+            print(f"grow: --at {at} ({placement_source(at)}) chose {point}{why}; {standing(frame, point)}")
 
     def grow_model(self) -> tuple[PreTrainedModel, list[int], list[dict[str, Any]], list[Arm]]:
         """The grown model, its new layers (final numbering), the decisions and the grown arm's stages;
@@ -428,8 +448,7 @@ class Grower:
         for round_ in range(1, rounds + 1):
             if self.placement.auto:  # untrained insertions leave the certificate as it was: --train none takes one
                 frame = self.certificate(current, "all")
-                whole = self.placement.rule == "best"  # every point in the certificate's order, not "grow here" only
-                order = frame.loc[point_ranks(frame).sort_values().index] if whole else grow_ranking(frame)
+                order = self.ranking(frame)
                 ranked = order["point"].iloc[: 1 if s.train != "none" else self.placement.blocks]
                 after = sorted(int(point.removeprefix("layer.")) for point in ranked)
                 scores: dict[str, Any] = {}
@@ -612,15 +631,21 @@ class Grower:
         return record
 
 
+PREDICTED = ("block_grad_norm", "mu_cross", "mu_cross_lo", "mu_cross_hi", "forget", "forget_lo", "forget_hi")
+"""The certificate's predictions ``growth.json`` keeps per chosen point."""
+
+
 def _predicted(decisions: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per chosen point: the first-order gain ``‖∇_θ L‖`` at ``θ = 0`` of the new layer there (the loss
-    decrease per unit step along the steepest descent, certify's ``block_grad_norm``)."""
+    decrease per unit step along the steepest descent, certify's ``block_grad_norm``); the gain ``mu_cross``
+    and (``--retain``) forgetting ``forget`` a step along the mean gradient predicts (``certify.forgetting``)."""
     out = []
     for decision in decisions:
         for point in (decision["chosen"] or "").split(","):
             rows = [r for r in decision["certificate"] if r["point"] == point]
             if rows:
-                out.append({"round": decision["round"], "point": point, "block_grad_norm": rows[0]["block_grad_norm"]})
+                predicted = {key: rows[0].get(key) for key in PREDICTED}
+                out.append({"round": decision["round"], "point": point, **predicted})
     return out
 
 
