@@ -152,7 +152,12 @@ def test_placements_are_parsed_and_every_k_is_llama_pros_stride() -> None:
     assert resolve(parse_at("every:3", None), 7) == (2, 5)
     assert resolve(parse_at("layer.4,layer.1", None), 6) == (1, 4)
     assert parse_at("auto", None).blocks == 1 and parse_at("auto", 3).blocks == 3
+    together = parse_at("best:2", None)  # the certificate's first two points, one round: every:2's new parameters
+    assert together.auto and together.together and together.blocks == 2 and together.rule == "best"
+    assert parse_at("pareto:3", 3, retain=True).blocks == 3 and not parse_at("best", 2).together
     for at, blocks, message in [
+        ("best:2", 3, "--blocks 3 differs from the 2 points of --at 'best:2'"),
+        ("pareto:2", None, "--at 'pareto:2' weighs the forgetting of the old domain: give it with --retain"),
         ("layer.x", None, "'layer.x' is not a point"),
         ("every:0", None, "is not a point"),
         ("layer.1,layer.2", 3, "--blocks 3 differs from the 2 points"),

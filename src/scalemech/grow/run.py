@@ -233,7 +233,12 @@ class Grower:
         self.sharded = self.world_size > 1 and (settings.shard or check_engine(self.device.type))  # FSDP2 per layer
         check_out(out, self.source_dir, self.source["sha256"])
         self.out, self.created = out.resolve(), not out.exists()
-        self.read_data(data, config, self.placement.blocks if self.placement.auto else 1)
+        if self.placement.together and new_layers > config.num_hidden_layers:
+            raise ValueError(
+                f"--at {settings.at}: the model has {config.num_hidden_layers} points to take {new_layers} of"
+            )
+        greedy = self.placement.auto and not self.placement.together
+        self.read_data(data, config, self.placement.blocks if greedy else 1)
         check_memory(
             config,
             settings.batch_size,
@@ -444,12 +449,13 @@ class Grower:
         s, current, inserted = self.settings, self.model, []
         decisions, stages, generator = [], [], None
         origin = list(range(self.model.depth))  # per layer of the current model: the original layer it derives from
-        rounds = self.placement.blocks if self.placement.auto and s.train != "none" else 1
+        at_once = s.train == "none" or self.placement.together  # one certificate's first points, one round
+        rounds = self.placement.blocks if self.placement.auto and not at_once else 1
         for round_ in range(1, rounds + 1):
             if self.placement.auto:  # untrained insertions leave the certificate as it was: --train none takes one
                 frame = self.certificate(current, "all")
                 order = self.ranking(frame)
-                ranked = order["point"].iloc[: 1 if s.train != "none" else self.placement.blocks]
+                ranked = order["point"].iloc[: self.placement.blocks if at_once else 1]
                 after = sorted(int(point.removeprefix("layer.")) for point in ranked)
                 scores: dict[str, Any] = {}
             else:
