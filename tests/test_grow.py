@@ -406,6 +406,7 @@ def test_the_device_holds_one_model_at_a_time(tmp_path: Path, monkeypatch) -> No
     import contextlib
 
     from scalemech.core import device as core_device
+    from scalemech.grow import arms, placing
     from scalemech.models import hf_growth
 
     on_device: list[int] = []
@@ -419,7 +420,7 @@ def test_the_device_holds_one_model_at_a_time(tmp_path: Path, monkeypatch) -> No
             yield placed_module
         on_device.pop()
 
-    for module in (run, continued, hf_growth):
+    for module in (placing, arms, continued, hf_growth):
         monkeypatch.setattr(module, "placed", recorded)
     source, data = save_tiny("llama", tmp_path / "src"), token_file(tmp_path / "ids.npy")
     retain = token_file(tmp_path / "old.npy", seed=1)

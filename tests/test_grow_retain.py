@@ -23,7 +23,8 @@ from transformers import AutoModelForCausalLM
 
 from scalemech.certify.forgetting import pareto_ranking
 from scalemech.cli import main
-from scalemech.grow import GrowSettings, grow, run
+from scalemech.grow import GrowSettings, grow
+from scalemech.grow import arms as grow_arms
 from scalemech.grow.alternatives import layers_count, lora_model, lora_rank, lora_units, trainable_count
 from scalemech.grow.placement import parse_at, resolve
 from scalemech.grow.retained import Retained
@@ -61,7 +62,7 @@ def retained_run(tmp_path_factory) -> tuple[Path, Path, Path, dict]:
         return {**decide_tradeoff(new, retain, max_forgetting), "recommended": False, "winner": "inplace"}
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(run, "decide_tradeoff", forced)
+        patch.setattr(grow_arms, "decide_tradeoff", forced)
         record = grow(str(source), str(data), root / "out", settings)
     return source, retain, root / "out", record
 
@@ -105,7 +106,7 @@ def test_forgetting_is_the_paired_difference_brute_force_gives(retained_run) -> 
     """The written model's forgetting, recomputed window by window with a plain cross-entropy on the same
     held-out retain windows, and its SE as ``sd(d) / √n`` by hand."""
     source, retain, out, record = retained_run
-    held = Retained(str(retain), {"block_size": 8}, 300, TINY.eval_windows, 4, TINY.seed)
+    held = Retained(str(retain), {"block_size": 8}, 300, TINY.eval_windows, 4, TINY.seed, TINY.pool)
 
     def window_losses(path: Path) -> list[float]:
         model = AutoModelForCausalLM.from_pretrained(path).eval()
@@ -314,7 +315,7 @@ def test_a_grow_killed_inside_the_lora_arm_resumes_to_the_same_result(tmp_path: 
     data, retain = token_file(tmp_path / "new.npy"), token_file(tmp_path / "old.npy", seed=1)
     settings = GrowSettings(**{**vars(TINY), "retain": str(retain), "steps": 4, "checkpoint_every": 2})
     whole = grow(source, str(data), tmp_path / "whole", settings)
-    original_train, original_next = run.train_arm, continued.WindowBatches.next
+    original_train, original_next = grow_arms.train_arm, continued.WindowBatches.next
     calls = {"lora": 0}
 
     def dying(self):
@@ -329,7 +330,7 @@ def test_a_grow_killed_inside_the_lora_arm_resumes_to_the_same_result(tmp_path: 
         return original_train(name, *args, **kwargs)
 
     monkeypatch.setattr(continued.WindowBatches, "next", dying)
-    monkeypatch.setattr(run, "train_arm", train_arm)
+    monkeypatch.setattr(grow_arms, "train_arm", train_arm)
     with pytest.raises(KeyboardInterrupt):
         grow(source, str(data), tmp_path / "killed", settings)
     assert (tmp_path / "killed" / ".grow-state" / "lora" / "step-000000002.pt").is_file()
