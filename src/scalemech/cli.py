@@ -65,6 +65,8 @@ example (grow where certify says, train the new layers, compare with continuing 
                      block_grad_norm among the points predicted to forget at most --max-forgetting per
                      nat gained (forget_A <= max x gain_B at their intervals' ends), else the least
                      forgetting per nat gained
+       best:K        the certificate's first K points (pareto:K under its forgetting) in one round,
+                     trained together: the certificate at the new parameters of every:K's K layers
        layer.3,...   after these decoder layers (the points certify names)
        every:K       LLaMA-Pro's stride (arXiv 2401.02415): after every K-th layer
        adept         ADEPT (arXiv 2510.10071): after the --blocks layers least important on --retain,
@@ -428,7 +430,7 @@ def parser() -> argparse.ArgumentParser:
     grow.add_argument(
         "--at",
         default="auto",
-        help="where: auto, best, pareto, layer.3,layer.7, every:K, adept, bi or top (sources below)",
+        help="where: auto, best, best:K, pareto, pareto:K, layer.3,layer.7, every:K, adept, bi or top (sources below)",
     )
     grow.add_argument(
         "--blocks", type=int, help="--at auto: the most new layers; adept, bi, top: how many (default: 1)"
