@@ -2,7 +2,7 @@
 
 Both train the same grown model: a random Llama (``LlamaConfig`` through
 ``AutoModelForCausalLM.from_config``, seeded) grown by ``models.hf_growth.grow_layers(model, [1])``,
-with only the new layer requiring grad (``grow.run._trainable``, grow's default ``--train new``).
+with only the new layer requiring grad (``grow.arms.trainable``, grow's default ``--train new``).
 Each run starts from a copy of that same grown state, on token ids from a seeded random ``.npy``
 (``data.tokenized.load_token_ids``, ``tasks.tokens.TokenIdTask``), with the same batch size, block
 size, peak lr and torch threads:
@@ -71,7 +71,7 @@ from transformers import AutoModelForCausalLM, LlamaConfig, PreTrainedModel
 from scalemech.core.device import resolve_device
 from scalemech.data.tokenized import load_token_ids
 from scalemech.grow import GrowSettings
-from scalemech.grow.run import _trainable  # how grow sets requires_grad: the same call, not a copy of it
+from scalemech.grow.arms import trainable  # how grow sets requires_grad: the same call, not a copy of it
 from scalemech.models.hf_growth import grow_layers
 from scalemech.tasks.tokens import TokenIdTask
 from scalemech.training import continued
@@ -119,7 +119,7 @@ def grown_model(args: argparse.Namespace) -> tuple[PreTrainedModel, list[int]]:
     torch.manual_seed(args.seed)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     grown, new = grow_layers(model, AFTER)
-    return _trainable(grown, new, "new"), new
+    return trainable(grown, new, "new"), new
 
 
 def token_task(ids: Path, args: argparse.Namespace) -> TokenIdTask:
@@ -160,8 +160,8 @@ def grow_loop(model: nn.Module, task: TokenIdTask, args: argparse.Namespace, ste
 def plain_loop(model: nn.Module, task: TokenIdTask, args: argparse.Namespace, steps: int) -> float:
     """Seconds of steps ``warmup + 1 … steps`` of the plain loop (module doc) on ``model`` (trained in place)."""
     device = next(model.parameters()).device
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(trainable, lr=args.lr, betas=(0.9, 0.999), weight_decay=0.0)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.999), weight_decay=0.0)
     batches = continued.WindowBatches(task, args.batch_size, args.seed, device)
     model.train()
     start = None
@@ -173,7 +173,7 @@ def plain_loop(model: nn.Module, task: TokenIdTask, args: argparse.Namespace, st
         logits = model(input_ids=x, use_cache=False).logits
         loss = F.cross_entropy(logits.flatten(0, 1), y.flatten())
         loss.backward()
-        nn.utils.clip_grad_norm_(trainable, 1.0)
+        nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()
         optimizer.zero_grad()
     synchronized(device)

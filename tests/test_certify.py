@@ -34,6 +34,7 @@ from scalemech.certify import (
     recommendation,
     verdict,
 )
+from scalemech.certify.forgetting import FORGETTING_COLUMNS
 from scalemech.certify.inputs import checkpoint_spec
 from scalemech.certify.text import loss_line
 from scalemech.cli import main
@@ -74,7 +75,8 @@ def _run(argv: list[str]) -> str:
 def cli_run(neox_checkpoint: Path, text_file: Path, tmp_path_factory) -> tuple[str, pd.DataFrame]:
     """One ``scalemech certify`` of the tiny GPT-NeoX on the text file: its stdout and its --out CSV."""
     out = tmp_path_factory.mktemp("out") / "certificate.csv"
-    stdout = _run(["certify", "--checkpoint", str(neox_checkpoint), "--data", str(text_file), *TINY, "--out", str(out)])
+    argv = ["certify", "--checkpoint", str(neox_checkpoint), "--data", str(text_file), *TINY, "--threads", "1"]
+    stdout = _run([*argv, "--out", str(out)])
     return stdout, pd.read_csv(out)
 
 
@@ -87,7 +89,7 @@ def test_cli_names_the_model_and_its_dtype(cli_run) -> None:
     stdout, _ = cli_run
     assert (
         stdout.splitlines()[0].startswith("model: ")
-        and "(gpt_neox, 3 points, 8 tokens per example), float32 on cpu" in stdout
+        and "(gpt_neox, 3 points, 8 tokens per example), float32 on cpu, 1 torch thread\n" in stdout
     )
 
 
@@ -149,7 +151,8 @@ def test_verdict_rule() -> None:
 
 
 def _frame(rows: list[dict]) -> pd.DataFrame:
-    base = dict.fromkeys(CERTIFICATE_COLUMNS, 0.0) | {"view": "full", "n": 12, "n_test": 12, "M": 4, "K": 4}
+    base = dict.fromkeys(CERTIFICATE_COLUMNS, 0.0) | dict.fromkeys(FORGETTING_COLUMNS, math.nan)  # no --retain
+    base |= {"view": "full", "n": 12, "n_test": 12, "M": 4, "K": 4}
     return pd.DataFrame([base | row for row in rows], columns=CERTIFICATE_COLUMNS)
 
 
@@ -417,6 +420,7 @@ def no_dns(*args, **kwargs):
     raise socket.gaierror(-2, "Name or service not known")
 socket.getaddrinfo = no_dns
 from scalemech.certify import measurement
+from scalemech.certify.forgetting import FORGETTING_COLUMNS
 from scalemech.certify.inputs import checkpoint_spec
 from scalemech.certify.text import loss_line
 from scalemech.cli import main
@@ -562,7 +566,8 @@ def test_a_loss_above_a_uniform_guess_is_warned(
     capsys, tmp_path: Path, neox_checkpoint: Path, fill: int, warned: bool
 ) -> None:
     """A model sure of token 5, on documents of 5s (loss near 0) and of 7s (far above ln 300): the
-    loss line on stdout after the model's, and a warning on stderr only when the loss is above ln(vocab)."""
+    loss line on stdout after the model's, and a warning on stderr only when the loss is above ln(vocab),
+    its causes fitting documents (no mid-document windows)."""
     checkpoint = _predicting(neox_checkpoint, 5, tmp_path / "sure")
     data = _documents(tmp_path / "docs.npy", fill=fill)
     sizes = ["--points", "1", "--pool", "6", "--M", "2", "--K", "2", "--batch-size", "6", "--device", "cpu"]
@@ -574,7 +579,8 @@ def test_a_loss_above_a_uniform_guess_is_warned(
     warnings = [text for text in err.splitlines() if text.startswith("warning: ")]
     assert len(warnings) == warned
     if warned:
-        assert "above a uniform guess" in warnings[0] and "2-D .npy of shape (n, T)" in warnings[0]
+        assert "above a uniform guess" in warnings[0] and "do not open with the start token" in warnings[0]
+        assert "mid-document" not in warnings[0]  # the data are documents: every window starts one
         assert "a tokenizer that is not the model's" in warnings[0] and "data unlike the model's" in warnings[0]
 
 
@@ -583,6 +589,7 @@ def test_loss_line() -> None:
     assert loss_line(attrs) == ("loss on the train pool: 2.91 nats per token (uniform guess: ln 512 = 6.24)", None)
     line, warning = loss_line({"loss": {**attrs["loss"], "loss": 6.5}})
     assert line.startswith("loss on the train pool: 6.50 nats") and warning.startswith("warning: ")
+    assert "windows that start mid-document (give documents as a 2-D .npy" in warning  # a stream's windows
     assert "\n" not in warning and loss_line({"ran": "model: x"}) == ("", None)
 
 

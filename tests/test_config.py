@@ -557,3 +557,14 @@ def test_a_gpu_share_that_cannot_hold_is_refused(cluster: dict, resources: dict,
     for grid in config["grids"].values():
         grid["resources"] = resources
     assert_rejected(config, expected)
+
+
+@pytest.mark.parametrize(
+    "placement, allowed",
+    [("layer.4", "layer.0..layer.3"), ("best:5", "best:1..best:4"), ("every:5", "every:1..every:4")],
+)
+def test_adapt_placements_beyond_the_bases_depth_are_refused(placement: str, allowed: str) -> None:
+    """E12's depth-4 bases: a point, a count of the certificate's points or a stride they lack, in one line."""
+    config = yaml.safe_load((ROOT / "config" / "growth.yaml").read_text())
+    config["adapt"]["placements"] = ["best", placement]
+    assert_rejected(config, [f"adapt.placements: {placement!r} is beyond the bases' 4 layers", f"allowed: {allowed}"])

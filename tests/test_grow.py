@@ -152,7 +152,12 @@ def test_placements_are_parsed_and_every_k_is_llama_pros_stride() -> None:
     assert resolve(parse_at("every:3", None), 7) == (2, 5)
     assert resolve(parse_at("layer.4,layer.1", None), 6) == (1, 4)
     assert parse_at("auto", None).blocks == 1 and parse_at("auto", 3).blocks == 3
+    together = parse_at("best:2", None)  # the certificate's first two points, one round: every:2's new parameters
+    assert together.auto and together.together and together.blocks == 2 and together.rule == "best"
+    assert parse_at("pareto:3", 3, retain=True).blocks == 3 and not parse_at("best", 2).together
     for at, blocks, message in [
+        ("best:2", 3, "--blocks 3 differs from the 2 points of --at 'best:2'"),
+        ("pareto:2", None, "--at 'pareto:2' weighs the forgetting of the old domain: give it with --retain"),
         ("layer.x", None, "'layer.x' is not a point"),
         ("every:0", None, "is not a point"),
         ("layer.1,layer.2", 3, "--blocks 3 differs from the 2 points"),
@@ -264,7 +269,7 @@ def test_a_trained_llama_grown_on_real_code_beats_itself_held_out(tmp_path: Path
     per_step = arms["control_tokens"]["flops"] / arms["control_tokens"]["steps"]
     assert abs(arms["control_flops"]["flops"] - grown_flops) <= per_step / 2
     out = capsys.readouterr().out
-    assert "decision: " in out and "held-out loss per token (128 windows): old" in out
+    assert "decision: " in out and "held-out loss per token on 128 windows" in out
     assert record["decision"]["written"] == "grown" and not (tmp_path / "out" / ".grow-state").exists()
 
 
@@ -401,6 +406,7 @@ def test_the_device_holds_one_model_at_a_time(tmp_path: Path, monkeypatch) -> No
     import contextlib
 
     from scalemech.core import device as core_device
+    from scalemech.grow import arms, placing
     from scalemech.models import hf_growth
 
     on_device: list[int] = []
@@ -414,7 +420,7 @@ def test_the_device_holds_one_model_at_a_time(tmp_path: Path, monkeypatch) -> No
             yield placed_module
         on_device.pop()
 
-    for module in (run, continued, hf_growth):
+    for module in (placing, arms, continued, hf_growth):
         monkeypatch.setattr(module, "placed", recorded)
     source, data = save_tiny("llama", tmp_path / "src"), token_file(tmp_path / "ids.npy")
     retain = token_file(tmp_path / "old.npy", seed=1)

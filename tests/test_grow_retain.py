@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
@@ -19,8 +21,10 @@ from test_grow import TINY, TINY_ARGV, token_file
 from test_hf import CONFIGS, save_tiny, tiny_config
 from transformers import AutoModelForCausalLM
 
+from scalemech.certify.forgetting import pareto_ranking
 from scalemech.cli import main
-from scalemech.grow import GrowSettings, grow, run
+from scalemech.grow import GrowSettings, grow
+from scalemech.grow import arms as grow_arms
 from scalemech.grow.alternatives import layers_count, lora_model, lora_rank, lora_units, trainable_count
 from scalemech.grow.placement import parse_at, resolve
 from scalemech.grow.retained import Retained
@@ -58,7 +62,7 @@ def retained_run(tmp_path_factory) -> tuple[Path, Path, Path, dict]:
         return {**decide_tradeoff(new, retain, max_forgetting), "recommended": False, "winner": "inplace"}
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(run, "decide_tradeoff", forced)
+        patch.setattr(grow_arms, "decide_tradeoff", forced)
         record = grow(str(source), str(data), root / "out", settings)
     return source, retain, root / "out", record
 
@@ -67,13 +71,15 @@ def retained_run(tmp_path_factory) -> tuple[Path, Path, Path, dict]:
 def test_every_arm_trains_on_the_same_tokens_and_is_scored_on_both_domains(retained_run) -> None:
     _, _, out, record = retained_run
     arms = record["arms"]
-    assert set(arms) == ARMS and set(record["retain"]["arms"]) == ARMS | {"old"}
+    assert set(arms) == ARMS and set(record["held_out"]["arms"]) == ARMS | {"old"}
     for name in ARMS - {"control_flops"}:
         assert arms[name]["tokens"] == 3 * 4 * 8, name
     for name in ARMS:
         assert arms[name]["flops"] > 0 and arms[name]["trainable_parameters"] > 0, name
-        row = record["retain"]["arms"][name]
-        assert {"new_loss", "retain_loss", "forgetting", "forgetting_se"} <= set(row), name
+        row = record["held_out"]["arms"][name]
+        assert {"new_loss", "gain", "gain_se", "retain_loss", "forgetting", "forgetting_se", "forgetting_hi"} <= set(
+            row
+        ), name
     assert record["held_out"]["mean_loss"].keys() == ARMS | {"old"}
     assert record["retain"]["max_forgetting"] == MAX_FORGETTING and record["retain"]["pareto_front"]
     assert (
@@ -100,7 +106,7 @@ def test_forgetting_is_the_paired_difference_brute_force_gives(retained_run) -> 
     """The written model's forgetting, recomputed window by window with a plain cross-entropy on the same
     held-out retain windows, and its SE as ``sd(d) / √n`` by hand."""
     source, retain, out, record = retained_run
-    held = Retained(str(retain), {"block_size": 8}, 300, TINY.eval_windows, 4, TINY.seed)
+    held = Retained(str(retain), {"block_size": 8}, 300, TINY.eval_windows, 4, TINY.seed, TINY.pool)
 
     def window_losses(path: Path) -> list[float]:
         model = AutoModelForCausalLM.from_pretrained(path).eval()
@@ -108,17 +114,21 @@ def test_forgetting_is_the_paired_difference_brute_force_gives(retained_run) -> 
             return [float(F.cross_entropy(model(x[None]).logits[0], y)) for x, y in zip(held.x, held.y, strict=True)]
 
     d = np.array(window_losses(out)) - np.array(window_losses(source))
-    row = record["retain"]["arms"]["inplace"]
+    row = record["held_out"]["arms"]["inplace"]
     assert row["forgetting"] == pytest.approx(d.mean(), abs=1e-6)
     assert row["forgetting_se"] == pytest.approx(np.sqrt(((d - d.mean()) ** 2).sum() / (len(d) - 1) / len(d)), abs=1e-6)
 
 
 @pytest.mark.timeout(300)
 def test_the_model_card_loads_and_names_the_base_model(retained_run) -> None:
+    """A local directory outside the hub's cache: no ``base_model`` id (the Hub takes only ids), its path in
+    the text, said to be local."""
     source, _, out, record = retained_run
     card = ModelCard.load(out / "README.md")
-    assert card.data.base_model == str(source)
-    for text in ("inserted layers", "--at layer.0", "forgetting", "## Certificate behind the placement", "layer.0"):
+    assert card.data.base_model is None and record["source"]["hub_id"] is None
+    assert f"`{source.resolve()}`, a local directory (not from the Hugging Face Hub)" in card.text
+    for text in ("inserted layers", "--at layer.0", "forgetting ± SE", "gain over old ± SE", "layer.0",
+                 "## Certificate behind the placement"):  # fmt: skip
         assert text in card.text, text
     assert record["decision"]["why"] in card.text and "lora" in card.text and "grow(" in card.text
 
@@ -135,11 +145,11 @@ def test_summary_and_the_decision_follow_their_rule() -> None:
     assert rows["lora"]["forgetting"] == pytest.approx(d.mean())
     assert rows["lora"]["forgetting_se"] == pytest.approx(d.std(ddof=1) / np.sqrt(200))
     judged = decide_tradeoff(new, retain, 0.02)
-    assert judged["recommended"] and judged["winner"] == "grown" and "beats every other arm" in judged["why"]
+    assert judged["recommended"] and judged["winner"] == "grown" and "lowest new-domain loss" in judged["why"]
     strict = decide_tradeoff(new, retain, 0.001)  # grown forgets too much; lora, worse on new, forgets less
     assert strict["pareto_front"] == ["grown", "lora"] and not strict["recommended"]
-    assert strict["winner"] == "lora" and "forgets 0.0100 > 0.001" in strict["why"]
-    assert "no arm forgets <= 0.001" in strict["why"]
+    assert strict["winner"] == "lora" and "forgets 0.0100 (upper end 0.0100) > 0.001" in strict["why"]
+    assert "no front arm's forgetting is within 0.001" in strict["why"]
     alternating = 0.1 * (-1.0) ** np.arange(200)  # lora within 2 SE of grown on new, forgetting more
     lora = {"new": base - 0.095 + alternating, "retain": retain_old + 0.02}
     only = decide_tradeoff({**new, "lora": lora["new"]}, {**retain, "lora": lora["retain"]}, 0.001)
@@ -197,9 +207,13 @@ def test_each_placement_rule_picks_the_layer_it_should(tmp_path: Path) -> None:
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("rule", ["adept", "bi"])
-def test_grow_at_a_rule_on_the_command_line_duplicates_the_identity_layer(tmp_path: Path, capsys, rule: str) -> None:
+def test_grow_at_a_rule_on_the_command_line_duplicates_the_identity_layer(
+    tmp_path: Path, capsys, recwarn, rule: str
+) -> None:
     """``--at adept|bi --retain``: the scores printed and kept, the new layer after layer 1 (index 2), the
-    arms' table printed with forgetting and the Pareto front."""
+    rule that chose it and the certificate's word on it against its first point, the arms' table printed
+    once with forgetting and the Pareto front, no library's deprecation warning (PEFT's call of
+    transformers' ``is_gradient_checkpointing`` raises one)."""
     source = zeroed_llama(tmp_path / "llama")
     data, retain = token_file(tmp_path / "new.npy"), token_file(tmp_path / "old.npy", seed=1)
     argv = ["grow", "--checkpoint", source, "--data", str(data), "--out", str(tmp_path / "out"), "--at", rule,
@@ -212,12 +226,36 @@ def test_grow_at_a_rule_on_the_command_line_duplicates_the_identity_layer(tmp_pa
     assert record["inserted_layers"] == [2] and record["retain"]["max_forgetting"] == 0.5
     out = capsys.readouterr().out
     assert f"{rule} scores per layer on --retain" in out and "forgetting ± SE" in out and "Pareto front" in out
+    assert re.search(
+        rf"grow: --at {rule} \(.*\) chose layer\.1; the certificate ranks layer\.1 (first|\d+[a-z]{{2}}) of 3", out
+    )
+    assert len(record["decisions"][0]["certificate"]) == 3  # every point certified, the chosen one judged by them
+    assert out.count("held-out loss per token") == 1 and "gain_over_" not in out
+    assert not [w for w in recwarn if issubclass(w.category, (FutureWarning, DeprecationWarning))], list(recwarn)
     assert record["command"].startswith("scalemech grow --checkpoint") and f"--at {rule}" in record["command"]
+
+
+@pytest.mark.timeout(300)
+def test_grow_at_pareto_takes_the_first_point_of_its_ranking(tmp_path: Path, capsys) -> None:
+    """``--at pareto``: the certificate carries the predicted gain and forgetting at every point, the point
+    grown is the first of ``pareto_ranking`` on it, said with its reason, kept in growth.json."""
+    source = save_tiny("llama", tmp_path / "llama")
+    data, retain = token_file(tmp_path / "new.npy"), token_file(tmp_path / "old.npy", seed=1)
+    settings = GrowSettings(**{**vars(TINY), "at": "pareto", "retain": str(retain), "steps": 2})
+    record = grow(source, str(data), tmp_path / "out", settings)
+    certificate = pd.DataFrame(record["decisions"][0]["certificate"])
+    assert certificate["forget"].notna().all() and certificate["n_retain"].eq(TINY.pool).all()
+    first = pareto_ranking(certificate, MAX_FORGETTING)["point"].iloc[0]
+    assert record["decisions"][0]["chosen"] == first and record["predicted_first_order_gain"][0]["point"] == first
+    assert {"forget", "forget_lo", "forget_hi", "mu_cross"} <= set(record["predicted_first_order_gain"][0])
+    out = capsys.readouterr().out
+    assert "grow: --at pareto (" in out and f") chose {first}: " in out and "forget_A [lo, hi]" in out
 
 
 @pytest.mark.parametrize(
     "argv, message",
     [
+        (["--at", "pareto"], "--at 'pareto' weighs the forgetting of the old domain: give it with --retain DATA"),
         (["--at", "adept"], "--at 'adept' scores layers on the old domain: give it with --retain DATA"),
         (["--at", "bi"], "--at 'bi' scores layers on the old domain: give it with --retain DATA"),
         (["--at", "every:x"], "'every:x' is not a point; allowed: 'auto', 'best', comma-separated points"),
@@ -239,11 +277,16 @@ def test_bad_placements_and_retain_options_get_one_line(tmp_path: Path, capsys, 
     assert error.startswith("scalemech: error: ") and error.count("\n") == 0 and message in error, error
 
 
-def test_without_retain_no_alternative_arm_is_trained_and_a_card_is_written(tmp_path: Path) -> None:
-    source = save_tiny("llama", tmp_path / "llama")
+def test_without_retain_no_alternative_arm_is_trained_and_a_card_names_the_hub_id(tmp_path: Path) -> None:
+    """A checkpoint in the hub's cache layout (``models--owner--name/snapshots/<revision>``): the card's
+    ``base_model`` is its Hub id; every model has its gain over the old one."""
+    source = save_tiny("llama", tmp_path / "hub" / "models--owner--tiny-llama" / "snapshots" / "0123abc")
     record = grow(source, str(token_file(tmp_path / "ids.npy")), tmp_path / "out", copy.copy(TINY))
     assert set(record["arms"]) == {"grown", "control_tokens", "control_flops"} and record["retain"] is None
-    assert ModelCard.load(tmp_path / "out" / "README.md").data.base_model == source
+    card = ModelCard.load(tmp_path / "out" / "README.md")
+    assert card.data.base_model == "owner/tiny-llama" == record["source"]["hub_id"]
+    assert "`owner/tiny-llama` on the Hugging Face Hub" in card.text and "gain over old ± SE" in card.text
+    assert set(record["held_out"]["arms"]) == {"old", "grown", "control_tokens", "control_flops"}
 
 
 @pytest.mark.timeout(600)
@@ -256,12 +299,12 @@ def test_every_family_grows_with_retain_and_every_arm(tmp_path: Path) -> None:
         source = save_tiny(name, tmp_path / name)
         record = grow(source, str(data), tmp_path / f"{name}-out", settings)
         arms = record["arms"]
-        assert set(arms) == ARMS and set(record["retain"]["arms"]) == ARMS | {"old"}, name
+        assert set(arms) == ARMS and set(record["held_out"]["arms"]) == ARMS | {"old"}, name
         lora, target = arms["lora"], arms["lora"]["new_layer_parameters"]
         assert lora["trainable_parameters"] == lora["rank"] * lora["parameters_per_rank"], name
         assert abs(lora["trainable_parameters"] - target) <= lora["parameters_per_rank"] / 2, name
         assert arms["inplace"]["trainable_parameters"] == target == arms["grown"]["trainable_parameters"], name
-        assert ModelCard.load(tmp_path / f"{name}-out" / "README.md").data.base_model == source, name
+        assert ModelCard.load(tmp_path / f"{name}-out" / "README.md").data.base_model is None, name
 
 
 @pytest.mark.timeout(300)
@@ -272,7 +315,7 @@ def test_a_grow_killed_inside_the_lora_arm_resumes_to_the_same_result(tmp_path: 
     data, retain = token_file(tmp_path / "new.npy"), token_file(tmp_path / "old.npy", seed=1)
     settings = GrowSettings(**{**vars(TINY), "retain": str(retain), "steps": 4, "checkpoint_every": 2})
     whole = grow(source, str(data), tmp_path / "whole", settings)
-    original_train, original_next = run.train_arm, continued.WindowBatches.next
+    original_train, original_next = grow_arms.train_arm, continued.WindowBatches.next
     calls = {"lora": 0}
 
     def dying(self):
@@ -287,14 +330,14 @@ def test_a_grow_killed_inside_the_lora_arm_resumes_to_the_same_result(tmp_path: 
         return original_train(name, *args, **kwargs)
 
     monkeypatch.setattr(continued.WindowBatches, "next", dying)
-    monkeypatch.setattr(run, "train_arm", train_arm)
+    monkeypatch.setattr(grow_arms, "train_arm", train_arm)
     with pytest.raises(KeyboardInterrupt):
         grow(source, str(data), tmp_path / "killed", settings)
     assert (tmp_path / "killed" / ".grow-state" / "lora" / "step-000000002.pt").is_file()
     monkeypatch.undo()
     resumed = grow(source, str(data), tmp_path / "killed", settings)
     assert resumed["held_out"]["mean_loss"] == whole["held_out"]["mean_loss"]
-    assert resumed["retain"]["arms"] == whole["retain"]["arms"] and resumed["arms"] == whole["arms"]
+    assert resumed["held_out"]["arms"] == whole["held_out"]["arms"] and resumed["arms"] == whole["arms"]
 
 
 def test_the_help_states_the_default_max_forgetting(capsys) -> None:

@@ -625,7 +625,7 @@ def test_a_full_disk_while_saving_a_resume_state_says_so(capsys, monkeypatch, tm
 def test_a_finished_or_refused_grow_leaves_no_lock_file(capsys, monkeypatch, tmp_path, grown) -> None:
     """The finished output holds no lock file and states the equal-FLOPs control's rule; a run refused
     after it started (here: the insertion check) leaves no ``--out`` it created."""
-    from scalemech.grow import run
+    from scalemech.grow import placing
 
     source, data, earlier = grown
     assert not [p.name for p in earlier.iterdir() if p.name.endswith(".lock") or p.name.startswith(".")]
@@ -634,7 +634,7 @@ def test_a_finished_or_refused_grow_leaves_no_lock_file(capsys, monkeypatch, tmp
     def changed(*args, **kwargs):
         raise ValueError("model_type 'llama': inserting layers changed the model's logits")
 
-    monkeypatch.setattr(run, "check_grown", changed)
+    monkeypatch.setattr(placing, "check_grown", changed)
     message = last_line_error(capsys, grow_argv(source, data, tmp_path / "out"))
     assert "changed the model's logits" in message and not (tmp_path / "out").exists()
 

@@ -100,13 +100,16 @@ def test_the_card_escapes_every_string_a_user_controls() -> None:
     from scalemech.grow.card import card_text
 
     record = {
-        "source": {"checkpoint": f"/models/{HOSTILE}", "model_type": f"llama{HOSTILE}", "layers": 2},
+        "source": {"checkpoint": f"/models/{HOSTILE}", "hub_id": None, "model_type": f"llama{HOSTILE}", "layers": 2},
         "layers": 3,
         "inserted_layers": [1],
         "placement": {"at": "layer.0"},
         "decision": {"recommended": False, "why": "no gain", "rule": "2 SE", "written": f"grown{HOSTILE}"},
         "decisions": [{"round": 1, "chosen": f"layer.0{HOSTILE}", "certificate": [{"point": HOSTILE, "mu_sq": 0.5}]}],
-        "held_out": {"windows": 8, "mean_loss": {"old": 5.7, HOSTILE: 5.6}},
+        "held_out": {
+            "windows": 8,
+            "arms": {"old": {"new_loss": 5.7}, HOSTILE: {"new_loss": 5.6, "gain": 0.1, "gain_se": 0.01}},
+        },
         "arms": {},
         "command": f"scalemech grow --checkpoint /models/x --data '{HOSTILE}' --out '/o/````'",
     }

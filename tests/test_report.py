@@ -326,18 +326,30 @@ def make_tables(trend: int = 1, families: tuple[str, ...] = ("resnet",)) -> dict
         control_change_se=0.001,
     )
     growth["recommended"] = (growth["gain_tokens"] > 0.002) & (growth["gain_flops"] > 0.002)  # both by > 2 SE
-    adaptation = _grid(families, placement=["best", "every:2", "adept", "bi", "top"], arm=ADAPTATION_ARMS)
+    copied = {"best": "1", "best:2": "1,2", "pareto": "0", "every:2": "1,3", "adept": "2", "bi": "3", "top": "3",
+              "layer.0": "0", "layer.1": "1", "layer.2": "2"}  # fmt: skip
+    adaptation = _grid(families, placement=list(copied), arm=ADAPTATION_ARMS)
     wobble = 0.002 * np.sin(adaptation["depth"] + 3 * adaptation["width"])  # bases differ, within their SEs
-    rival = adaptation["placement"] != "best"
+    rival = ~adaptation["placement"].isin(["best", "best:2", "pareto"])
     vs_grown = np.where(adaptation["arm"] == "grown", 0.0, 1.0)
+    points = adaptation["placement"].map(copied)
+    two = points.str.contains(",")
+    point = points.str.split(",").str[0].astype(float)  # one layer's point: realized forgetting rises with it
+    predicted = np.where(two, np.nan, 0.001 * point)
+    forgetting = 0.05 + wobble + np.where(adaptation["arm"] == "grown", s * 0.01 * point, 0.0)
+    vs_pareto = adaptation["placement"].isin(["best", "adept", "bi"]) * (s * 0.05 + wobble)  # pareto forgets less
     adaptation = adaptation.assign(
-        inserted="2", copied="1", trainable_parameters=1000, steps=100, tokens=6400, flops=1e9, n_new=256,
-        n_retain=256, new_loss_old=2.5, retain_loss_old=1.5, new_loss=2.2 + wobble, retain_loss=1.55 + wobble,
-        gain=0.3 - wobble, gain_se=0.005, forgetting=0.05 + wobble, forgetting_se=0.005,
+        inserted=np.where(two, "2,4", "2"), copied=points, trainable_parameters=1000, steps=100, tokens=6400, flops=1e9,
+        n_new=256, n_retain=256, new_loss_old=2.5, retain_loss_old=1.5, new_loss=2.2 + wobble,
+        retain_loss=1.55 + wobble, gain=0.3 - wobble, gain_se=0.005, forgetting=forgetting, forgetting_se=0.005,
         vs_grown_new=vs_grown * (s * 0.05 + wobble), vs_grown_new_se=0.005,
         vs_grown_forgetting=vs_grown * (s * 0.05 + wobble), vs_grown_forgetting_se=0.005,
         vs_best_new=rival * (s * 0.05 + wobble), vs_best_new_se=0.005, vs_best_forgetting=rival * (s * 0.05 + wobble),
-        vs_best_forgetting_se=0.005, recommended=s > 0, winner="grown",
+        vs_best_forgetting_se=0.005, equal_reference=np.where(two, "best:2", "best"),
+        vs_equal_new=rival * (s * 0.05 + wobble), vs_equal_new_se=0.005,
+        vs_equal_forgetting=rival * (s * 0.05 + wobble), vs_equal_forgetting_se=0.005,
+        vs_pareto_new=vs_pareto, vs_pareto_new_se=0.005, vs_pareto_forgetting=vs_pareto, vs_pareto_forgetting_se=0.005,
+        predicted_gain=0.5, predicted_gain_b=0.1, predicted_forgetting=predicted, recommended=s > 0, winner="grown",
     )  # fmt: skip
     dims = np.array([16, 64, 256, 1024])
     time_ratio = [4.0, 2.0, 0.6, 0.2] if s > 0 else [4.0, 5.0, 6.0, 8.0]

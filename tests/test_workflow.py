@@ -68,7 +68,7 @@ TINY = {
     },
     "adapt": {
         "grids": ["llama"],
-        "placements": ["best", "every:1", "adept", "bi", "top"],
+        "placements": ["best", "pareto", "every:1", "adept", "bi", "top", "layer.0"],  # layer.0: best's run again
         "steps": 3,
         "batch_size": 4,
         "eval_windows": 16,

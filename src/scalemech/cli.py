@@ -28,6 +28,7 @@ import os
 import shlex
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +67,12 @@ example (grow where certify says, train the new layers, compare with continuing 
                      certify again; up to --blocks rounds, stopping when no point is "grow here"
        best          as auto over certify's whole ranking: "grow here", then "weak", then no signal
                      (grows where the certificate is only weak too; E11's and E12's certificate point)
+       pareto        as best, under the forgetting the certificate predicts on --retain: the largest
+                     block_grad_norm among the points predicted to forget at most --max-forgetting per
+                     nat gained (forget_A <= max x gain_B at their intervals' ends), else the least
+                     forgetting per nat gained
+       best:K        the certificate's first K points (pareto:K under its forgetting) in one round,
+                     trained together: the certificate at the new parameters of every:K's K layers
        layer.3,...   after these decoder layers (the points certify names)
        every:K       LLaMA-Pro's stride (arXiv 2401.02415): after every K-th layer
        adept         ADEPT (arXiv 2510.10071): after the --blocks layers least important on --retain,
@@ -77,13 +84,24 @@ example (grow where certify says, train the new layers, compare with continuing 
 decision: the grown model is recommended only when its held-out loss beats both controls (the original
 trained on the same tokens, and for the same FLOPs) by more than 2 paired SE; otherwise it is written
 marked not recommended in growth.json (--fallback: the better control is written instead).
-with --retain R, arms inplace (the copied layers trained in place) and lora (PEFT LoRA on every linear
-layer, rank matching the new layers' parameters) train on the same batches too, and the grown model is
-recommended when it beats every other arm on the new domain by more than 2 paired SE while forgetting
-at most --max-forgetting, or is the only arm on the Pareto front of (new-domain loss, forgetting) with
-its dominance beyond 2 paired SE; otherwise the winning arm is named (--fallback writes it).
+with --retain R, the certificate also predicts per point the first-order gain on --data (gain_B) and
+rise of R's loss (forget_A) for a step along --data's mean gradient, and arms inplace (the copied layers
+trained in place) and lora (PEFT LoRA on every linear layer, rank matching the new layers' parameters)
+train on the same batches too. The arm named is on the
+Pareto front of (new-domain loss, forgetting), an arm dominated only when another is lower by more than
+2 paired SE on one axis and not higher by more than 2 on the other: the front arm of lowest new-domain
+loss whose forgetting + 2 SE is at most --max-forgetting, else the front arm (grown included) that
+forgets least. The grown model is recommended when it is named and is the only front arm, or leads
+every other front arm within the budget on the new domain by more than 2 paired SE; otherwise the
+named arm is the one to use (--fallback writes it).
 """
 """``grow --help``'s closing text (the rule is ``experiments.decision``)."""
+THREADS_HELP = (
+    "torch's CPU threads (default: OMP_NUM_THREADS when set; one per process under torchrun; else the cores this "
+    "process may use that are idle now, at least 1: on busy cores more threads only wait on each other)"
+)
+LIBRARY_WARNINGS = (FutureWarning, DeprecationWarning)
+"""Warnings a library raised (transformers' ``is_gradient_checkpointing`` notice, say) that ``main`` hides."""
 DEVICES = ["auto", "cpu", "cuda"]
 POINTS_PER_PASS_HELP = (
     "certificate: points captured per pass over the pools (default: all in one); fewer bound the device memory "
@@ -195,9 +213,28 @@ def _report(args: argparse.Namespace) -> None:
     print(layout.report)
 
 
+def positive(text: str) -> int:
+    """An argparse type: an integer >= 1 (a thread count); the message names the value."""
+    value = non_negative(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not positive; allowed: integers >= 1")
+    return value
+
+
+def _use_threads(requested: int | None) -> None:
+    """Set torch's CPU threads (``core.threads.torch_threads``; the model's line says how many)."""
+    import torch
+
+    from .core.threads import torch_threads
+
+    torch.set_num_threads(torch_threads(requested)[0])
+
+
 def _certify(args: argparse.Namespace) -> None:
     from .certify import certify, format_certificate
     from .certify.text import loss_line
+
+    _use_threads(args.threads)
 
     frame = certify(
         args.checkpoint,
@@ -215,6 +252,7 @@ def _certify(args: argparse.Namespace) -> None:
         tokenizer=args.tokenizer,
         out=args.out,  # checked writable before any work, written after it
         points_per_pass=args.points_per_pass,
+        retain=args.retain,
     )
     print(frame.attrs["ran"])
     line, warning = loss_line(frame.attrs)
@@ -232,6 +270,8 @@ def _grow(args: argparse.Namespace) -> None:
     from .grow.run import Grower, GrowSettings, complete
 
     args.refused = True  # until every check has passed: each process refuses alike, and rank 0 says so
+
+    _use_threads(args.threads)
 
     settings = GrowSettings(
         at=args.at,
@@ -263,13 +303,7 @@ def _grow(args: argparse.Namespace) -> None:
     if grower.rank:
         return  # under torchrun the main process reports
     decision = record["decision"]
-    losses = ", ".join(f"{name} {loss:.4f}" for name, loss in record["held_out"]["mean_loss"].items())
-    print(f"held-out loss per token ({record['held_out']['windows']} windows): {losses}")
-    for name, gain in record["held_out"].items():
-        if name.startswith("gain_over_"):
-            print(f"  {name}: {gain['mean']:+.4f} (paired SE {gain['se']:.4f})")
-    if record["retain"] is not None:
-        print(arm_table(record))
+    print(arm_table(record))
     verdict = "recommended" if decision["recommended"] else "not recommended"
     print(f"decision: {verdict}: {decision['why']}; wrote {decision['written']} to {args.out}")
 
@@ -387,6 +421,12 @@ def parser() -> argparse.ArgumentParser:
     )
     certify.add_argument("--seed", type=non_negative, default=0, help="seed of the pools and of the inserted blocks")
     certify.add_argument("--device", choices=DEVICES, default="auto", help="where to compute")
+    certify.add_argument("--threads", type=positive, help=THREADS_HELP)
+    certify.add_argument(
+        "--retain",
+        help="the model's old domain (--data's formats): each point also gets the first-order forgetting of it that "
+        "a step along --data's mean gradient predicts, forget_A = -mu_B'mu_A with its interval (default: none)",
+    )
     certify.add_argument("--points-per-pass", type=int, help=POINTS_PER_PASS_HELP)
     certify.add_argument(
         "--wide", action="store_true", help="print every column, one block of column=value lines per point"
@@ -410,7 +450,9 @@ def parser() -> argparse.ArgumentParser:
         help="for text --data: the tokenizer when the checkpoint has none (default: the checkpoint's own)",
     )
     grow.add_argument(
-        "--at", default="auto", help="where: auto, best, layer.3,layer.7, every:K, adept, bi or top (sources below)"
+        "--at",
+        default="auto",
+        help="where: auto, best, best:K, pareto, pareto:K, layer.3,layer.7, every:K, adept, bi or top (sources below)",
     )
     grow.add_argument(
         "--blocks", type=int, help="--at auto: the most new layers; adept, bi, top: how many (default: 1)"
@@ -452,10 +494,12 @@ def parser() -> argparse.ArgumentParser:
         type=float,
         help="--retain: the most forgetting (retain loss - the old model's, nats/token) a recommended grown model may "
         "have (default: 0.02, grow.tradeoff.MAX_FORGETTING: a 2%% rise of the old domain's perplexity, e^0.02 = 1.02, "
-        "small beside what training on a new domain usually costs, yet measurable from a few hundred windows)",
+        "small beside what training on a new domain usually costs, yet measurable from a few hundred windows); "
+        "--at pareto reads it per nat gained on --data, at first order",
     )
     grow.add_argument("--seed", type=non_negative, default=0, help="seed of the pools, batches and held-out windows")
     grow.add_argument("--device", choices=DEVICES, default="auto", help="where to compute")
+    grow.add_argument("--threads", type=positive, help=THREADS_HELP)
     grow.set_defaults(func=_grow)
     return top
 
@@ -509,7 +553,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # the command line, for grow's model card
     try:
-        args.func(args)
+        with warnings.catch_warnings():
+            for category in LIBRARY_WARNINGS:  # a library's notice to its callers, not to a user
+                warnings.filterwarnings("ignore", category=category, module=r"(?!scalemech)")
+            args.func(args)
     except KeyboardInterrupt as err:
         if args.debug:
             raise

@@ -30,6 +30,7 @@ from ..models import build_model, load_model
 from ..models.base import LanguageModel, ResidualModel
 from ..stats import sizes
 from ..stats.sizes import MIN_BLOCK_SIZE, certificate_size_problems
+from .forgetting import FORGETTING_COLUMNS, RETAIN, forgetting_row, retain_pool
 from .inputs import DATA_FORMS, checkpoint_name, checkpoint_spec, read_data
 from .output import check_out, write_out
 from .verdict import verdict
@@ -56,17 +57,22 @@ CERTIFICATE_COLUMNS = [
     "M",
     "K",
     "mu_cross",
+    "mu_cross_lo",
+    "mu_cross_hi",
     "b_exact",
     "b_exact_ucb",
     "b_exact_common",
     "b_align",
     "block_grad_norm",
     "verdict",
+    *FORGETTING_COLUMNS,
 ]
 """The full table (``--wide``, ``--out``): ``b_exact`` is the two-sample certificate (train and test
 pools, ``stats.two_sample_certificate``) and ``b_exact_ucb`` its one-sided 95 % upper confidence bound
 (``stats.TwoSampleBounds.certificate_ucb``), ``b_exact_common``/``b_align`` the one-sample ones of the
-train pool (``stats.certificates``); ``mu_cross`` estimates ``μ_trᵀμ_te``."""
+train pool (``stats.certificates``); ``mu_cross`` estimates ``μ_trᵀμ_te`` (the first-order gain on the
+test pool of a step along ``−μ_tr``) with its jackknife interval; with a retain pool, the predicted
+forgetting (``forgetting``)."""
 INTERVAL_LEVEL = 0.9
 """Two-sided level of the jackknife intervals."""
 
@@ -88,25 +94,36 @@ class Sampling:
 
 
 def ran_on(model: ResidualModel, checkpoint: str, device: torch.device) -> str:
-    """One line naming the model and the dtype its forward pass ran in."""
+    """One line naming the model, the dtype its forward pass ran in and, on the CPU, torch's threads."""
     dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
     kind = getattr(getattr(model, "config", None), "model_type", model.family)
     tokens = f", {model.block_size} tokens per example" if hasattr(model, "block_size") else ""
-    return f"model: {checkpoint} ({kind}, {len(model.insertion_points())} points{tokens}), {dtype} on {device}"
+    threads = torch.get_num_threads()
+    where = f"{device}, {threads} torch thread{'s' * (threads > 1)}" if device.type == "cpu" else str(device)
+    return f"model: {checkpoint} ({kind}, {len(model.insertion_points())} points{tokens}), {dtype} on {where}"
 
 
-def point_row(train: GradientPool, test: GradientPool, M: int, K: int, device: torch.device) -> dict[str, Any]:
+def point_row(
+    train: GradientPool,
+    test: GradientPool,
+    M: int,
+    K: int,
+    device: torch.device,
+    retain: GradientPool | None = None,
+) -> dict[str, Any]:
     """The row of one point from its train and test pools (one view): ``‖μ‖²``, ``d_∥``, ``d_2``,
     ``d_align`` with jackknife intervals from the train Gram matrix, the two-sample certificate from
-    the train × test cross-Gram (both from one pass over the pools), the one-sample ones at
-    ``(M, K)``, the train pool's ``block_grad_norm`` and the verdict."""
+    the train × test cross-Gram, the one-sample ones at ``(M, K)``, the train pool's ``block_grad_norm``
+    and the verdict; with a ``retain`` pool (the old domain), the predicted forgetting from the train ×
+    retain cross-Gram (``forgetting.forgetting_row``). Every Gram from one pass over the pools."""
     block_grad_norm = train.meta["block_grad_norm"]
-    G, C = train.grams([None, test], device=device)
+    G, C, *C_retain = train.grams([None, test, *([retain] if retain is not None else [])], device=device)
     estimate = stats.stats_from_gram(G, train.dim)
     intervals = stats.alignment_intervals(G, train.dim, INTERVAL_LEVEL)
     jackknife = stats.TwoSampleBounds.from_cross(C)
     common = stats.certificates(estimate, M, K)
     b_exact = stats.two_sample_certificate(jackknife.stats, M, K)
+    _, gain_lo, gain_hi = jackknife.mu_cross_interval(INTERVAL_LEVEL)
     return {
         "point": train.meta["point"],
         "point_index": train.meta["point_index"],
@@ -116,12 +133,15 @@ def point_row(train: GradientPool, test: GradientPool, M: int, K: int, device: t
         "M": M,
         "K": K,
         "mu_cross": jackknife.stats.mu_cross,
+        "mu_cross_lo": gain_lo,
+        "mu_cross_hi": gain_hi,
         "b_exact": b_exact,
         "b_exact_ucb": jackknife.certificate_ucb(M, K),
         "b_exact_common": common.b_exact,
         "b_align": common.b_align,
         "block_grad_norm": block_grad_norm,
         "verdict": verdict(intervals["mu_sq"][0], b_exact, block_grad_norm),
+        **forgetting_row(jackknife.stats.mu_cross, C_retain[0] if C_retain else None, INTERVAL_LEVEL),
     }
 
 
@@ -137,14 +157,14 @@ def vocab_size(model: ResidualModel) -> int | None:
     return None if size is None else int(size)
 
 
-def loss_attrs(model: ResidualModel, mean_loss: float) -> dict[str, float | int] | None:
+def loss_attrs(model: ResidualModel, mean_loss: float, documents: bool = False) -> dict[str, Any] | None:
     """``frame.attrs["loss"]`` of a language model: ``loss``, its mean per-token loss (nats) on the
-    train-pool windows, beside ``ln_vocab = ln(vocab_size)``, the loss of a uniform guess; None for
-    an image model."""
+    train-pool windows, beside ``ln_vocab = ln(vocab_size)``, the loss of a uniform guess, and whether
+    the windows are ``documents``' starts (a 2-D ``.npy``); None for an image model."""
     size = vocab_size(model)
     if size is None:
         return None
-    return {"loss": mean_loss, "ln_vocab": math.log(size), "vocab_size": size}
+    return {"loss": mean_loss, "ln_vocab": math.log(size), "vocab_size": size, "documents": documents}
 
 
 POOL_BYTES = 4
@@ -188,12 +208,15 @@ def measure_points(
     pool_dir: Path,
     sampling: Sampling,
     device: torch.device,
+    retain: Prepared | TokenIds | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, list[int]], float]:
     """``point_row`` of each of ``points``, ``{split: the pool's example index}`` and the model's mean
     per-example loss on the train pool (``capture_pools``' ``mean_loss``, from the capture passes):
     train and test pools of ``sampling.pool`` examples drawn and captured as ``experiments.measure`` does
     (the same seeds, so the same numbers), in ``sampling.view`` only, as scratch pools under ``pool_dir``; the new
-    blocks run on the train pool only. A non-finite loss or gradient (NaN weights, say) is refused in
+    blocks run on the train pool only. With ``retain`` (the old domain's data), a third pool of as many of
+    its train windows (``forgetting.retain_pool``) is captured beside them, for the predicted forgetting.
+    A non-finite loss or gradient (NaN weights, say) is refused in
     one ``ValueError`` at the first batch that has one (``gradients.capture.check_finite``), where the
     pipeline's own measurement leaves the numbers as they come. Memory: the model, one batch, a new
     block per point of the pass, and one point's pools while its statistics are computed.
@@ -204,14 +227,18 @@ def measure_points(
     once its rows are computed: the device holds one group's new blocks, the disk one group's pools."""
     pool, view, step = sampling.pool, sampling.view, sampling.points_per_pass or len(points)
     model, examples = ready_pools(model, prepared, {split: pool for split in SPLITS}, sampling.seed, identity, device)
-    needed = check_scratch_space(model, examples["train"].x[:1].to(device), points[:step], view, 2 * pool, pool_dir)
+    if retain is not None:
+        examples[RETAIN] = retain_pool(model, retain, pool, sampling.seed, identity)
+    rows_per_point = len(examples) * pool
+    needed = check_scratch_space(model, examples["train"].x[:1].to(device), points[:step], view, rows_per_point,
+                                 pool_dir)  # fmt: skip
     rows, mean_loss = [], math.nan
     for first in range(0, len(points), step):
         group = points[first : first + step]
         with room(pool_dir, "certify's gradient pools", needed):  # the disk may fill meanwhile
             paths = {
                 (split, point): captured.path
-                for split in SPLITS
+                for split in examples
                 for (point, _), captured in capture_split(
                     model,
                     examples[split],
@@ -233,18 +260,20 @@ def measure_points(
         if step < len(points):
             for path in paths.values():
                 remove_pool(path)
-    return rows, {split: examples[split].index.tolist() for split in SPLITS}, mean_loss
+    return rows, {split: pool_examples.index.tolist() for split, pool_examples in examples.items()}, mean_loss
 
 
 def pool_rows(
     paths: dict[tuple[str, str], Path], points: list[str], M: int, K: int, device: torch.device, verify: bool
 ) -> tuple[list[dict[str, Any]], float]:
-    """``point_row`` of each of ``points`` from the pools at ``paths[split, point]``, and the model's mean
-    per-example loss on the train pool (the capture passes'); one point's pools mapped at a time."""
+    """``point_row`` of each of ``points`` from the pools at ``paths[split, point]`` (a ``RETAIN`` pool
+    too, when there is one), and the model's mean per-example loss on the train pool (the capture
+    passes'); one point's pools mapped at a time."""
     rows, mean_loss = [], math.nan
     for point in tqdm(points, desc="statistics"):
         train, test = (GradientPool(paths[split, point], verify=verify) for split in SPLITS)
-        rows.append(point_row(train, test, M, K, device))
+        retain = GradientPool(paths[RETAIN, point], verify=verify) if (RETAIN, point) in paths else None
+        rows.append(point_row(train, test, M, K, device, retain))
         mean_loss = train.meta["mean_loss"]  # the same at every point: one pool, one model
     return rows, mean_loss
 
@@ -274,13 +303,17 @@ def stored_certificate(
 
 
 def certificate_frame(
-    model: ResidualModel, rows: list[dict[str, Any]], pools: dict[str, list[int]], mean_loss: float
+    model: ResidualModel,
+    rows: list[dict[str, Any]],
+    pools: dict[str, list[int]],
+    mean_loss: float,
+    documents: bool = False,
 ) -> pd.DataFrame:
     """certify's table of ``rows``: ``attrs["pools"]`` each split's example index, and for a language
     model ``attrs["loss"]`` its mean per-token loss on the train pool (``loss_attrs``)."""
     frame = pd.DataFrame(rows, columns=CERTIFICATE_COLUMNS)
     frame.attrs["pools"] = pools
-    loss = loss_attrs(model, mean_loss)
+    loss = loss_attrs(model, mean_loss, documents)
     if loss is not None:
         frame.attrs["loss"] = loss
     return frame
@@ -326,6 +359,7 @@ def certify(
     tokenizer: str | None = None,
     out: str | None = None,
     points_per_pass: int | None = None,
+    retain: str | None = None,
 ) -> pd.DataFrame:
     """Per insertion point of a user's model (``CERTIFICATE_COLUMNS``): ``‖μ‖²``, ``d_∥``, ``d_2``,
     ``d_align`` with jackknife intervals (train pool, ``view``), the two-sample ``B_exact`` from the
@@ -346,14 +380,17 @@ def certify(
     With ``out``, the table is also written there as CSV (``output.write_out``: whole or not at all),
     and ``out`` is checked writable before anything else is done (``output.check_out``). A ``family``
     given for a ``model.pt`` must be the family its spec says; a non-finite loss or gradient is refused
-    (``measure_points``). ``points_per_pass`` bounds the points one capture pass carries (``Sampling``)."""
+    (``measure_points``). ``points_per_pass`` bounds the points one capture pass carries (``Sampling``).
+    With ``retain`` (the old domain, ``data``'s formats and kind), each point also gets the forgetting a
+    step along the gain direction predicts (``forgetting``)."""
     problems = size_problems(pool, M, K, batch_size, block_size, view, points_per_pass)
     if problems:
         raise ValueError("certify: " + "; ".join(problems))
     if out is not None:
         check_out(out)
-    if not Path(data).exists():
-        raise FileNotFoundError(f"--data {data!r} does not exist; give {DATA_FORMS}")
+    for option, path in (("--data", data), ("--retain", retain)):
+        if path is not None and not Path(path).exists():
+            raise FileNotFoundError(f"{option} {path!r} does not exist; give {DATA_FORMS}")
     torch_device = resolve_device(device)
     hf_spec = checkpoint_spec(checkpoint, family, block_size, tokenizer, data)
     rule: str | int | list[str] = points
@@ -382,9 +419,15 @@ def certify(
                 f"--data {data!r} holds token ids, which only a Hugging Face causal LM takes; "
                 f"{checkpoint!r} is a {getattr(model, 'family', type(model).__name__)} model"
             )
+        old_domain = None
+        if retain is not None:
+            (Path(scratch) / RETAIN).mkdir()
+            old_domain = read_data(retain, Path(scratch) / RETAIN, hf_spec, pool)
+            if old_domain.kind != prepared.kind:
+                raise ValueError(f"--retain {retain!r} holds {old_domain.kind} data, --data {prepared.kind} data")
         sampling = Sampling(pool, M, K, batch_size, view, seed, points_per_pass)
         frame = certify_model(model, prepared, checkpoint_name(checkpoint), rule, Path(scratch) / "pools", sampling,
-                              device=torch_device)  # fmt: skip
+                              device=torch_device, retain=old_domain)  # fmt: skip
     frame.attrs["ran"] = ran_on(model, checkpoint, torch_device)
     if out is not None:
         write_out(frame, out)
@@ -400,9 +443,11 @@ def certify_model(
     sampling: Sampling,
     *,
     device: torch.device,
+    retain: Prepared | TokenIds | None = None,
 ) -> pd.DataFrame:
     """``certify``'s table of a model already loaded, at the points ``rule`` picks
-    (``experiments.measure.select_points``), its pools drawn for ``identity``;
+    (``experiments.measure.select_points``), its pools drawn for ``identity``, with the predicted
+    forgetting of the old domain ``retain`` when given (``forgetting``);
     ``frame.attrs["pools"]`` holds each split's pool as window starts (or rows), and for a language
     model ``frame.attrs["loss"]`` its mean per-token loss on the train pool (``loss_attrs``); sizes a
     certificate cannot take are refused first (``check_sizes``)."""
@@ -413,5 +458,5 @@ def certify_model(
             f"allowed: 'all', 1..{len(model.insertion_points())}, or names"
         )
     rows, pools, mean_loss = measure_points(model, prepared, identity, select_points(model, rule), pool_dir, sampling,
-                                            device)  # fmt: skip
-    return certificate_frame(model, rows, pools, mean_loss)
+                                            device, retain)  # fmt: skip
+    return certificate_frame(model, rows, pools, mean_loss, bool(getattr(prepared, "documents", False)))

@@ -8,8 +8,9 @@ from typing import Any
 
 import pandas as pd
 
+from .forgetting import has_forgetting
 from .measurement import INTERVAL_LEVEL
-from .verdict import B_GROW, GROW, NO_SIGNAL, WEAK, grow_ranking
+from .verdict import B_GROW, GROW, NO_SIGNAL, WEAK, grow_ranking, point_ranks
 
 WIDE_COLUMNS = 120
 """Line width of ``--wide``."""
@@ -55,22 +56,33 @@ def wide_table(frame: pd.DataFrame, width: int = WIDE_COLUMNS) -> list[str]:
     return lines
 
 
+def _signed(value: float, lo: float, hi: float) -> str:
+    """``value [lo, hi]`` of a quantity of either sign."""
+    return f"{_number(value)} [{_number(lo)}, {_number(hi)}]"
+
+
 def compact_table(frame: pd.DataFrame) -> list[str]:
     """The default table: point, ``‖μ‖²`` and ``d_align`` with intervals, ``B_exact``, ``B_align``,
-    the block gradient norm and the verdict."""
+    the block gradient norm and the verdict; with a retain pool, the predicted gain on the data and
+    forgetting of the retain data, with intervals (``forgetting``)."""
     header = ["point", "mu_sq [lo, hi]", "d_align [lo, hi]", "b_exact", "b_align", "block_grad_norm", "verdict"]
-    rows = [
-        [
+    forgets = has_forgetting(frame)
+    if forgets:
+        header[-1:-1] = ["gain_B [lo, hi]", "forget_A [lo, hi]"]
+    rows = []
+    for r in frame.to_dict("records"):
+        row = [
             str(r["point"]),
             _interval(r["mu_sq"], r["mu_sq_lo"], r["mu_sq_hi"]),
             _interval(r["d_align"], r["d_align_lo"], r["d_align_hi"]),
             _number(r["b_exact"], 2),
             _number(r["b_align"], 2),
             _number(r["block_grad_norm"]),
-            r["verdict"],
         ]
-        for r in frame.to_dict("records")
-    ]
+        if forgets:
+            row += [_signed(r["mu_cross"], r["mu_cross_lo"], r["mu_cross_hi"])]
+            row += [_signed(r["forget"], r["forget_lo"], r["forget_hi"])]
+        rows.append([*row, r["verdict"]])
     return _aligned(header, rows)
 
 
@@ -108,6 +120,24 @@ def recommendation(frame: pd.DataFrame) -> str:
     )
 
 
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+def standing(frame: pd.DataFrame, point: str) -> str:
+    """What the certificate says of ``point`` against its first-ranked point (``point_ranks``): its rank,
+    verdict and ``block_grad_norm``, and the first point's."""
+    ranks = point_ranks(frame)
+    rows = frame.set_index("point")
+    first = frame.loc[ranks.idxmin(), "point"]
+    rank = int(ranks[frame.index[frame["point"] == point][0]])
+    said = f"{rows.loc[point, 'verdict']}, block_grad_norm {_number(rows.loc[point, 'block_grad_norm'])}"
+    if point == first:
+        return f"the certificate ranks {point} first of {len(frame)} ({said})"
+    best = f"{rows.loc[first, 'verdict']}, block_grad_norm {_number(rows.loc[first, 'block_grad_norm'])}"
+    return f"the certificate ranks {point} {_ordinal(rank)} of {len(frame)} ({said}); its first is {first} ({best})"
+
+
 def legend(frame: pd.DataFrame, wide: bool = False) -> list[str]:
     """What the verdicts, the columns, ``inf`` and ``nan`` mean (short lines)."""
     first = frame.iloc[0] if len(frame) else {"n": 0, "n_test": 0, "view": "full", "M": 0, "K": 0}
@@ -126,6 +156,14 @@ def legend(frame: pd.DataFrame, wide: bool = False) -> list[str]:
             "test examples; b_align = one-sample bound from d_align"
         ),
         "block_grad_norm = first-order gain of a zero-initialized block inserted after the point",
+        *(
+            [
+                "gain_B = mu_B'mu_B,test: first-order fall of --data's test loss for a step along its mean gradient",
+                "forget_A = -mu_B'mu_A: first-order rise of --retain's loss for the same step (> 0: it forgets)",
+            ]
+            if has_forgetting(frame)
+            else []
+        ),
         "inf = a spread estimated <= 0 (d_par = inf: mu'Sigma mu estimated <= 0; d_2 = inf: tr Sigma^2 estimated <= 0)",
         "nan = the data do not bound it (no mean detected above noise, or a leave-one-out estimate is inf/nan)",
         "b_exact = nan: no certificate (mu_tr'mu_te, its square or the variance estimated <= 0)",
@@ -145,11 +183,18 @@ def loss_line(attrs: dict[str, Any]) -> tuple[str, str | None]:
     line = f"loss on the train pool: {loss:.2f} nats per token (uniform guess: {uniform})"
     if not loss > ln_vocab:
         return line, None
+    causes = ["a tokenizer that is not the model's", "data unlike the model's training data"]
+    if attrs["loss"].get("documents"):  # each window already starts a document: the start token may be missing
+        causes.insert(0, "documents that do not open with the start token (BOS) the model was trained with")
+    else:
+        causes.insert(
+            0,
+            "windows that start mid-document (give documents as a 2-D .npy of shape (n, T), one document a row "
+            "from its start)",
+        )
     return line, (
         f"warning: the model's loss on these windows ({loss:.2f} nats per token) is above a uniform guess's "
-        f"({uniform}): it predicts them worse than chance. Likely causes: windows that start mid-document "
-        "(give documents as a 2-D .npy of shape (n, T), one document a row from its start), a tokenizer that "
-        "is not the model's, or data unlike the model's training data"
+        f"({uniform}): it predicts them worse than chance. Likely causes: {', '.join(causes[:-1])}, or {causes[-1]}"
     )
 
 

@@ -218,9 +218,9 @@ def check_grow_grids(config: dict[str, Any]) -> Iterator[str]:
 
 def check_adapt(config: dict[str, Any]) -> Iterator[str]:
     """``adapt`` (E12): its grids are trained llama grids of this config (grow exports a llama to
-    transformers), its domain a text data set listed under datasets and not a base's own, ``every:K``
-    within every base's depth, ``best`` among the placements (the ``vs_best`` columns pair against
-    it), the certificate's ``M`` and ``K`` within its pool."""
+    transformers), its domain a text data set listed under datasets and not a base's own, ``every:K``,
+    ``best:K``, ``pareto:K`` and ``layer.i`` within every base's depth, ``best`` among the placements (the
+    ``vs_best`` columns pair against it), the certificate's ``M`` and ``K`` within its pool."""
     adapt = config["adapt"]
     if not adapt["grids"]:
         return
@@ -236,8 +236,13 @@ def check_adapt(config: dict[str, Any]) -> Iterator[str]:
         yield f"adapt.domain: {domain!r} is the bases' own data set; allowed: another text data set than {own}"
     depth = min((d for grid in grids for d in grid["depths"]), default=None)
     for placement in adapt["placements"]:
-        if placement.startswith("every:") and depth is not None and int(placement[6:]) > depth:
-            yield f"adapt.placements: {placement!r} needs {placement[6:]} layers; allowed: every:1..every:{depth}"
+        rule, _, count = placement.replace("layer.", "layer:").partition(":")
+        if not count or depth is None:
+            continue
+        limit = depth - 1 if rule == "layer" else depth  # points layer.0 .. layer.{depth - 1}
+        if int(count) > limit:
+            allowed = f"{rule}.0..{rule}.{limit}" if rule == "layer" else f"{rule}:1..{rule}:{limit}"
+            yield f"adapt.placements: {placement!r} is beyond the bases' {depth} layers; allowed: {allowed}"
     if "best" not in adapt["placements"]:
         yield "adapt.placements: needs 'best' (the certificate's placement every other is paired against)"
     yield from certificate_size_problems(adapt["pool"], adapt["M"], adapt["K"], "adapt.{}:".format)

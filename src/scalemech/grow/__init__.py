@@ -5,7 +5,8 @@
    early when no point is "grow here" (with ``--train none``, one certificate's top points: an
    untrained insertion leaves the function, so the certificate, as it was). ``layer.3,layer.7``,
    LLaMA-Pro's ``every:K``, ADEPT's ``adept``, ShortGPT's ``bi`` (both scored on ``--retain``,
-   ``scores``) and ``top`` are fixed placements, certified too (``placement``).
+   ``scores``) and ``top`` are fixed placements, certified at every point too: grow says which rule
+   chose each point and what the certificate says of it against its first (``placement``).
 2. **Insertion.** A new layer is a copy of the layer at the point with its output projections zeroed
    (the block certify measured), built into the model's own layer list from its updated config
    (``models.hf_growth``); before any training the grown model's logits are checked to equal the old

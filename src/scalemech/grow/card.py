@@ -1,8 +1,10 @@
 """The grown checkpoint's ``README.md``: a Hugging Face model card (``huggingface_hub.ModelCard``).
 
-Its metadata (``ModelCardData``) names the ``base_model``; its text holds the inserted layers, the
-placement rule and its source, the certificate rows behind each choice, every arm's held-out losses
-(and, under ``--retain``, forgetting), the decision and the command. ``growth.json`` holds the rest.
+Its metadata (``ModelCardData``) names the ``base_model`` by its Hub id when the checkpoint came from
+the Hub or its cache (a local directory is named by its path in the text, said to be local); its text
+holds the inserted layers, the placement rule and its source, the certificate rows behind each choice,
+every model's held-out losses and gains (and, under ``--retain``, forgetting), the decision and the
+command. ``growth.json`` holds the rest.
 
 No string a user controls (a path, the command line, a name from the checkpoint's config) can add markup
 to the card, rendered as CommonMark with HTML on: paths are code spans (``code``), names escaped text
@@ -15,15 +17,19 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..experiments.decision import GAIN_SE
+
 CARD = "README.md"
 SOURCES = {
     "auto": "the expansion certificate (Paper D, arXiv 2605.08297; `scalemech certify`)",
+    "best": "the expansion certificate's whole ranking, grown where it is only weak too (`scalemech certify`)",
+    "pareto": "the expansion certificate's gain under its predicted forgetting (`scalemech certify --retain`)",
     "every": "LLaMA-Pro's stride (arXiv 2401.02415)",
     "adept": "ADEPT's least important layers, Σ|g·W| on the retain data (arXiv 2510.10071)",
     "bi": "ShortGPT's block influence, 1 − cos(h_in, h_out) on the retain data (arXiv 2403.03853)",
     "top": "after the last layer",
 }
-CERTIFICATE_COLUMNS = ("point", "mu_sq", "d_align", "b_exact", "block_grad_norm", "verdict")
+CERTIFICATE_COLUMNS = ("point", "mu_sq", "d_align", "b_exact", "block_grad_norm", "mu_cross", "forget", "verdict")
 
 
 PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
@@ -80,33 +86,38 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
 ARM_HEADER = [
     "model",
     "new-domain loss",
+    "gain over old ± SE",
     "grown's gain ± SE",
     "retain loss",
     "forgetting ± SE",
+    f"forgetting + {GAIN_SE:g} SE",
     "trainable params",
     "tokens",
     "FLOPs",
 ]
+RETAIN_COLUMNS = ("retain loss", "forgetting ± SE", f"forgetting + {GAIN_SE:g} SE")
 
 
-def _pm(row: dict[str, Any] | None, key: str) -> str:
-    return f"{row[key]:+.4f} ± {row[key + '_se']:.4f}" if row and key in row else "-"
+def _pm(row: dict[str, Any], key: str) -> str:
+    return f"{row[key]:+.4f} ± {row[key + '_se']:.4f}" if key in row else "-"
 
 
 def arm_rows(record: dict[str, Any]) -> list[list[Any]]:
-    """Per model (``ARM_HEADER``): held-out new-domain loss, the grown model's paired gain over it, retain
-    loss and forgetting (± paired SE) when measured, trainable parameters, tokens and FLOPs."""
-    retain = (record.get("retain") or {}).get("arms", {})
+    """Per model (``ARM_HEADER``, ``growth.json``'s ``held_out.arms``): held-out new-domain loss, its paired
+    gain over the old model, the grown model's paired gain over it, retain loss, forgetting (± paired SE)
+    and the upper end the budget is tested on when measured, trainable parameters, tokens and FLOPs."""
     rows = []
-    for name, loss in record["held_out"]["mean_loss"].items():
-        arm, kept = record["arms"].get(name, {}), retain.get(name)
+    for name, row in record["held_out"]["arms"].items():
+        arm = record["arms"].get(name, {})
         rows.append(
             [
                 name,
-                loss,
-                _pm(kept, "grown_gain"),
-                kept["retain_loss"] if kept else "-",
-                _pm(kept, "forgetting"),
+                row["new_loss"],
+                _pm(row, "gain"),
+                _pm(row, "grown_gain"),
+                row.get("retain_loss", "-"),
+                _pm(row, "forgetting"),
+                row.get("forgetting_hi", "-"),
                 arm.get("trainable_parameters", "-"),
                 arm.get("tokens", "-"),
                 arm.get("flops", "-"),
@@ -116,14 +127,20 @@ def arm_rows(record: dict[str, Any]) -> list[list[Any]]:
 
 
 def arm_table(record: dict[str, Any]) -> str:
-    """``arm_rows`` as an aligned text table for the terminal, with the Pareto front and the rule."""
-    rows = [ARM_HEADER, *([_cell(v) for v in row] for row in arm_rows(record))]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(ARM_HEADER))]
+    """``arm_rows`` as an aligned text table for the terminal (without ``--retain``, its forgetting columns
+    left out), with the Pareto front and what forgetting is."""
+    keep = [i for i, column in enumerate(ARM_HEADER) if record["retain"] or column not in RETAIN_COLUMNS]
+    rows = [[ARM_HEADER[i] for i in keep], *([_cell(row[i]) for i in keep] for row in arm_rows(record))]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
+    windows = record["held_out"]["windows"]
+    lines.insert(0, f"held-out loss per token on {windows} windows of --data; gains paired over them")
     retain = record["retain"]
-    lines.append(f"forgetting = retain loss - the old model's on the same {retain['windows']} windows of --retain")
-    if retain["pareto_front"] is not None:
-        lines.append(f"Pareto front of (new-domain loss, forgetting): {', '.join(retain['pareto_front'])}")
+    if retain:
+        lines.append(f"forgetting = retain loss - the old model's on the same {retain['windows']} windows of --retain")
+    if retain and retain["pareto_front"] is not None:
+        front = ", ".join(retain["pareto_front"])
+        lines.append(f"Pareto front of (new-domain loss, forgetting) at {GAIN_SE:g} paired SE: {front}")
     return "\n".join(lines)
 
 
@@ -132,10 +149,10 @@ def card_text(record: dict[str, Any]) -> str:
     at, decision, source = record["placement"]["at"], record["decision"], record["source"]
     verdict = "recommended" if decision["recommended"] else "not recommended"
     lines = [
-        f"# {code(source['checkpoint'])}, grown by scalemech",
+        f"# {code(source['hub_id'] or Path(source['checkpoint']).name)}, grown by scalemech",
         "",
-        f"- base model: {code(source['checkpoint'])} ({text(source['model_type'])}, {source['layers']} layers) "
-        f"-> {record['layers']} layers",
+        f"- base model: {base_model_text(source)} ({text(source['model_type'])}, {source['layers']} layers) -> "
+        f"{record['layers']} layers",
         f"- inserted layers (indices in this model): {record['inserted_layers']}",
         f"- placement: {code(f'--at {at}')}: {placement_source(at)}",
         f"- decision: **{verdict}**: {decision['why']} (rule: {decision['rule']}); "
@@ -158,11 +175,20 @@ def _named(value: Any) -> Any:
     return text(value) if isinstance(value, str) else value
 
 
+def base_model_text(source: dict[str, Any]) -> str:
+    """The base model as the card names it: its Hub id, or its local path said to be local."""
+    if source["hub_id"]:
+        return f"{code(source['hub_id'])} on the Hugging Face Hub"
+    return f"{code(Path(source['checkpoint']).resolve())}, a local directory (not from the Hugging Face Hub)"
+
+
 def write_card(directory: Path, record: dict[str, Any]) -> Path:
-    """``directory/README.md``: ``ModelCardData(base_model=…)`` and ``card_text``."""
+    """``directory/README.md``: ``ModelCardData(base_model=…)``, the Hub id (none for a local checkpoint:
+    the Hub takes only ids there), and ``card_text``."""
     from huggingface_hub import ModelCard, ModelCardData
 
-    data = ModelCardData(base_model=record["source"]["checkpoint"], library_name="transformers", tags=["scalemech"])
+    base = record["source"]["hub_id"]
+    data = ModelCardData(base_model=base, library_name="transformers", tags=["scalemech"])
     card = ModelCard(f"---\n{data.to_yaml()}\n---\n\n{card_text(record)}")
     card.save(directory / CARD)
     return directory / CARD

@@ -1,4 +1,4 @@
-"""Where ``grow`` inserts layers: ``--at auto | best | layer.3,layer.7 | every:K | adept | bi | top``.
+"""Where ``grow`` inserts layers: ``--at auto | best[:K] | pareto[:K] | layer.3,layer.7 | every:K | adept | bi | top``.
 
 A point ``layer.i`` is the stream after decoder layer ``i``; a new layer there follows layer ``i``.
 
@@ -8,6 +8,13 @@ A point ``layer.i`` is the stream after decoder layer ``i``; a new layer there f
   then "weak", then "no detectable signal", each by ``block_grad_norm``), so a layer is grown where the
   certificate is only weak too: the certificate's placement in comparisons that need a grown model
   (E11's certificate point, E12).
+- ``pareto`` (this project, with ``--retain``): greedy as ``best``, over the certificate's order under its
+  predicted forgetting (``certify.forgetting.pareto_ranking``): the largest ``block_grad_norm`` among the
+  points predicted to forget at most ``--max-forgetting`` per nat gained, else the least forgetting per
+  nat gained.
+- ``best:K``, ``pareto:K``: one certificate's first ``K`` points in ``best``'s or ``pareto``'s order, all
+  inserted in one round and trained together, as ``every:K`` inserts its layers: the certificate's
+  placement at the new parameters of a ``K``-layer rule.
 - ``every:K`` (LLaMA-Pro, arXiv 2401.02415): a new layer after every ``K``-th layer (after layers
   ``K − 1``, ``2K − 1``, …).
 - ``adept`` (ADEPT, arXiv 2510.10071): after each of the ``--blocks`` layers least important on the
@@ -23,14 +30,16 @@ import re
 from dataclasses import dataclass
 
 EVERY = re.compile(r"every:([1-9][0-9]*)")
+TOGETHER = re.compile(r"(best|pareto):([1-9][0-9]*)")
 POINT = re.compile(r"layer\.(0|[1-9][0-9]*)")
 AT_FORMS = (
     "'auto', 'best', comma-separated points such as 'layer.3,layer.7', 'every:K' (a new layer after every K-th), "
-    "'adept', 'bi' (both with --retain) or 'top'"
+    "'best:K' (the certificate's first K points at once), 'pareto', 'pareto:K', 'adept', 'bi' (these four with "
+    "--retain) or 'top'"
 )
 RULES = ("adept", "bi", "top")
 """Placements resolved from the model (and, for ``adept`` and ``bi``, per-layer scores on ``--retain``)."""
-NEEDS_RETAIN = ("adept", "bi")
+NEEDS_RETAIN = ("adept", "bi", "pareto")
 
 
 @dataclass(frozen=True)
@@ -43,6 +52,8 @@ class Placement:
     after: tuple[int, ...] = ()
     stride: int | None = None
     rule: str | None = None
+    together: bool = False
+    """``best:K``, ``pareto:K``: the certificate's first ``blocks`` points in one round, trained together."""
 
 
 def parse_at(at: str, blocks: int | None, retain: bool = False) -> Placement:
@@ -51,8 +62,16 @@ def parse_at(at: str, blocks: int | None, retain: bool = False) -> Placement:
     list; ``adept`` and ``bi`` need ``retain`` data."""
     if blocks is not None and blocks < 1:
         raise ValueError(f"--blocks {blocks} must be at least 1")
-    if at in ("auto", "best"):
-        return Placement(auto=True, blocks=blocks or 1, rule=None if at == "auto" else at)
+    given = at
+    if match := TOGETHER.fullmatch(at):
+        at, count = match.group(1), int(match.group(2))
+        if blocks is not None and blocks != count:
+            raise ValueError(f"--blocks {blocks} differs from the {count} points of --at {given!r}")
+        blocks = count
+    if at in ("auto", "best", "pareto"):
+        if at in NEEDS_RETAIN and not retain:
+            raise ValueError(f"--at {given!r} weighs the forgetting of the old domain: give it with --retain DATA")
+        return Placement(auto=True, blocks=blocks or 1, rule=None if at == "auto" else at, together=bool(match))
     if at in RULES:
         if at in NEEDS_RETAIN and not retain:
             raise ValueError(f"--at {at!r} scores layers on the old domain: give it with --retain DATA")

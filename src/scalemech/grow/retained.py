@@ -1,5 +1,6 @@
 """The old domain under ``--retain``: its held-out windows, on which forgetting is measured, and the
-windows of its train split on which ``--at adept`` and ``--at bi`` score the layers (``scores``).
+windows of its train split on which ``--at adept`` and ``--at bi`` score the layers (``scores``) and the
+certificate predicts forgetting (``certify.forgetting``, its own draw of them).
 
 ``--retain`` takes ``--data``'s formats and is read by the same code (``certify.inputs.read_data``,
 with the checkpoint's tokenizer). The held-out windows come from its test split, ``eval_windows`` of
@@ -28,19 +29,24 @@ from .scores import adept_importance, block_influence
 class Retained:
     """The retain data as a task, its held-out windows ``(x, y)`` and its scoring windows."""
 
-    def __init__(self, data: str, spec: dict[str, Any], vocab_size: int, windows: int, batch_size: int, seed: int):
+    def __init__(
+        self, data: str, spec: dict[str, Any], vocab_size: int, windows: int, batch_size: int, seed: int, pool: int
+    ):
         """``windows`` held-out (test split) and as many scoring (train split) windows of ``data``,
-        checked (``ValueError`` naming ``--retain``): the splits hold them, every id is in the vocabulary."""
+        checked (``ValueError`` naming ``--retain``): the splits hold them, every id is in the vocabulary;
+        ``prepared``, the data read as far as these and the certificate's retain pool of ``pool`` train
+        windows need (``certify.forgetting``)."""
         with tempfile.TemporaryDirectory() as unused:
-            prepared = read_data(data, Path(unused), spec, windows, "--retain")
+            self.prepared = prepared = read_data(data, Path(unused), spec, max(windows, pool), "--retain")
         if getattr(prepared, "kind", None) != "tokens":
             raise ValueError(f"--retain {data!r} holds {prepared.kind} data; grow takes text or token ids")
         self.task = token_id_task(prepared, spec["block_size"], vocab_size)
-        for split in ("train", "test"):
-            if (count := self.task.count(split)) < windows:
+        for split, need in (("train", max(windows, pool)), ("test", windows)):
+            if (count := self.task.count(split)) < need:
                 raise ValueError(
                     f"--retain {data!r}: its {split} split holds {count} windows of {spec['block_size'] + 1} tokens, "
-                    f"fewer than the {windows} needed (--eval-windows); give more data or a smaller --eval-windows"
+                    f"fewer than the {need} needed (--eval-windows, and --pool for the train split); give more data "
+                    "or a smaller --eval-windows or --pool"
                 )
         check_ids(self.task, "--retain")
         self.batch_size, self.record = batch_size, {"path": data, "sha256": data_digest(data)}

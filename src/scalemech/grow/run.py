@@ -1,46 +1,39 @@
-"""``grow``: certify, insert, check, train the grown model, two controls and (``--retain``) the
-``inplace`` and ``lora`` arms, decide, write."""
+"""``grow``: the run (``Grower``): every refusal before any weight loads, then grow (``placing``), train
+the controls and (``--retain``) the ``inplace`` and ``lora`` arms and score them (``arms``), decide,
+write."""
 
 from __future__ import annotations
 
 import contextlib
-import copy
 import io
 import math
 import shutil
-import sys
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import torch
 import transformers
 from transformers import PreTrainedModel
 
-from ..certify import Sampling, certify_model, format_certificate, grow_ranking, point_ranks
 from ..certify.inputs import checkpoint_name, checkpoint_spec, read_data
-from ..certify.measurement import size_problems
-from ..certify.text import loss_line
-from ..core.device import placed, resolve_device
+from ..certify.measurement import ran_on, size_problems
+from ..core.device import resolve_device
 from ..core.machine import machine
 from ..core.recipe import Recipe
-from ..core.seeding import derive_seed
 from ..data.tokenized import TEXT_SLACK
-from ..experiments.decision import control_steps, decide
+from ..experiments.decision import decide
 from ..models import build_model
-from ..models.base import PRESERVED_ATOL
-from ..models.hf import DTYPES, HFCausalLM, check_block_size, decoder_layers_path, token_id_task
-from ..models.hf_growth import check_grown, grow_layers, index_dependence, new_positions
-from ..models.hub import decoder_config
+from ..models.hf import DTYPES, check_block_size, token_id_task
+from ..models.hf_growth import index_dependence
+from ..models.hub import decoder_config, hub_id
 from ..stats import sizes
-from ..tasks import draw_disjoint
 from ..training.checkpoints import checkpoint_lock
-from ..training.continued import Arm, WindowBatches, sequence_losses, step_flops, train_arm, window_loss
 from ..training.engine import check_engine, launch_processes, lost_peer, stopped_by_launcher, world
-from .alternatives import LORA_ALPHA_PER_RANK, layers_count, lora_model, lora_rank, lora_units, merged, trainable_count
+from .alternatives import layers_count
+from .arms import Arms, totals
 from .card import write_card
 from .checks import (
     cap_problems,
@@ -63,15 +56,14 @@ from .output import (
     write_output,
 )
 from .placement import Placement, parse_at, resolve
+from .placing import Placing, predicted
 from .resume import RunRecord
 from .retained import Retained
-from .tradeoff import MAX_FORGETTING, decide_tradeoff, summary
+from .tradeoff import MAX_FORGETTING, summary
 
 TRAIN_MODES = ("new", "all", "none")
 WARMUP_FRACTION = 0.1
 GRAD_CLIP = 1.0
-CHECK_WINDOWS = 8
-"""Held-out windows on which the insertion is checked to preserve the function."""
 HOST = torch.device("cpu")
 """Where the models wait while another computes on the device (``Grower.load``)."""
 IDENTITY_OPTIONS = (
@@ -92,12 +84,6 @@ IDENTITY_OPTIONS = (
 """The options that change an arm's result: with the block size and the checkpoint's and data's sha256,
 a run's identity (``resume``); ``device``, ``checkpoint_every``, ``fallback``, ``shard``, ``points_per_pass`` and
 ``activation_checkpointing`` are not in it."""
-FLOPS_RULE = (
-    "control_flops trains the original for the steps whose FLOPs (torch.utils.flop_counter) equal the grown "
-    "arm's; with --train new a step's backward stops at the lowest new layer, so a deeper insertion costs "
-    "fewer FLOPs per step and its control_flops gets fewer steps"
-)
-"""What ``growth.json`` says of the equal-FLOPs control (its dependence on where the layer goes)."""
 
 
 @dataclass
@@ -177,58 +163,7 @@ class GrowSettings:
         )
 
 
-def _frozen(model: PreTrainedModel) -> PreTrainedModel:
-    return model.requires_grad_(False).eval()
-
-
-def _trainable(model: PreTrainedModel, new_layers: list[int], mode: str) -> PreTrainedModel:
-    """``mode`` ``new``: only the decoder layers ``new_layers`` require grad; ``all``: every parameter."""
-    _frozen(model)
-    if mode == "all":
-        return model.requires_grad_(True)
-    layers = model.get_submodule(decoder_layers_path(model))
-    for index in new_layers:
-        layers[index].requires_grad_(True)
-    return model
-
-
-def _shifted(inserted: list[int], new: list[int]) -> list[int]:
-    """Indices ``inserted`` renumbered after new layers at ``new`` (each pushes the layers from it up by
-    one), plus ``new``."""
-    shifted = list(inserted)
-    for index in sorted(new):
-        shifted = [k + (k >= index) for k in shifted]
-    return sorted(shifted + list(new))
-
-
-def _totals(stages: list[Arm]) -> dict[str, int]:
-    """The grown arm's steps, tokens and FLOPs over its stages."""
-    return {key: sum(getattr(a, key) for a in stages) for key in ("steps", "tokens", "flops")}
-
-
-def _origins(origin: list[int], after: list[int]) -> list[int]:
-    """``origin`` (per layer, the original layer it derives from) after new layers copy the layers
-    ``after``: each new layer derives from what the layer it copies derives from."""
-    old_to_new, new_layers = new_positions(len(origin), after)
-    grown = [0] * (len(origin) + len(new_layers))
-    for i, index in enumerate(old_to_new):
-        grown[index] = origin[i]
-    for index, source in new_layers:
-        grown[index] = origin[source]
-    return grown
-
-
-def _plain(value: Any) -> Any:
-    """A table cell as JSON holds it: numpy scalars as Python numbers, nan as null."""
-    value = value.item() if hasattr(value, "item") else value
-    return None if isinstance(value, float) and math.isnan(value) else value
-
-
-def _rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    return [{key: _plain(value) for key, value in row.items()} for row in frame.to_dict("records")]
-
-
-class Grower:
+class Grower(Placing, Arms):
     """One ``grow`` run (``grow`` below): the inputs, the model as grown so far, the arms' results."""
 
     def __init__(self, checkpoint: str, data: str, out: Path, settings: GrowSettings):
@@ -250,7 +185,12 @@ class Grower:
         self.sharded = self.world_size > 1 and (settings.shard or configured)  # FSDP2 per layer
         check_out(out, self.source_dir, self.source["sha256"])
         self.out, self.created = out.resolve(), not out.exists()
-        self.read_data(data, config, self.placement.blocks if self.placement.auto else 1)
+        if self.placement.together and new_layers > config.num_hidden_layers:
+            raise ValueError(
+                f"--at {settings.at}: the model has {config.num_hidden_layers} points to take {new_layers} of"
+            )
+        greedy = self.placement.auto and not self.placement.together
+        self.read_data(data, config, self.placement.blocks if greedy else 1)
         check_memory(
             config,
             settings.batch_size,
@@ -265,7 +205,13 @@ class Grower:
         self.retained = None
         if settings.retain is not None:
             self.retained = Retained(
-                settings.retain, self.spec, config.vocab_size, settings.eval_windows, settings.batch_size, settings.seed
+                settings.retain,
+                self.spec,
+                config.vocab_size,
+                settings.eval_windows,
+                settings.batch_size,
+                settings.seed,
+                settings.pool,
             )
             check_retain(self.retained.record, self.data)
         options = {name: getattr(settings, name) for name in IDENTITY_OPTIONS}
@@ -336,206 +282,12 @@ class Grower:
         at a time, to be certified, scored or trained (``core.device.placed``, ``train_arm``)."""
         self.model = build_model(self.spec).to(HOST)  # HFCausalLM, frozen, eval
         self.old = self.model.hf_model
-
-    def certificate(self, model: HFCausalLM, rule: str | list[str]) -> pd.DataFrame:
-        s = self.settings
-        sampling = Sampling(s.pool, s.M, s.K, s.batch_size, s.view, s.seed, s.points_per_pass)
-        pools = self.scratch / "pools"
-        with placed(model, self.device):
-            frame = certify_model(model, self.prepared, self.name, rule, pools, sampling, device=self.device)
-        print(format_certificate(frame))
-        line, warning = loss_line(frame.attrs)
-        print(line, flush=True)
-        if warning:
-            print(warning, file=sys.stderr, flush=True)
-        if self.pool_loss is None:  # the first certificate's: the source model's
-            self.pool_loss = frame.attrs.get("loss")
-        return frame
-
-    def held_out(self, pools: dict[str, list[int]]) -> None:
-        """``eval_windows`` test windows disjoint from the certificate's test pool (and, as test windows,
-        from every training token), seeded."""
-        examples = draw_disjoint(
-            self.task,
-            "test",
-            self.settings.eval_windows,
-            derive_seed(self.settings.seed, self.name, "grow", "held-out"),
-            torch.tensor(pools["test"], dtype=torch.int64),
-        )
-        self.eval_x, self.eval_y = examples.x, examples.y
-
-    def losses(self, model: PreTrainedModel) -> np.ndarray:
-        """``model``'s loss per held-out window, on the device."""
-        with placed(model, self.device):
-            return sequence_losses(model, self.eval_x, self.eval_y, self.settings.batch_size).numpy()
-
-    def retain_losses_of(self, model: PreTrainedModel) -> np.ndarray:
-        """``model``'s loss per held-out window of the retain data (``--retain``), on the device."""
-        with placed(model, self.device):
-            return self.retained.losses(model)
-
-    # -- training -----------------------------------------------------------------------------------
-    def batches_seed(self) -> int:
-        return derive_seed(self.settings.seed, self.name, "grow", "batches")
+        print(f"grow: {ran_on(self.model, self.checkpoint, self.device)}")
 
     def save_record(self) -> None:
         """The run record (``resume``), by the main process only."""
         if self.rank == 0:
             self.record.save()
-
-    def identity(self, arm: str, **more: Any) -> dict[str, Any]:
-        """An arm's: the run's identity (``resume``), its recipe and what else decides it."""
-        s = self.settings
-        return {"arm": arm, **self.record.identity, "recipe": asdict(s.recipe(s.steps)), **more}
-
-    def flops_of(self, model: PreTrainedModel) -> int:
-        """One training step's FLOPs (``step_flops``): one window's on the device, times the batch size (every
-        operation's FLOPs are linear in the batch), so counting needs no more memory than scoring."""
-        x, y = WindowBatches(self.task, 1, self.batches_seed(), self.device).next()
-        with placed(model, self.device):
-            return self.settings.batch_size * step_flops(model, lambda: window_loss(model, x, y))
-
-    def train(
-        self, name: str, model: PreTrainedModel, steps: int, generator: torch.Tensor | None, **identity: Any
-    ) -> Arm:
-        arm = train_arm(
-            name,
-            model,
-            self.task,
-            self.settings.recipe(steps),
-            self.batches_seed(),
-            self.out / STATE_DIR / name,
-            self.identity(name, steps=steps, **identity),
-            self.flops_of(model),
-            self.settings.checkpoint_every,
-            generator_state=generator,
-            shard=self.settings.shard,
-            device=self.device,
-            recompute=self.settings.activation_checkpointing,
-        )
-        _frozen(model)
-        self.save_record()
-        return arm
-
-    # -- the run ------------------------------------------------------------------------------------
-    def fixed_points(self, current: HFCausalLM) -> tuple[tuple[int, ...], dict[str, Any]]:
-        """A fixed placement's layers (``resolve``) and, for ``adept`` and ``bi``, the per-layer scores on
-        the retain data behind them (``retained.Retained.scores``)."""
-        rule = self.placement.rule
-        if rule not in ("adept", "bi"):
-            return resolve(self.placement, current.depth), {}
-        with placed(current.hf_model, self.device):
-            scores = self.retained.scores(current.hf_model, rule)
-        shown = ", ".join(f"layer.{i} {value:.4g}" for i, value in enumerate(scores))
-        print(f"grow: {rule} scores per layer on --retain: {shown}")
-        return resolve(self.placement, current.depth, scores), {"scores": {"rule": rule, "per_layer": scores}}
-
-    def grow_model(self) -> tuple[PreTrainedModel, list[int], list[dict[str, Any]], list[Arm]]:
-        """The grown model, its new layers (final numbering), the decisions and the grown arm's stages;
-        ``self.copied`` holds the original layer each new layer copies (directly or through a copy)."""
-        s, current, inserted = self.settings, self.model, []
-        decisions, stages, generator = [], [], None
-        origin = list(range(self.model.depth))  # per layer of the current model: the original layer it derives from
-        rounds = self.placement.blocks if self.placement.auto and s.train != "none" else 1
-        for round_ in range(1, rounds + 1):
-            if self.placement.auto:  # untrained insertions leave the certificate as it was: --train none takes one
-                frame = self.certificate(current, "all")
-                whole = self.placement.rule == "best"  # every point in the certificate's order, not "grow here" only
-                order = frame.loc[point_ranks(frame).sort_values().index] if whole else grow_ranking(frame)
-                ranked = order["point"].iloc[: 1 if s.train != "none" else self.placement.blocks]
-                after = sorted(int(point.removeprefix("layer.")) for point in ranked)
-                scores: dict[str, Any] = {}
-            else:
-                fixed, scores = self.fixed_points(current)
-                after = list(fixed)
-                frame = self.certificate(current, sorted({f"layer.{i}" for i in after}))
-            chosen = ",".join(f"layer.{i}" for i in after) or None
-            if round_ == 1:
-                self.held_out(frame.attrs["pools"])
-            decisions.append({"round": round_, "chosen": chosen, "certificate": _rows(frame), **scores})
-            if not after:
-                count = f"{len(inserted)} new layer{'' if len(inserted) == 1 else 's'}"
-                print(f"grow: round {round_}: no point is 'grow here'; stopping after {count}")
-                break
-            grown, new = grow_layers(current.hf_model, after)
-            gap = check_grown(current.hf_model, grown, self.eval_x[:CHECK_WINDOWS], self.device)
-            inserted, origin = _shifted(inserted, new), _origins(origin, after)
-            allowed = f"{PRESERVED_ATOL:g} x max(1, max |logits|)"  # models.base.check_preserved
-            decisions[-1].update(new_layers=new, max_abs_logit_change=gap, allowed_change=allowed)
-            print(f"grow: round {round_}: new layers {new} after {chosen}; logits unchanged (max |Δ| = {gap:.2g})")
-            if s.train != "none":
-                _trainable(grown, inserted, s.train)
-                stages.append(self.train(f"grown-{round_}", grown, s.steps, generator, inserted=inserted))
-                generator = stages[-1].generator_state
-            current = HFCausalLM(_frozen(grown), self.spec)
-        self.copied = sorted({origin[i] for i in inserted})
-        return current.hf_model, inserted, decisions, stages
-
-    def controls(self, stages: list[Arm], losses: dict[str, np.ndarray]) -> tuple[dict[str, Any], str]:
-        """Train the two controls (equal tokens, equal FLOPs: ``FLOPS_RULE``) and score them into
-        ``losses``; their records and the better one's name."""
-        steps, flops = sum(a.steps for a in stages), sum(a.flops for a in stages)
-        per_step = self.flops_of(_trainable(self.old, [], "all"))
-        _frozen(self.old)
-        arms, best = {}, None
-        for name, arm_steps in control_steps(steps, flops, per_step).items():
-            control = _trainable(copy.deepcopy(self.old), [], "all")
-            count = trainable_count(control)  # before training, which freezes it
-            arms[name] = {**self.train(name, control, arm_steps, None).record(), "trainable_parameters": count}
-            self.keep(name, control, losses)
-            if best is None or losses[name].mean() < losses[best].mean():
-                best = name
-        arms["control_flops"].update(grown_flops=flops, flops_per_step=per_step, rule=FLOPS_RULE)
-        return arms, best
-
-    def alternatives(
-        self, stages: list[Arm], grown: PreTrainedModel, inserted: list[int], losses: dict[str, np.ndarray]
-    ) -> dict[str, Any]:
-        """Train ``inplace`` (the original layers the new ones copy) and ``lora`` (rank matched to the new
-        layers' parameters) on the grown arm's steps and batches (``alternatives``), score them into
-        ``losses``; their records."""
-        steps, target = sum(a.steps for a in stages), layers_count(grown, inserted)
-        inplace = _trainable(copy.deepcopy(self.old), self.copied, "new")
-        count = trainable_count(inplace)  # before training, which freezes it
-        arms = {"inplace": self.train("inplace", inplace, steps, None, layers=self.copied).record()}
-        arms["inplace"].update(trainable_parameters=count, layers=self.copied)
-        units = lora_units(self.old)
-        rank = lora_rank(target, units)
-        adapted = lora_model(self.old, rank, derive_seed(self.settings.seed, self.name, "grow", "lora"))
-        count = trainable_count(adapted)
-        arms["lora"] = self.train("lora", adapted, steps, None, rank=rank).record()
-        arms["lora"].update(trainable_parameters=count, rank=rank, parameters_per_rank=units)
-        arms["lora"].update(alpha=LORA_ALPHA_PER_RANK * rank, target_modules="all-linear", new_layer_parameters=target)
-        self.keep("inplace", inplace, losses)
-        self.keep("lora", merged(adapted), losses)
-        return arms
-
-    def keep(self, name: str, model: PreTrainedModel, losses: dict[str, np.ndarray]) -> None:
-        """Score a trained arm into ``losses`` (and its retain losses under ``--retain``), then keep it on
-        the host until the decision (``--fallback`` may write it); only the main process, which writes, keeps it."""
-        losses[name] = self.losses(model)
-        if self.retained is not None:
-            self.retain_losses[name] = self.retain_losses_of(model)
-        self.arm_models[name] = model if self.rank == 0 else None
-
-    def weigh_retain(
-        self, grown: PreTrainedModel, losses: dict[str, np.ndarray], decision: dict[str, Any], trained: bool
-    ) -> dict[str, Any]:
-        """Every model's losses on the held-out retain windows and its forgetting (``tradeoff``); when the
-        arms were trained, ``decision`` becomes ``tradeoff.decide_tradeoff``'s. ``growth.json``'s ``retain``."""
-        retain = {"old": self.retain_losses_of(self.old), "grown": self.retain_losses_of(grown), **self.retain_losses}
-        self.retain_losses = retain  # every model's, for a caller that pairs runs (E12)
-        weighed = decide_tradeoff(losses, retain, self.settings.forgetting_limit) if trained else None
-        if weighed is not None:
-            decision.update({key: weighed[key] for key in ("recommended", "why", "winner", "rule")})
-        rows = weighed["arms"] if weighed else summary(losses, retain)
-        return {
-            **self.retained.record,
-            "windows": len(self.retained.y),
-            "max_forgetting": self.settings.forgetting_limit,
-            "pareto_front": weighed["pareto_front"] if weighed else None,
-            "arms": rows,
-        }
 
     def run(self) -> dict[str, Any]:
         """Load, grow, train the controls (and under ``--retain`` the alternatives), decide, write
@@ -549,7 +301,7 @@ class Grower:
         self.new_losses, self.inserted = losses, inserted  # per held-out window, by model: filled in as arms train
         trainable = layers_count(grown, inserted) if s.train == "new" else grown.num_parameters()
         arms: dict[str, dict[str, Any]] = {"grown": {"stages": [a.record() for a in stages]}}
-        arms["grown"].update(trainable_parameters=trainable if stages else 0, **_totals(stages))
+        arms["grown"].update(trainable_parameters=trainable if stages else 0, **totals(stages))
         best_control, written = None, "grown" if inserted else "old"
         if stages:
             controls, best_control = self.controls(stages, losses)
@@ -568,6 +320,7 @@ class Grower:
         record = {
             "source": {
                 "checkpoint": self.checkpoint,
+                "hub_id": hub_id(self.checkpoint),  # None: a local directory outside the hub's cache
                 "model_type": self.old.config.model_type,
                 "layers": self.model.depth,
                 **self.source,
@@ -579,12 +332,13 @@ class Grower:
             "layers": (grown if written == "grown" else self.old).config.get_text_config().num_hidden_layers,
             "placement": {"at": s.at, "blocks": self.placement.blocks},
             "decisions": decisions,
-            "predicted_first_order_gain": _predicted(decisions),
+            "predicted_first_order_gain": predicted(decisions),
             "held_out": {
                 "windows": len(self.eval_y),
                 "tokens_per_window": self.task.block_size,
                 "mean_loss": {k: float(v.mean()) for k, v in losses.items()},
                 **decision.pop("gains"),
+                "arms": summary(losses, self.retain_losses if retain is not None else None),
             },
             "decision": decision,
             "loss_on_certificate_pool": self.pool_loss,
@@ -603,6 +357,7 @@ class Grower:
             "machine": {
                 **machine(),
                 "device": str(self.device),
+                "torch_threads": torch.get_num_threads(),
                 "world_size": self.world_size,  # processes training each arm data-parallel (training.engine)
                 "sharded": self.sharded,  # FSDP2 per decoder layer, not replicas
                 "torch": torch.__version__,
@@ -620,18 +375,6 @@ class Grower:
         if self.rank == 0:
             write_output(self.out, write, model.num_parameters() * self.source_dtype.itemsize)
         return record
-
-
-def _predicted(decisions: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per chosen point: the first-order gain ``‖∇_θ L‖`` at ``θ = 0`` of the new layer there (the loss
-    decrease per unit step along the steepest descent, certify's ``block_grad_norm``)."""
-    out = []
-    for decision in decisions:
-        for point in (decision["chosen"] or "").split(","):
-            rows = [r for r in decision["certificate"] if r["point"] == point]
-            if rows:
-                out.append({"round": decision["round"], "point": point, "block_grad_norm": rows[0]["block_grad_norm"]})
-    return out
 
 
 def grow(checkpoint: str, data: str, out: str | Path, settings: GrowSettings | None = None) -> dict[str, Any]:

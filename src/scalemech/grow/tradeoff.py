@@ -1,19 +1,28 @@
 """The decision under ``--retain``: learn the new domain, keep the old one.
 
-Every arm ``a`` (``old`` is the reference, not an arm) is scored per held-out window ``w`` on the new
-domain, ``n_a(w)``, and on the retain data, ``r_a(w)``. Its forgetting is the paired difference
-``F_a = mean_w (r_a(w) − r_old(w))`` with ``SE = sd_w(r_a − r_old) / √W`` (``stats.paired_difference``:
-the same windows scored by both models). The grown model is recommended when
+Every model ``a`` (``old`` is the reference, not an arm) is scored per held-out window ``w`` on the new
+domain, ``n_a(w)``, and on the retain data, ``r_a(w)``. Per arm, paired over the same windows
+(``stats.paired_difference``, each with ``SE = sd_w / √W``):
 
-1. it beats every other arm on the new domain by more than ``GAIN_SE`` paired SE
-   (``mean_w(n_a − n_grown) > 2 SE``) while ``F_grown ≤ max_forgetting``; or
-2. it is the only arm on the Pareto front of (new-domain loss, ``F``): it dominates every other arm,
-   lower by more than ``GAIN_SE`` paired SE on one axis and not higher by more than ``GAIN_SE`` paired
-   SE on the other (``dominates``; a noise-level difference dominates nothing).
+- its gain ``G_a = mean_w (n_old(w) − n_a(w))`` (> 0: it learned the new domain);
+- its forgetting ``F_a = mean_w (r_a(w) − r_old(w))`` and the upper end of its interval,
+  ``F_a + GAIN_SE · SE`` (``forgetting_hi``), which the budget ``max_forgetting`` is tested on;
+- the grown model's gain over it, ``mean_w (n_a(w) − n_grown(w))``.
 
-Otherwise the winning arm among the others is named, the one to use instead: the lowest new-domain
-loss among the arms forgetting at most ``max_forgetting``, or, when none does, the arm that forgets
-least.
+The Pareto front holds the arms that no other dominates (``dominates``: lower by more than ``GAIN_SE``
+paired SE on one axis, new-domain loss or retain loss, and not higher by more than ``GAIN_SE`` paired
+SE on the other). The arm named, ``winner``, is always on the front, so no arm beats it on both axes
+by more than ``GAIN_SE`` paired SE:
+
+1. among the front arms within the budget (``forgetting_hi <= max_forgetting``), the one of lowest
+   new-domain loss;
+2. when no front arm is within the budget, the front arm that forgets least: every arm competes, the
+   grown one included.
+
+The grown model is recommended when it is the winner and decisively so: the only arm on the front
+(it dominates every other), or within the budget and lower on the new domain by more than ``GAIN_SE``
+paired SE than every other front arm within the budget. Otherwise the winner is the one to use
+instead (``--fallback`` writes it).
 """
 
 from __future__ import annotations
@@ -32,21 +41,25 @@ be measured from a few hundred held-out windows (the SE of ``F`` is printed besi
 REFERENCE = "old"
 
 
-def summary(new: dict[str, np.ndarray], retain: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:
-    """Per model: mean new-domain and retain loss, forgetting ``F`` with its paired SE, and (arms other
-    than ``grown``) the grown model's paired gain over it on the new domain, ``n_a − n_grown``."""
+def _paired(name: str, a: np.ndarray, b: np.ndarray) -> dict[str, float]:
+    """``{name: mean(a − b), name_se: its paired SE}``."""
+    difference = stats.paired_difference(a, b)
+    return {name: difference.mean, f"{name}_se": difference.se}
+
+
+def summary(new: dict[str, np.ndarray], retain: dict[str, np.ndarray] | None = None) -> dict[str, dict[str, Any]]:
+    """Per model of ``new`` (per-window held-out losses by model, ``old`` among them): its mean new-domain
+    loss, its ``gain`` over ``old`` and (arms other than ``grown``) the grown model's gain over it
+    ``grown_gain``, each with its paired SE; with ``retain``, also its mean retain loss, its forgetting
+    ``F`` with its paired SE and ``forgetting_hi = F + GAIN_SE · SE`` (module doc)."""
     rows = {}
     for name in new:
-        forgetting = stats.paired_difference(retain[name], retain[REFERENCE])
-        row = {
-            "new_loss": float(new[name].mean()),
-            "retain_loss": float(retain[name].mean()),
-            "forgetting": forgetting.mean,
-            "forgetting_se": forgetting.se,
-        }
+        row: dict[str, Any] = {"new_loss": float(new[name].mean()), **_paired("gain", new[REFERENCE], new[name])}
         if name != "grown" and "grown" in new:
-            gain = stats.paired_difference(new[name], new["grown"])
-            row.update(grown_gain=gain.mean, grown_gain_se=gain.se)
+            row.update(_paired("grown_gain", new[name], new["grown"]))
+        if retain is not None:
+            row.update(retain_loss=float(retain[name].mean()), **_paired("forgetting", retain[name], retain[REFERENCE]))
+            row["forgetting_hi"] = row["forgetting"] + GAIN_SE * row["forgetting_se"]
         rows[name] = row
     return rows
 
@@ -66,42 +79,72 @@ def pareto_front(names: list[str], new: dict[str, np.ndarray], retain: dict[str,
     return [b for b in names if not any(dominates(a, b, new, retain) for a in names if a != b)]
 
 
+def winner(rows: dict[str, dict[str, Any]], front: list[str], max_forgetting: float) -> tuple[str, str]:
+    """The front arm to use (module doc: the lowest new-domain loss within the budget, else the least
+    forgetting) and why."""
+    within = [name for name in front if rows[name]["forgetting_hi"] <= max_forgetting]
+    if within:
+        best = min(within, key=lambda name: rows[name]["new_loss"])
+        because = (
+            f"lowest new-domain loss ({rows[best]['new_loss']:.4f}) of the front arms whose forgetting is within "
+            f"{max_forgetting:g} at the upper end of its interval"
+        )
+        return best, because
+    best = min(front, key=lambda name: rows[name]["forgetting"])
+    row = rows[best]
+    because = (
+        f"no front arm's forgetting is within {max_forgetting:g} at the upper end of its interval; it forgets least "
+        f"of the front arms, grown included ({row['forgetting']:.4f} ± {row['forgetting_se']:.4f})"
+    )
+    return best, because
+
+
+def _grown_falls_short(
+    rows: dict[str, dict[str, Any]],
+    front: list[str],
+    chosen: str,
+    max_forgetting: float,
+    new: dict[str, np.ndarray],
+    retain: dict[str, np.ndarray],
+) -> list[str]:
+    """Why the grown model is not recommended (empty: it is): dominated, over the budget while another
+    front arm is within it, or named yet not ahead of another front arm within the budget by > 2 SE."""
+    grown = rows["grown"]
+    if front == ["grown"]:
+        return []
+    if "grown" not in front:
+        over = [a for a in rows if a not in (REFERENCE, "grown") and dominates(a, "grown", new, retain)]
+        how = f"lower by > {GAIN_SE:g} paired SE on one axis, not higher on the other"
+        return [f"is dominated by {', '.join(over)} ({how})"]
+    if grown["forgetting_hi"] > max_forgetting:
+        return [f"forgets {grown['forgetting']:.4f} (upper end {grown['forgetting_hi']:.4f}) > {max_forgetting:g}"]
+    if chosen != "grown":
+        return [f"has a higher new-domain loss ({grown['new_loss']:.4f}) than {chosen}"]
+    within = [a for a in front if a != "grown" and rows[a]["forgetting_hi"] <= max_forgetting]
+    close = [a for a in within if not rows[a]["grown_gain"] > GAIN_SE * rows[a]["grown_gain_se"]]
+    return [f"is not ahead of {', '.join(close)} on the new domain by > {GAIN_SE:g} paired SE"] if close else []
+
+
 def decide_tradeoff(new: dict[str, np.ndarray], retain: dict[str, np.ndarray], max_forgetting: float) -> dict[str, Any]:
-    """``{"recommended", "why", "winner", "rule", "pareto_front", "arms"}`` (module doc) from per-window
-    held-out losses by model on the new domain (``new``) and the retain data (``retain``), both holding
-    ``old``, ``grown`` and the other trained arms."""
+    """``{"recommended", "why", "winner", "rule", "pareto_front"}`` (module doc) from per-window held-out
+    losses by model on the new domain (``new``) and the retain data (``retain``), both holding ``old``,
+    ``grown`` and the other trained arms."""
     rows = summary(new, retain)
     arms = [name for name in rows if name != REFERENCE]
-    front = pareto_front(arms, new, retain)
+    front = pareto_front(arms, new, retain) or arms  # empty only if noise-level dominance ran in a cycle
     rule = (
-        f"recommended when the grown model beats every other arm on the new domain by > {GAIN_SE:g} paired SE "
-        f"while forgetting <= {max_forgetting:g} nats/token, or is the only arm on the Pareto front of "
-        "(new-domain loss, forgetting)"
+        f"the arm named is on the Pareto front of (new-domain loss, forgetting) judged at {GAIN_SE:g} paired SE: "
+        f"the lowest new-domain loss of the front arms whose forgetting + {GAIN_SE:g} SE <= {max_forgetting:g}, "
+        "else the front arm that forgets least; the grown model is recommended when it is named and is the only "
+        f"front arm, or leads every other front arm within the budget on the new domain by > {GAIN_SE:g} paired SE"
     )
-    grown = rows["grown"]
-    others = [name for name in arms if name != "grown"]
-    missed = [name for name in others if not rows[name]["grown_gain"] > GAIN_SE * rows[name]["grown_gain_se"]]
-    kept = grown["forgetting"] <= max_forgetting
-    if not missed and kept:
-        forgets = f"forgetting {grown['forgetting']:.4f} <= {max_forgetting:g}"
-        why = f"beats every other arm by > {GAIN_SE:g} SE on the new domain, {forgets}"
-        recommended, winner = True, "grown"
-    elif front == ["grown"]:
-        recommended, winner, why = True, "grown", "the only arm on the Pareto front of (new-domain loss, forgetting)"
-    else:
-        recommended, (winner, because) = False, _winner(rows, others, max_forgetting)
-        lacks = [f"does not beat {', '.join(missed)} by > {GAIN_SE:g} SE"] if missed else []
-        lacks += [] if kept else [f"forgets {grown['forgetting']:.4f} > {max_forgetting:g}"]
-        why = f"grown {' and '.join(lacks)}; {winner} wins among the other arms: {because}"
-    return {"recommended": recommended, "why": why, "winner": winner, "rule": rule, "pareto_front": front, "arms": rows}
-
-
-def _winner(rows: dict[str, dict[str, Any]], others: list[str], max_forgetting: float) -> tuple[str, str]:
-    """The arm to use instead of the grown one, and why (module doc)."""
-    within = [name for name in others if rows[name]["forgetting"] <= max_forgetting]
-    if within:
-        winner = min(within, key=lambda name: rows[name]["new_loss"])
-        loss = rows[winner]["new_loss"]
-        return winner, f"lowest new-domain loss ({loss:.4f}) of the arms forgetting <= {max_forgetting:g}"
-    winner = min(others, key=lambda name: rows[name]["forgetting"])
-    return winner, f"no arm forgets <= {max_forgetting:g}; it forgets least ({rows[winner]['forgetting']:.4f})"
+    chosen, because = winner(rows, front, max_forgetting)
+    lacks = _grown_falls_short(rows, front, chosen, max_forgetting, new, retain)
+    if not lacks:
+        why = "the only arm on the Pareto front" if front == ["grown"] else because
+        if front == ["grown"] and rows["grown"]["forgetting_hi"] > max_forgetting:
+            forgets = rows["grown"]["forgetting"]
+            why += f" (it forgets {forgets:.4f} > {max_forgetting:g}; no arm forgets detectably less)"
+        return {"recommended": True, "why": f"grown: {why}", "winner": "grown", "rule": rule, "pareto_front": front}
+    why = f"grown {' and '.join(lacks)}; {chosen} is named: {because}"
+    return {"recommended": False, "why": why, "winner": chosen, "rule": rule, "pareto_front": front}

@@ -66,6 +66,22 @@ def looks_like_path(checkpoint: str) -> bool:
     return checkpoint.startswith(("/", ".", "~")) or checkpoint.endswith("/") or checkpoint.count("/") > 1
 
 
+def hub_id(checkpoint: str) -> str | None:
+    """The Hugging Face Hub id of ``checkpoint``: a hub name as given, a directory inside the hub's cache
+    (``…/models--owner--name/snapshots/<revision>``) as ``owner/name``; None for any other local path."""
+    path = Path(checkpoint).expanduser()
+    if not path.exists():
+        return checkpoint
+    from huggingface_hub import constants
+
+    resolved = path.resolve()
+    for snapshots in resolved.parents:
+        repo = snapshots.parent
+        if snapshots.name == "snapshots" and repo.name.startswith("models--"):
+            return repo.name.removeprefix("models--").replace(constants.REPO_ID_SEPARATOR, "/")
+    return None
+
+
 def hub_unreachable() -> str | None:
     """Why the hub cannot be downloaded from, or None: offline mode (``HF_HUB_OFFLINE=1``), or its
     host name does not resolve (no network: told at once, where downloading would retry for ~30 s)."""

@@ -1,5 +1,5 @@
-"""The claims' rules: one module per claim (``d1`` … ``w5``, E8's ``e8``, E11's ``g1`` … ``g3``, E12's ``g4``
-and ``g5``; W2 and W3 share ``misalignment``, their statistic's module). Adding a claim is adding a module
+"""The claims' rules: one module per claim (``d1`` … ``w5``, E8's ``e8``, E11's ``g1`` … ``g3``, E12's ``g4``,
+``g5`` and ``g6``; W2 and W3 share ``misalignment``, their statistic's module). Adding a claim is adding a module
 here that assigns its ``common.Claim`` (with the figure that shows it) and ``READS``, the columns its rule
 reads by table.
 
