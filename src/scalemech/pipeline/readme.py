@@ -60,9 +60,9 @@ def adaptation_summary(path: Path) -> list[str]:
     forgetting (± SE across bases), and how often grow recommended the grown model there."""
     import pandas as pd
 
-    from ..figures.f11_adaptation import over_bases
+    from ..figures.f11_adaptation import over_bases, rule_rows
 
-    frame = pd.read_csv(path)
+    frame = rule_rows(pd.read_csv(path))  # F11 (a)'s: the rules, not the single points grown for G6
     points = over_bases(frame)
     recommended = frame[frame["arm"] == "grown"].groupby("placement")["recommended"].mean()
     lines = [
