@@ -28,6 +28,7 @@ from scalemech.config.schema import PATTERNS, schema
 from scalemech.config.strict_yaml import MAX_ALIAS_EXPANSIONS
 from scalemech.data import DataError
 from scalemech.data import text as text_data
+from scalemech.models import FAMILIES, family_config
 from scalemech.models.meta import meta_model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -205,10 +206,10 @@ PLANNING = {
         edit("grids.llama_stdlib.recipe.augment", True),
         ["grids.llama_stdlib.recipe.augment: true", "allowed here: auto or false"],
     ),
-    "corpus without path": (on_corpus({}), ["datasets.corpus.path: not set", "allowed: the file's path"]),
+    "corpus without path": (on_corpus({}), ["datasets.corpus.path: not set; source corpus reads it"]),
     "corpus path a directory": (
         on_corpus({"path": A_DIRECTORY}),
-        ["datasets.corpus.path:", "is a directory; allowed: a local text file"],
+        ["datasets.corpus.path:", "is a directory; allowed: a local file"],
     ),
     "tinyshakespeare path a directory": (
         edit("datasets.tinyshakespeare", {"path": A_DIRECTORY}),
@@ -316,20 +317,29 @@ def test_every_integer_and_width_has_an_upper_bound() -> None:
 # -- insertion points from the depth alone ----------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "family, depth, spec",
-    [
-        ("resnet", 8, {"width": 0.25}),
-        ("resnet", 20, {"width": 0.5}),
-        ("tvresnet", 18, {"width": 0.25}),
-        ("tvresnet", 50, {"width": 0.25}),
-        ("llama", 1, {"width": 32, "head_dim": 32}),
-        ("llama", 5, {"width": 32, "head_dim": 32}),
-    ],
-)
-def test_point_names_from_the_depth_are_the_models_own(family, depth, spec) -> None:
-    built = meta_model({"family": family, "depth": depth, **spec}).insertion_points()
-    assert list(insertion_points(family, depth)) == built
+TRAINED = [name for name, family in FAMILIES.items() if family.trained]  # every family a grid may train
+
+
+def accepted_depths(family: str, deepest: int = 60) -> list[int]:
+    """The depths up to ``deepest`` that ``family``'s config accepts at its defaults."""
+    accepted = []
+    for depth in range(1, deepest + 1):
+        try:
+            family_config(family)(depth=depth)
+        except ValueError:
+            continue
+        accepted.append(depth)
+    return accepted
+
+
+@pytest.mark.parametrize("family", TRAINED)
+def test_point_names_from_the_depth_are_the_models_own(family) -> None:
+    """At the shallowest and deepest depth up to 60 the family accepts, the names the config checks count
+    from the depth alone are those its model, built on the meta device, gives its blocks."""
+    depths = accepted_depths(family)
+    for depth in (depths[0], depths[-1]):
+        built = meta_model({"family": family, "depth": depth}).insertion_points()
+        assert list(insertion_points(family, depth)) == built, (family, depth)
 
 
 def test_the_deepest_allowed_models_plan_at_once() -> None:

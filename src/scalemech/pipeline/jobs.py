@@ -37,7 +37,7 @@ from ..core import tables
 from ..core.integrity import save_torch, write_text
 from ..core.layout import Layout
 from ..core.steps import STEPS, Step
-from ..models import build_model, load_model
+from ..models import build_model, fit_geometry, load_model
 
 if TYPE_CHECKING:
     import torch
@@ -196,7 +196,7 @@ def train_model(
     from ..training.train import train
 
     prepared = load_prepared(data)
-    full_spec = {**spec, **task_for(prepared, spec.get("block_size")).spec_keys()}
+    full_spec = fit_geometry(spec, task_for(prepared, spec.get("block_size")).spec_keys(), prepared.name)
     train(
         full_spec,
         Recipe.from_dict(recipe),

@@ -25,7 +25,12 @@ class ImageTask:
         self.data = data
 
     def spec_keys(self) -> dict[str, Any]:
-        return {"in_channels": self.data.in_channels, "num_classes": self.data.num_classes}
+        """The input geometry the data give a model: channels, side of the (square) images, classes."""
+        return {
+            "in_channels": self.data.in_channels,
+            "image_size": self.data.image_size,
+            "num_classes": self.data.num_classes,
+        }
 
     def draw(self, split: str, n: int, seed: int) -> Tensor:
         """``n`` distinct image indices of ``split`` (``Prepared.draw``)."""
