@@ -14,11 +14,16 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
 import yaml
 from jobstats import planned
+from matplotlib.axes import Axes
+from matplotlib.collections import LineCollection, PathCollection
+from matplotlib.figure import Figure
+from matplotlib.transforms import Bbox
 from snakemake_run import ROOT, snakemake
 
 import scalemech.figures
@@ -26,6 +31,7 @@ from scalemech import cli
 from scalemech.config import load_config, model_jobs
 from scalemech.core.steps import PER_MODEL_TABLES, STEPS, arguments
 from scalemech.core.tables import timing_columns
+from scalemech.figures import common
 from scalemech.pipeline import jobs
 
 pytestmark = pytest.mark.workflow
@@ -311,7 +317,7 @@ EXPERIMENT_STEP = """        Step(
             help="the norm of one model's weights",
         ),
 """
-FIGURE_RECIPE = '''"""F11 (docs/architecture.md's recipe): the weights' norm of each model."""
+FIGURE_RECIPE = '''"""F12 (docs/architecture.md's recipe): the weights' norm of each model."""
 
 from __future__ import annotations
 
@@ -322,15 +328,15 @@ import pandas as pd
 from . import common
 from .common import DPI, _figure, _required
 
-STEM = "F11_norms"
-TABLES = ["weightnorm"]
+STEM = "F12_norms"
+TABLES = ["weightnorm", "verdicts"]
 
 
-def fig_norms(weightnorm: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -> None:
+def fig_norms(weightnorm: pd.DataFrame, verdicts: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -> None:
     _required(weightnorm, "weightnorm", ["weight_norm"])
     fig, axes = _figure(1, 1)
     axes[0, 0].bar(weightnorm["model"], weightnorm["weight_norm"])
-    common._save(fig, out, "Norm of each model's weights", [], dpi)
+    common._save(fig, out, "Norm of each model's weights", [], dpi, verdicts)
 
 
 draw = fig_norms
@@ -350,7 +356,7 @@ def rule_x1(tables: Tables) -> Result:
 
 
 X1 = Claim("X1", "Every weight norm is positive.", "confirmed if the smallest is above 0", rule_x1, READS, figure=STEM)
-'''.replace("figure=STEM", 'figure="F11_norms"')
+'''.replace("figure=STEM", 'figure="F12_norms"')
 
 
 @pytest.mark.timeout(600)
@@ -369,8 +375,8 @@ def test_the_architecture_recipes_add_an_experiment_a_figure_and_a_claim(tiny_ru
     schema = package / "schemas" / "tables.schema.yaml"
     entry = "\ntables:\n  weightnorm:\n    columns: [weight_norm]\n"
     schema.write_text(schema.read_text().replace("\ntables:\n", entry, 1))
-    (package / "figures" / "f11_norms.py").write_text(FIGURE_RECIPE)
-    (repo / "workflow" / "report" / "F11_norms.rst").write_text("The norm of each model's weights.\n")
+    (package / "figures" / "f12_norms.py").write_text(FIGURE_RECIPE)
+    (repo / "workflow" / "report" / "F12_norms.rst").write_text("The norm of each model's weights.\n")
     (package / "report" / "rules" / "x1.py").write_text(CLAIM_RECIPE)
     env = {"PYTHONPATH": str(repo / "src")}
 
@@ -386,10 +392,10 @@ def test_the_architecture_recipes_add_an_experiment_a_figure_and_a_claim(tiny_ru
     assert done.returncode == 0, done.stderr[-3000:]
     norms = pd.read_csv(tiny_run.folder / "results" / "tiny" / "tables" / "weightnorm.csv")
     assert len(norms) == models and (norms["weight_norm"] > 0).all()
-    assert (tiny_run.folder / "figures" / "tiny" / "F11_norms.png").stat().st_size > 0
+    assert (tiny_run.folder / "figures" / "tiny" / "F12_norms.png").stat().st_size > 0
     report = (tiny_run.folder / "results" / "tiny" / "report.md").read_text()
     row = next(line for line in report.splitlines() if line.startswith("| [X1](#x1) |"))
-    assert "(#f11_norms)" in row and "### F11_norms" in report  # the tiny models meet no training criterion
+    assert "(#f12_norms)" in row and "### F12_norms" in report  # the tiny models meet no training criterion
     judged = subprocess.run(
         [sys.executable, "-c", "import sys, pandas; from scalemech.report.rules.x1 import X1; "
          "print(X1.evaluate({'weightnorm': pandas.read_csv(sys.argv[1])}).verdict)", str(tiny_run.folder / "results" /
@@ -552,7 +558,7 @@ def test_the_architecture_recipes_add_a_data_set_and_a_family(tiny_run: TinyRun,
 
     config = {**TINY, "datasets": {**TINY["datasets"], "bars": {"source": "stripes"}}}
     recipe = {"optimizer": "sgd", "lr": 0.1, "batch_size": 32, "steps": 6, "eval_examples": 64}
-    grid = {"dataset": "bars", "family": "mlp", "depths": [2], "widths": [16], "recipe": recipe}
+    grid = {"dataset": "bars", "family": "mlp", "depths": [2, 3], "widths": [16], "recipe": recipe}
     config["grids"] = {**TINY["grids"], "mlp": grid}
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(config))
@@ -560,7 +566,7 @@ def test_the_architecture_recipes_add_a_data_set_and_a_family(tiny_run: TinyRun,
     dry = snakemake("-n", "--cores", "2", *where, env=env, snakefile=repo / "Snakefile")
     assert dry.returncode == 0, dry.stderr[-3000:]
     counts = planned(dry.stdout)
-    assert counts.get("prepare_data") == counts.get("train_model") == 1, counts  # the new model only
+    assert counts.get("prepare_data") == 1 and counts.get("train_model") == 2, counts  # the new models only
     done = snakemake("--cores", "2", *where, env=env, snakefile=repo / "Snakefile", timeout=500)
     assert done.returncode == 0, done.stderr[-3000:]
     report = (tiny_run.folder / "results" / "tiny" / "report.md").read_text()
@@ -569,3 +575,62 @@ def test_the_architecture_recipes_add_a_data_set_and_a_family(tiny_run: TinyRun,
     model = tiny_run.folder / "results" / "tiny" / "models" / "bars" / "mlp-d2-w16-s0" / "model.pt"
     spec = torch.load(model, weights_only=True)["spec"]
     assert spec["image_size"] == manifest["image_size"] == 8 and spec["in_channels"] == 1  # from the data
+
+
+def plotted(ax: Axes) -> int:
+    """How many artists ``ax`` draws in data coordinates: lines and collections with data (reference lines
+    across the axes, drawn in axes coordinates, do not count), images."""
+    lines = [line for line in ax.lines if line.get_transform() == ax.transData and len(line.get_xydata())]
+    collections = [
+        c for c in ax.collections if len(c.get_offsets() if isinstance(c, PathCollection) else c.get_paths())
+    ]
+    return len(lines) + len(collections) + len(ax.images)
+
+
+def covered_points(ax: Axes, box: Bbox) -> int:
+    """How many of the points ``ax`` plots (line vertices, markers, 11 points along each error bar) lie in
+    ``box`` (display coordinates)."""
+    points = [ax.transData.transform(line.get_xydata()) for line in ax.lines if line.get_transform() == ax.transData]
+    for collection in ax.collections:
+        if len(collection.get_offsets()) and collection.get_offset_transform() == ax.transData:
+            points.append(ax.transData.transform(collection.get_offsets()))
+        if isinstance(collection, LineCollection) and collection.get_transform() == ax.transData:
+            for start, end in (segment[[0, -1]] for segment in collection.get_segments() if len(segment)):
+                points.append(ax.transData.transform(start + np.linspace(0, 1, 11)[:, None] * (end - start)))
+    found = np.concatenate([np.empty((0, 2)), *points])
+    return int(sum(box.contains(x, y) for x, y in found if np.isfinite([x, y]).all()))
+
+
+@pytest.mark.timeout(600)
+def test_every_figure_has_data_in_every_panel_legends_off_its_points_and_its_verdicts(
+    tiny_run: TinyRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every figure drawn from the tiny run's tables (the families of the tiny run and, after the recipe
+    test, its mlp at two depths): no panel (an axes shown, not a colour bar) without data, no legend box
+    over a point its panel plots, and the figure states each of its claims' verdict and deciding number
+    as the run's verdict table gives them."""
+    drawn: dict[str, Figure] = {}
+    save = common._save
+
+    def kept(fig: Figure, out: str | Path, *args: object, **kwargs: object) -> None:
+        save(fig, out, *args, **kwargs)
+        drawn[Path(out).stem] = fig
+
+    monkeypatch.setattr(common, "_save", kept)
+    tables = tiny_run.folder / "results" / "tiny" / "tables"
+    verdicts = pd.read_csv(tables / "verdicts.csv", dtype=str, keep_default_na=False)
+    for stem in scalemech.figures.FIGURES:
+        scalemech.figures.make_figure(stem, tables, tmp_path)
+    assert set(drawn) == set(scalemech.figures.FIGURES)
+    for stem, fig in drawn.items():
+        renderer = fig.canvas.get_renderer()
+        panels = [ax for ax in fig.axes if ax.axison and ax.get_label() != "<colorbar>"]
+        assert all(plotted(ax) for ax in panels), f"{stem}: a panel without data"
+        for ax in panels:
+            legend = ax.get_legend()
+            if legend is not None:
+                covered = covered_points(ax, legend.get_window_extent(renderer))
+                assert not covered, f"{stem}, panel {ax.get_title()!r}: its legend covers {covered} point(s)"
+        text = "\n".join(t.get_text() for t in fig.texts).replace("\n", " ")
+        for row in verdicts[verdicts["figure"] == stem].itertuples():
+            assert f"{row.claim}: {row.verdict}: {' '.join(row.statistic.split())}" in " ".join(text.split()), stem

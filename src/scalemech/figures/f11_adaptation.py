@@ -10,7 +10,8 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from ..experiments.decision import ARMS
-from .common import DPI, _clean, _empty, _figure, _required, _save
+from . import common
+from .common import DPI, _clean, _empty, _figure, _required
 
 MARKERS = ("o", "s", "D", "^", "v", "P", "X", "*")  # one per placement, in the table's order
 
@@ -24,16 +25,17 @@ def over_bases(frame: pd.DataFrame) -> pd.DataFrame:
     return means.join(ses, rsuffix="_se").assign(bases=groups.size()).reset_index()
 
 
-def fig_adaptation(adaptation: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -> None:
+def fig_adaptation(adaptation: pd.DataFrame, verdicts: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -> None:
     """F11: each arm × placement's mean new-domain gain ``L_old(B) − L_arm(B)`` (up: learns B) against its
     mean forgetting ``L_arm(A) − L_old(A)`` (right: forgets A), ±2 SE across bases on both axes; arms by
-    colour, placements by marker. The Pareto front lies up and to the left."""
+    colour, placements by marker (the key under the panel). The Pareto front lies up and to the left; G4's
+    and G5's verdicts under the panel."""
     _required(adaptation, "adaptation", ["placement", "arm", "gain", "forgetting"])
     title = "E12: growth into a new domain, new-domain gain against forgetting (mean over bases ± 2 SE)"
     notes: list[str] = []
     frame = _clean(adaptation, ["gain", "forgetting"], notes)
     if frame.empty:
-        return _empty(out, title, notes, dpi)
+        return _empty(out, title, notes, dpi, verdicts)
     points = over_bases(frame)
     placements = list(dict.fromkeys(points["placement"]))
     arms = [a for a in ARMS if a in set(points["arm"])] + sorted(set(points["arm"]) - set(ARMS))
@@ -60,12 +62,11 @@ def fig_adaptation(adaptation: pd.DataFrame, out: str | Path, *, dpi: int = DPI)
     ax.set_ylabel("gain (nats): L_old(B) − L_arm(B), held-out new domain")
     handles = [Line2D([], [], color=colours[a], marker="o", linestyle="none", label=a) for a in arms]
     handles += [Line2D([], [], color="grey", marker=markers[p], linestyle="none", label=f"at {p}") for p in placements]
-    ax.legend(handles=handles, fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False)
     bases = int(points["bases"].max())
     notes.append(f"{bases} bases; the controls and lora barely depend on the placement, so their points overlap")
-    _save(fig, out, title, notes, dpi)
+    common._save(fig, out, title, notes, dpi, verdicts, key=handles)
 
 
 STEM = "F11_adaptation"
-TABLES = ["adaptation"]  # the tables ``draw`` reads, in its argument order
+TABLES = ["adaptation", "verdicts"]  # the tables ``draw`` reads, in its argument order
 draw = fig_adaptation
