@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from layout import assert_laid_out, covered_points, drawn
 from matplotlib.image import imread
 from test_report import make_tables, write_contract_table
 
@@ -85,6 +86,16 @@ def tables_dir(tmp_path_factory) -> Path:
 @pytest.mark.parametrize("stem", FIGURES)
 def test_make_figure_writes_pdf_and_png(stem, tables_dir, tmp_path):
     assert_written(make_figure(stem, tables_dir, tmp_path / "figures", dpi=DPI))
+
+
+@pytest.mark.parametrize("stem", FIGURES)
+def test_every_panel_has_data_no_legend_covers_a_point_and_the_verdicts_are_stated(
+    stem, tables_dir, tmp_path, monkeypatch
+):
+    """Two families at several depths and widths each (F2 and F3 draw both): ``layout.assert_laid_out``."""
+    figures = drawn(monkeypatch)
+    make_figure(stem, tables_dir, tmp_path, dpi=DPI)
+    assert_laid_out(stem, figures[stem], VERDICTS)
 
 
 def _missing(stem: str, table: str, column: str, tmp_path: Path) -> None:
@@ -519,3 +530,20 @@ def test_each_figure_states_its_claims_verdicts_from_the_verdict_table(tables_di
     assert w3.get_color() == common.VERDICT_COLOURS["refuted"]
     f5_misalignment.fig_misalignment(table, verdicts.iloc[:0], out, dpi=DPI)
     assert not any(": confirmed:" in t.get_text() for t in seen[-1][0].texts)
+
+
+def test_a_legend_over_the_data_moves_beside_its_panel(tmp_path):
+    """A legend over points (centred in a panel they fill) covers some, as the layout check counts them;
+    ``_save`` moves it beside the panel, where it covers none."""
+    fig, axes = common._figure(1, 1)
+    ax = axes[0, 0]
+    x = np.linspace(0, 1, 40)
+    for k in range(3):
+        ax.plot(x, x + 0.05 * k, marker="o", label=f"line {k}")
+    ax.legend(loc="center")
+    common.FigureCanvasAgg(fig)
+    fig.draw_without_rendering()
+    assert covered_points(ax, ax.get_legend().get_window_extent(fig.canvas.get_renderer())) > 0
+    common._save(fig, tmp_path / "F0_test.pdf", "a panel full of points", [], DPI)
+    assert_laid_out("F0_test", fig, VERDICTS)
+    assert ax.get_legend().get_window_extent().x0 >= ax.get_window_extent().x1

@@ -14,16 +14,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 import torch
 import yaml
 from jobstats import planned
-from matplotlib.axes import Axes
-from matplotlib.collections import LineCollection, PathCollection
-from matplotlib.figure import Figure
-from matplotlib.transforms import Bbox
+from layout import assert_laid_out, drawn
 from snakemake_run import ROOT, snakemake
 
 import scalemech.figures
@@ -31,7 +27,6 @@ from scalemech import cli
 from scalemech.config import load_config, model_jobs
 from scalemech.core.steps import PER_MODEL_TABLES, STEPS, arguments
 from scalemech.core.tables import timing_columns
-from scalemech.figures import common
 from scalemech.pipeline import jobs
 
 pytestmark = pytest.mark.workflow
@@ -176,6 +171,23 @@ def test_tiny_run_html_report(tiny_run: TinyRun) -> None:
     )
     assert html.returncode == 0, html.stderr[-3000:]
     assert report.stat().st_size > 0
+
+
+@pytest.mark.timeout(600)
+def test_every_figure_has_data_in_every_panel_legends_off_its_points_and_its_verdicts(
+    tiny_run: TinyRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every figure drawn from the tiny run's tables: no panel (an axes shown, not a colour bar) without
+    data, no legend box over a point its panel plots, and the figure states each of its claims' verdict and
+    deciding number as the run's verdict table gives them (``layout.assert_laid_out``)."""
+    figures = drawn(monkeypatch)
+    tables = tiny_run.folder / "results" / "tiny" / "tables"
+    verdicts = pd.read_csv(tables / "verdicts.csv", dtype=str, keep_default_na=False)
+    for stem in scalemech.figures.FIGURES:
+        scalemech.figures.make_figure(stem, tables, tmp_path)
+    assert set(figures) == set(scalemech.figures.FIGURES)
+    for stem, fig in figures.items():
+        assert_laid_out(stem, fig, verdicts)
 
 
 RERUN_MODELS = ("pystdlib/llama-d1-w64-s0", "mnist5k/resnet-d8-w0.5-s0")  # one of each family: every per-model step
@@ -575,62 +587,3 @@ def test_the_architecture_recipes_add_a_data_set_and_a_family(tiny_run: TinyRun,
     model = tiny_run.folder / "results" / "tiny" / "models" / "bars" / "mlp-d2-w16-s0" / "model.pt"
     spec = torch.load(model, weights_only=True)["spec"]
     assert spec["image_size"] == manifest["image_size"] == 8 and spec["in_channels"] == 1  # from the data
-
-
-def plotted(ax: Axes) -> int:
-    """How many artists ``ax`` draws in data coordinates: lines and collections with data (reference lines
-    across the axes, drawn in axes coordinates, do not count), images."""
-    lines = [line for line in ax.lines if line.get_transform() == ax.transData and len(line.get_xydata())]
-    collections = [
-        c for c in ax.collections if len(c.get_offsets() if isinstance(c, PathCollection) else c.get_paths())
-    ]
-    return len(lines) + len(collections) + len(ax.images)
-
-
-def covered_points(ax: Axes, box: Bbox) -> int:
-    """How many of the points ``ax`` plots (line vertices, markers, 11 points along each error bar) lie in
-    ``box`` (display coordinates)."""
-    points = [ax.transData.transform(line.get_xydata()) for line in ax.lines if line.get_transform() == ax.transData]
-    for collection in ax.collections:
-        if len(collection.get_offsets()) and collection.get_offset_transform() == ax.transData:
-            points.append(ax.transData.transform(collection.get_offsets()))
-        if isinstance(collection, LineCollection) and collection.get_transform() == ax.transData:
-            for start, end in (segment[[0, -1]] for segment in collection.get_segments() if len(segment)):
-                points.append(ax.transData.transform(start + np.linspace(0, 1, 11)[:, None] * (end - start)))
-    found = np.concatenate([np.empty((0, 2)), *points])
-    return int(sum(box.contains(x, y) for x, y in found if np.isfinite([x, y]).all()))
-
-
-@pytest.mark.timeout(600)
-def test_every_figure_has_data_in_every_panel_legends_off_its_points_and_its_verdicts(
-    tiny_run: TinyRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Every figure drawn from the tiny run's tables (the families of the tiny run and, after the recipe
-    test, its mlp at two depths): no panel (an axes shown, not a colour bar) without data, no legend box
-    over a point its panel plots, and the figure states each of its claims' verdict and deciding number
-    as the run's verdict table gives them."""
-    drawn: dict[str, Figure] = {}
-    save = common._save
-
-    def kept(fig: Figure, out: str | Path, *args: object, **kwargs: object) -> None:
-        save(fig, out, *args, **kwargs)
-        drawn[Path(out).stem] = fig
-
-    monkeypatch.setattr(common, "_save", kept)
-    tables = tiny_run.folder / "results" / "tiny" / "tables"
-    verdicts = pd.read_csv(tables / "verdicts.csv", dtype=str, keep_default_na=False)
-    for stem in scalemech.figures.FIGURES:
-        scalemech.figures.make_figure(stem, tables, tmp_path)
-    assert set(drawn) == set(scalemech.figures.FIGURES)
-    for stem, fig in drawn.items():
-        renderer = fig.canvas.get_renderer()
-        panels = [ax for ax in fig.axes if ax.axison and ax.get_label() != "<colorbar>"]
-        assert all(plotted(ax) for ax in panels), f"{stem}: a panel without data"
-        for ax in panels:
-            legend = ax.get_legend()
-            if legend is not None:
-                covered = covered_points(ax, legend.get_window_extent(renderer))
-                assert not covered, f"{stem}, panel {ax.get_title()!r}: its legend covers {covered} point(s)"
-        text = "\n".join(t.get_text() for t in fig.texts).replace("\n", " ")
-        for row in verdicts[verdicts["figure"] == stem].itertuples():
-            assert f"{row.claim}: {row.verdict}: {' '.join(row.statistic.split())}" in " ".join(text.split()), stem
