@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
+from families import TRAINED, accepted_depths
 from snakemake.common.configfile import load_configfile
 from snakemake.settings.types import ConfigSettings
 from snakemake_interface_common.exceptions import WorkflowError
@@ -28,7 +29,6 @@ from scalemech.config.schema import PATTERNS, schema
 from scalemech.config.strict_yaml import MAX_ALIAS_EXPANSIONS
 from scalemech.data import DataError
 from scalemech.data import text as text_data
-from scalemech.models import FAMILIES, family_config
 from scalemech.models.meta import meta_model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -315,21 +315,6 @@ def test_every_integer_and_width_has_an_upper_bound() -> None:
 
 
 # -- insertion points from the depth alone ----------------------------------------------------
-
-
-TRAINED = [name for name, family in FAMILIES.items() if family.trained]  # every family a grid may train
-
-
-def accepted_depths(family: str, deepest: int = 60) -> list[int]:
-    """The depths up to ``deepest`` that ``family``'s config accepts at its defaults."""
-    accepted = []
-    for depth in range(1, deepest + 1):
-        try:
-            family_config(family)(depth=depth)
-        except ValueError:
-            continue
-        accepted.append(depth)
-    return accepted
 
 
 @pytest.mark.parametrize("family", TRAINED)

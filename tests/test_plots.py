@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from families import TRAINED, accepted_depths
 from layout import assert_laid_out, covered_points, drawn
 from matplotlib.image import imread
 from test_report import make_tables, write_contract_table
@@ -273,15 +274,13 @@ def expected_relative_depth(frame: pd.DataFrame) -> pd.Series:
     return (frame["point_index"] + 1) / blocks
 
 
-@pytest.mark.parametrize("family, depth", [("resnet", 8), ("resnet", 20), ("resnet", 110), ("llama", 3)])
-def test_point_count_matches_the_built_model(family, depth):
-    import torch
+@pytest.mark.parametrize("family", TRAINED)
+def test_point_count_matches_the_built_model(family):
+    """Every trained family at the deepest depth up to 60 it accepts; a checkpoint's family has no count."""
+    from scalemech.models.meta import meta_model
 
-    from scalemech.models import build_model
-
-    with torch.device("meta"):
-        model = build_model({"family": family, "depth": depth, "width": 64 if family == "llama" else 1.0})
-    assert common.point_count(family, depth) == len(model.insertion_points())
+    depth = accepted_depths(family)[-1]
+    assert common.point_count(family, depth) == len(meta_model({"family": family, "depth": depth}).insertion_points())
     assert common.point_count("hf", 0) is None
 
 
@@ -547,3 +546,21 @@ def test_a_legend_over_the_data_moves_beside_its_panel(tmp_path):
     common._save(fig, tmp_path / "F0_test.pdf", "a panel full of points", [], DPI)
     assert_laid_out("F0_test", fig, VERDICTS)
     assert ax.get_legend().get_window_extent().x0 >= ax.get_window_extent().x1
+
+
+def test_a_segment_meets_a_box_as_dense_sampling_finds():
+    """``common.crosses`` (Liang–Barsky) against 2001 points along each of 2000 random segments, points
+    (length 0) and segments along an edge among them."""
+    from matplotlib.transforms import Bbox
+
+    rng = np.random.default_rng(0)
+    box = Bbox([[0.3, 0.4], [0.6, 0.7]])
+    starts, ends = rng.uniform(0, 1, (2000, 2)), rng.uniform(0, 1, (2000, 2))
+    ends[:200] = starts[:200]  # markers
+    starts[200:210], ends[200:210] = [0.3, 0.1], [0.3, 0.9]  # along the box's left edge: it meets the box
+    along = starts[:, None, :] + np.linspace(0, 1, 2001)[None, :, None] * (ends - starts)[:, None, :]
+    inside = (along >= [0.3, 0.4]) & (along <= [0.6, 0.7])
+    sampled = inside.all(axis=2).any(axis=1)
+    found = common.crosses(box, starts, ends)
+    assert (found >= sampled).all() and found[200:210].all()
+    assert (found != sampled).sum() <= 5  # segments that only graze a corner between two samples

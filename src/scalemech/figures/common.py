@@ -294,31 +294,51 @@ def verdict_lines(verdicts: pd.DataFrame | None, stem: str) -> list[tuple[str, s
     return lines
 
 
-def points_of(ax: Axes, renderer) -> np.ndarray:
-    """Display coordinates (n, 2) of what ``ax`` plots in data coordinates: every line's vertices, every
-    scatter's offsets and points along every error bar (axis-spanning reference lines left out)."""
-    found = [np.empty((0, 2))]
+def _plotted_segments(ax: Axes) -> tuple[np.ndarray, np.ndarray]:
+    """Display coordinates of what ``ax`` plots in data coordinates, as segments ``(starts, ends)``, each
+    (n, 2): every line's consecutive vertices, every error bar, and every marker as a segment of length 0
+    (axis-spanning reference lines, drawn in axes coordinates, left out)."""
+    starts, ends = [np.empty((0, 2))], [np.empty((0, 2))]
     for line in ax.lines:
         if line.get_transform() == ax.transData and line.get_visible():
-            found.append(ax.transData.transform(np.asarray(line.get_xydata(), dtype=float)))
+            xy = ax.transData.transform(np.asarray(line.get_xydata(), dtype=float))
+            starts += [xy, xy[:-1]]
+            ends += [xy, xy[1:]]
     for collection in ax.collections:
         offsets = np.asarray(collection.get_offsets(), dtype=float)
         if len(offsets) and collection.get_offset_transform() == ax.transData:
-            found.append(ax.transData.transform(offsets))
-        for segment in getattr(collection, "get_segments", lambda: [])():
-            if len(segment) == 2 and collection.get_transform() == ax.transData:
-                along = segment[0] + np.linspace(0, 1, 5)[:, None] * (segment[1] - segment[0])
-                found.append(ax.transData.transform(along))
-    points = np.concatenate(found)
-    return points[np.isfinite(points).all(axis=1)]
+            xy = ax.transData.transform(offsets)
+            starts.append(xy)
+            ends.append(xy)
+        for segment in getattr(collection, "get_segments", list)():
+            if len(segment) >= 2 and collection.get_transform() == ax.transData:
+                xy = ax.transData.transform(np.asarray(segment, dtype=float))
+                starts.append(xy[:-1])
+                ends.append(xy[1:])
+    starts, ends = np.concatenate(starts), np.concatenate(ends)
+    finite = np.isfinite(starts).all(axis=1) & np.isfinite(ends).all(axis=1)
+    return starts[finite], ends[finite]
+
+
+def crosses(box, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Whether each segment ``starts[i] → ends[i]`` (display coordinates) meets the rectangle ``box``
+    (Liang–Barsky clipping: the segment's parameter range inside every slab is not empty)."""
+    low, high = np.zeros(len(starts)), np.ones(len(starts))
+    meets = np.ones(len(starts), dtype=bool)
+    step = ends - starts
+    for axis, (floor, ceiling) in enumerate(((box.x0, box.x1), (box.y0, box.y1))):
+        for p, q in ((-step[:, axis], starts[:, axis] - floor), (step[:, axis], ceiling - starts[:, axis])):
+            flat = p == 0
+            meets &= ~(flat & (q < 0))  # parallel to this edge and outside it
+            ratio = np.divide(q, p, out=np.zeros_like(q), where=~flat)
+            low = np.where(~flat & (p < 0), np.maximum(low, ratio), low)
+            high = np.where(~flat & (p > 0), np.minimum(high, ratio), high)
+    return meets & (low <= high)
 
 
 def _covers(legend: Artist, ax: Axes, renderer) -> bool:
-    """Whether ``legend``'s box covers a point ``ax`` plots."""
-    box = legend.get_window_extent(renderer)
-    points = points_of(ax, renderer)
-    inside = (points[:, 0] >= box.x0) & (points[:, 0] <= box.x1) & (points[:, 1] >= box.y0) & (points[:, 1] <= box.y1)
-    return bool(inside.any())
+    """Whether ``legend``'s box covers anything ``ax`` plots: a marker, a line or an error bar."""
+    return bool(crosses(legend.get_window_extent(renderer), *_plotted_segments(ax)).any())
 
 
 def _legends_off_the_data(fig: Figure) -> None:
