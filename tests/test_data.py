@@ -19,7 +19,7 @@ from PIL import Image
 from playtext import play_text
 
 from scalemech.data import (
-    DATASETS,
+    SOURCES,
     DataError,
     cifar,
     load_prepared,
@@ -427,11 +427,87 @@ def test_unknown_dataset_or_key(tmp_path):
     with pytest.raises(ValueError, match="colour.*allowed"):
         prepare_dataset("mnist5k", {"colour": 1}, tmp_path / "mnist5k")
     from scalemech.config.schema import schema
-    from scalemech.data import text
 
-    defs = schema()["$defs"]  # every hand-kept list of data sets in the config schema names these
-    assert defs["grid"]["properties"]["dataset"]["enum"] == list(DATASETS)
-    assert set(defs["pretrained_group"]["properties"]["dataset"]["enum"]) == set(text.CONFIG_KEYS)
+    dataset = schema()["$defs"]["dataset"]  # the schema's sources and their keys come from the registry
+    assert dataset["properties"]["source"]["enum"] == list(SOURCES)
+    for source in SOURCES:
+        assert f"{source}: " in dataset["description"] or f"{source}, " in dataset["description"], source
+    assert "enum" not in schema()["$defs"]["grid"]["properties"]["dataset"]  # a name of the config's own
+
+
+def _own_images(path: Path, seed: int, side: int = 6, classes: int = 3) -> dict[str, np.ndarray]:
+    """An .npz of a user's own images (``data/arrays.py``'s format): 12 train and 6 test (N, H, W) digits."""
+    rng = np.random.default_rng(seed)
+    arrays = {}
+    for split, n in (("train", 12), ("test", 6)):
+        arrays[f"{split}_x"] = rng.integers(0, 256, (n, side, side), dtype=np.uint8)
+        arrays[f"{split}_y"] = np.arange(n) % classes
+    np.savez(path, **arrays, classes=np.array([f"class{k}" for k in range(classes)]))
+    return arrays
+
+
+def test_two_image_files_of_ones_own_are_two_named_data_sets(tmp_path):
+    """Two .npz files under names of their own, in one config: each prepared from its file, pixels and
+    labels as given, one channel added; the same config validates, and a missing path is refused."""
+    from scalemech.config import ConfigError, validate_config
+
+    made = {name: _own_images(tmp_path / f"{name}.npz", seed) for seed, name in enumerate(("left", "right"))}
+    datasets = {name: {"source": "images", "path": str(tmp_path / f"{name}.npz")} for name in made}
+    recipe = {"optimizer": "sgd", "lr": 0.1, "steps": 1, "batch_size": 4}
+    grid = {"family": "resnet", "depths": [8], "widths": [0.25], "recipe": recipe}
+    config = {"run": "own", "datasets": datasets, "grids": {n: {**grid, "dataset": n} for n in made}}
+    validate_config(config)
+    for name, arrays in made.items():
+        manifest = prepare_dataset(name, datasets[name], tmp_path / "out" / name)
+        data = load_prepared(tmp_path / "out" / name)
+        assert manifest["name"] == name and manifest["classes"] == ["class0", "class1", "class2"]
+        assert (data.in_channels, data.image_size, data.num_classes) == (1, 6, 3)
+        np.testing.assert_array_equal(data.train_x.numpy()[:, 0], arrays["train_x"])
+        np.testing.assert_array_equal(data.test_y.numpy(), arrays["test_y"])
+    del config["datasets"]["right"]["path"]
+    with pytest.raises(ConfigError, match=r"datasets.right.path: not set; source images reads it"):
+        validate_config(config)
+    config["datasets"]["right"] = {"path": "x.npz"}
+    with pytest.raises(ConfigError, match=r"datasets.right: 'right' is not a source; name its source"):
+        validate_config(config)
+
+
+def test_images_of_ones_own_split_by_class_and_refused_in_one_line(tmp_path):
+    """``x`` and ``y`` only: a stratified test split of ``test_fraction`` of each class; a float array,
+    labels past the classes and a pickled array are refused naming the file."""
+    rng = np.random.default_rng(0)
+    x, y = rng.integers(0, 256, (40, 3, 4, 4), dtype=np.uint8), np.repeat([0, 1], 20)
+    np.savez(tmp_path / "xy.npz", x=x, y=y)
+    prepare_dataset("mine", {"source": "images", "path": str(tmp_path / "xy.npz"), "test_fraction": 0.25},
+                    tmp_path / "mine")  # fmt: skip
+    data = load_prepared(tmp_path / "mine")
+    assert np.bincount(data.test_y.numpy()).tolist() == [5, 5] and data.in_channels == 3
+    np.savez(tmp_path / "float.npz", x=x.astype(np.float32), y=y)
+    with pytest.raises(DataError, match=r"float.npz: x: float32 of shape \(40, 3, 4, 4\); allowed: uint8"):
+        prepare_dataset("mine", {"source": "images", "path": str(tmp_path / "float.npz")}, tmp_path / "f")
+    np.savez(tmp_path / "labels.npz", x=x, y=y, classes=np.array(["one"]))
+    with pytest.raises(DataError, match=r"labels 0..1 for 1 classes"):
+        prepare_dataset("mine", {"source": "images", "path": str(tmp_path / "labels.npz")}, tmp_path / "l")
+    np.savez(tmp_path / "pickled.npz", x=np.array([{"code": 1}], dtype=object), y=y)
+    with pytest.raises(DataError, match=r"pickled.npz is not an .npz of plain arrays"):
+        prepare_dataset("mine", {"source": "images", "path": str(tmp_path / "pickled.npz")}, tmp_path / "p")
+
+
+def test_token_ids_of_ones_own_are_a_text_stream_with_their_vocabulary(tmp_path):
+    """A .npy of token ids: the last test_fraction of the stream is test, the vocabulary the largest id + 1
+    (or vocab_size); an id past vocab_size is refused."""
+    ids = np.random.default_rng(0).integers(0, 300, 1000)
+    np.save(tmp_path / "ids.npy", ids)
+    given = {"source": "token_ids", "path": str(tmp_path / "ids.npy")}
+    manifest = prepare_dataset("mine", given, tmp_path / "t")
+    data = load_prepared(tmp_path / "t")
+    assert manifest["vocab_size"] == ids.max() + 1 == data.vocab_size and data.kind == "text"
+    np.testing.assert_array_equal(np.concatenate([data.train_x.numpy(), data.test_x.numpy()]), ids)
+    assert len(data.test_x) == 100
+    x, y = text_windows(data.train_x, torch.tensor([3]), 4)
+    assert x.tolist() == [ids[3:7].tolist()] and y.tolist() == [ids[4:8].tolist()]
+    with pytest.raises(DataError, match=r"ids 0..299; allowed: 0..99 \(vocab_size 100\)"):
+        prepare_dataset("m", {**given, "vocab_size": 100}, tmp_path / "u")
 
 
 def test_image_pool_is_seeded_sample_of_the_split(tmp_path):

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
+from families import TRAINED, accepted_depths
 from snakemake.common.configfile import load_configfile
 from snakemake.settings.types import ConfigSettings
 from snakemake_interface_common.exceptions import WorkflowError
@@ -205,10 +206,10 @@ PLANNING = {
         edit("grids.llama_stdlib.recipe.augment", True),
         ["grids.llama_stdlib.recipe.augment: true", "allowed here: auto or false"],
     ),
-    "corpus without path": (on_corpus({}), ["datasets.corpus.path: not set", "allowed: the file's path"]),
+    "corpus without path": (on_corpus({}), ["datasets.corpus.path: not set; source corpus reads it"]),
     "corpus path a directory": (
         on_corpus({"path": A_DIRECTORY}),
-        ["datasets.corpus.path:", "is a directory; allowed: a local text file"],
+        ["datasets.corpus.path:", "is a directory; allowed: a local file"],
     ),
     "tinyshakespeare path a directory": (
         edit("datasets.tinyshakespeare", {"path": A_DIRECTORY}),
@@ -316,20 +317,14 @@ def test_every_integer_and_width_has_an_upper_bound() -> None:
 # -- insertion points from the depth alone ----------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "family, depth, spec",
-    [
-        ("resnet", 8, {"width": 0.25}),
-        ("resnet", 20, {"width": 0.5}),
-        ("tvresnet", 18, {"width": 0.25}),
-        ("tvresnet", 50, {"width": 0.25}),
-        ("llama", 1, {"width": 32, "head_dim": 32}),
-        ("llama", 5, {"width": 32, "head_dim": 32}),
-    ],
-)
-def test_point_names_from_the_depth_are_the_models_own(family, depth, spec) -> None:
-    built = meta_model({"family": family, "depth": depth, **spec}).insertion_points()
-    assert list(insertion_points(family, depth)) == built
+@pytest.mark.parametrize("family", TRAINED)
+def test_point_names_from_the_depth_are_the_models_own(family) -> None:
+    """At the shallowest and deepest depth up to 60 the family accepts, the names the config checks count
+    from the depth alone are those its model, built on the meta device, gives its blocks."""
+    depths = accepted_depths(family)
+    for depth in (depths[0], depths[-1]):
+        built = meta_model({"family": family, "depth": depth}).insertion_points()
+        assert list(insertion_points(family, depth)) == built, (family, depth)
 
 
 def test_the_deepest_allowed_models_plan_at_once() -> None:

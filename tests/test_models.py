@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 import torchvision
@@ -299,3 +300,23 @@ def test_rotary_scores_depend_on_relative_position_only():
     torch.testing.assert_close(scores[1:, 1:], scores[:-1, :-1], atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(torch.diagonal(scores), torch.full((10,), (q @ k).item()), atol=1e-5, rtol=1e-5)
     assert not torch.allclose(scores[0, 1], scores[0, 2])
+
+
+def test_a_model_takes_its_geometry_from_the_data_and_refuses_other_data_in_one_line(tmp_path):
+    """The data's manifest gives the input geometry (``fit_geometry``: the keys the family's config takes);
+    a model built for 3 channels and 7 classes meets 1-channel, 3-class images and names both sizes."""
+    from scalemech.data import load_prepared, prepare_dataset
+    from scalemech.models import fit_geometry
+
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "own.npz", x=rng.integers(0, 256, (30, 6, 6), dtype=np.uint8), y=np.arange(30) % 3)
+    prepare_dataset("own", {"source": "images", "path": str(tmp_path / "own.npz")}, tmp_path / "own")
+    data = load_prepared(tmp_path / "own")
+    geometry = {"in_channels": 1, "image_size": 6, "num_classes": 3}
+    spec = fit_geometry({"family": "resnet", "depth": 8, "width": 0.25}, geometry, "own")
+    assert spec == {"family": "resnet", "depth": 8, "width": 0.25, "in_channels": 1, "num_classes": 3}  # no size
+    assert build_model(spec).task(data).spec_keys() == geometry
+    other = build_model(RESNET_SPECS[0])  # 3 channels, 7 classes
+    with pytest.raises(ValueError, match=r"^resnet model on data 'own': in_channels 3 in the model, 1 in the data; "
+                       r"num_classes 7 in the model, 3 in the data$"):  # fmt: skip
+        other.task(data)

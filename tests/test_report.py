@@ -520,10 +520,13 @@ def test_write_report_lists_all_claims_figures_and_captions(tmp_path):
         if name in tables:
             write_contract_table(tables[name], tables_dir, name)
     tables["benchmarks"].to_csv(tables_dir / "benchmarks.csv", index=False)
+    write_table(report.verdict_rows(tables_dir), tables_dir / "verdicts.csv", "verdicts")  # the verdict_table job's
     make_figure("F3_rebound", tables_dir, figures_dir, dpi=40)
     out = tmp_path / "results" / "report.md"
-    verdicts = write_report(tables_dir, figures_dir, out, captions_dir=CAPTIONS)
+    decided = report.read_verdicts(tables_dir / "verdicts.csv")
+    verdicts = write_report(tables_dir, figures_dir, out, captions_dir=CAPTIONS, verdicts=decided)
     assert verdicts["claim"].tolist() == [claim.id for claim in report.CLAIMS]
+    assert set(verdicts["figure"]) == {*report.CLAIM_FIGURES.values(), ""}  # W5 has no figure
     text = out.read_text()
     assert "| claim | verdict | per seed | models | deciding number | figure |" in text
     for claim in GRID_IDS:  # each claim linked to its section; the CSV round trip changes nothing

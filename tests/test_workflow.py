@@ -6,6 +6,7 @@ one pytest-xdist worker (``make test``: ``--dist loadfile``); the last one edits
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -18,6 +19,7 @@ import pytest
 import torch
 import yaml
 from jobstats import planned
+from layout import assert_laid_out, drawn
 from snakemake_run import ROOT, snakemake
 
 import scalemech.figures
@@ -171,6 +173,23 @@ def test_tiny_run_html_report(tiny_run: TinyRun) -> None:
     assert report.stat().st_size > 0
 
 
+@pytest.mark.timeout(600)
+def test_every_figure_has_data_in_every_panel_legends_off_its_points_and_its_verdicts(
+    tiny_run: TinyRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every figure drawn from the tiny run's tables: no panel (an axes shown, not a colour bar) without
+    data, no legend box over a point its panel plots, and the figure states each of its claims' verdict and
+    deciding number as the run's verdict table gives them (``layout.assert_laid_out``)."""
+    figures = drawn(monkeypatch)
+    tables = tiny_run.folder / "results" / "tiny" / "tables"
+    verdicts = pd.read_csv(tables / "verdicts.csv", dtype=str, keep_default_na=False)
+    for stem in scalemech.figures.FIGURES:
+        scalemech.figures.make_figure(stem, tables, tmp_path)
+    assert set(figures) == set(scalemech.figures.FIGURES)
+    for stem, fig in figures.items():
+        assert_laid_out(stem, fig, verdicts)
+
+
 RERUN_MODELS = ("pystdlib/llama-d1-w64-s0", "mnist5k/resnet-d8-w0.5-s0")  # one of each family: every per-model step
 
 
@@ -259,6 +278,30 @@ def test_an_edit_of_the_plotting_code_reruns_only_plotting(tiny_run: TinyRun) ->
         assert heavy not in counts, counts
 
 
+SKIPPED = shutil.ignore_patterns("__pycache__", "*.egg-info")
+
+
+def repository_copy(tmp_path: Path) -> Path:
+    """What a workflow run reads of the repository (Snakefile, workflow, config, src, ...) copied to
+    ``tmp_path/repo``, for a recipe to be followed there."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for name in ("Snakefile", "pyproject.toml", "environment.yml"):
+        shutil.copy(ROOT / name, repo / name)
+    for name in ("workflow", "config", "src"):
+        shutil.copytree(ROOT / name, repo / name, ignore=SKIPPED)
+    return repo
+
+
+def assert_import_contracts(repo: Path) -> None:
+    """The import contracts of ``pyproject.toml`` hold in ``repo``."""
+    lint = subprocess.run(
+        [str(Path(sys.executable).parent / "lint-imports")], cwd=repo, capture_output=True, text=True,
+        env={**os.environ, "PYTHONPATH": str(repo / "src")}, timeout=120,
+    )  # fmt: skip
+    assert lint.returncode == 0, lint.stdout[-3000:]
+
+
 EXPERIMENT_RECIPE = '''"""E99 (docs/architecture.md's recipe): the norm of each model's weights."""
 
 from __future__ import annotations
@@ -286,7 +329,7 @@ EXPERIMENT_STEP = """        Step(
             help="the norm of one model's weights",
         ),
 """
-FIGURE_RECIPE = '''"""F11 (docs/architecture.md's recipe): the weights' norm of each model."""
+FIGURE_RECIPE = '''"""F12 (docs/architecture.md's recipe): the weights' norm of each model."""
 
 from __future__ import annotations
 
@@ -297,15 +340,15 @@ import pandas as pd
 from . import common
 from .common import DPI, _figure, _required
 
-STEM = "F11_norms"
-TABLES = ["weightnorm"]
+STEM = "F12_norms"
+TABLES = ["weightnorm", "verdicts"]
 
 
-def fig_norms(weightnorm: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -> None:
+def fig_norms(weightnorm: pd.DataFrame, verdicts: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -> None:
     _required(weightnorm, "weightnorm", ["weight_norm"])
     fig, axes = _figure(1, 1)
     axes[0, 0].bar(weightnorm["model"], weightnorm["weight_norm"])
-    common._save(fig, out, "Norm of each model's weights", [], dpi)
+    common._save(fig, out, "Norm of each model's weights", [], dpi, verdicts)
 
 
 draw = fig_norms
@@ -325,7 +368,7 @@ def rule_x1(tables: Tables) -> Result:
 
 
 X1 = Claim("X1", "Every weight norm is positive.", "confirmed if the smallest is above 0", rule_x1, READS, figure=STEM)
-'''.replace("figure=STEM", 'figure="F11_norms"')
+'''.replace("figure=STEM", 'figure="F12_norms"')
 
 
 @pytest.mark.timeout(600)
@@ -334,13 +377,7 @@ def test_the_architecture_recipes_add_an_experiment_a_figure_and_a_claim(tiny_ru
     a figure of its table and a claim on it, followed in a copy of the repository: the import contracts
     hold, the dry run plans the new rule for every model and nothing else that computes, and the tiny
     run's report shows the new claim beside the new figure."""
-    repo = tmp_path / "repo"
-    skip = shutil.ignore_patterns("__pycache__", "*.egg-info")
-    repo.mkdir()
-    for name in ("Snakefile", "pyproject.toml", "environment.yml"):
-        shutil.copy(ROOT / name, repo / name)
-    for name in ("workflow", "config", "src"):
-        shutil.copytree(ROOT / name, repo / name, ignore=skip)
+    repo = repository_copy(tmp_path)
     package = repo / "src" / "scalemech"
     (package / "experiments" / "weightnorm.py").write_text(EXPERIMENT_RECIPE)
     steps_py = package / "core" / "steps.py"
@@ -350,16 +387,12 @@ def test_the_architecture_recipes_add_an_experiment_a_figure_and_a_claim(tiny_ru
     schema = package / "schemas" / "tables.schema.yaml"
     entry = "\ntables:\n  weightnorm:\n    columns: [weight_norm]\n"
     schema.write_text(schema.read_text().replace("\ntables:\n", entry, 1))
-    (package / "figures" / "f11_norms.py").write_text(FIGURE_RECIPE)
-    (repo / "workflow" / "report" / "F11_norms.rst").write_text("The norm of each model's weights.\n")
+    (package / "figures" / "f12_norms.py").write_text(FIGURE_RECIPE)
+    (repo / "workflow" / "report" / "F12_norms.rst").write_text("The norm of each model's weights.\n")
     (package / "report" / "rules" / "x1.py").write_text(CLAIM_RECIPE)
     env = {"PYTHONPATH": str(repo / "src")}
 
-    lint = subprocess.run(
-        [str(Path(sys.executable).parent / "lint-imports")], cwd=repo, capture_output=True, text=True,
-        env={**os.environ, **env}, timeout=120,
-    )  # fmt: skip
-    assert lint.returncode == 0, lint.stdout[-3000:]
+    assert_import_contracts(repo)
     where = ("--configfile", str(tiny_run.config), "--directory", str(tiny_run.folder))
     dry = snakemake("-n", "--cores", "2", *where, env=env, snakefile=repo / "Snakefile")
     assert dry.returncode == 0, dry.stderr[-3000:]
@@ -371,10 +404,10 @@ def test_the_architecture_recipes_add_an_experiment_a_figure_and_a_claim(tiny_ru
     assert done.returncode == 0, done.stderr[-3000:]
     norms = pd.read_csv(tiny_run.folder / "results" / "tiny" / "tables" / "weightnorm.csv")
     assert len(norms) == models and (norms["weight_norm"] > 0).all()
-    assert (tiny_run.folder / "figures" / "tiny" / "F11_norms.png").stat().st_size > 0
+    assert (tiny_run.folder / "figures" / "tiny" / "F12_norms.png").stat().st_size > 0
     report = (tiny_run.folder / "results" / "tiny" / "report.md").read_text()
     row = next(line for line in report.splitlines() if line.startswith("| [X1](#x1) |"))
-    assert "(#f11_norms)" in row and "### F11_norms" in report  # the tiny models meet no training criterion
+    assert "(#f12_norms)" in row and "### F12_norms" in report  # the tiny models meet no training criterion
     judged = subprocess.run(
         [sys.executable, "-c", "import sys, pandas; from scalemech.report.rules.x1 import X1; "
          "print(X1.evaluate({'weightnorm': pandas.read_csv(sys.argv[1])}).verdict)", str(tiny_run.folder / "results" /
@@ -382,3 +415,175 @@ def test_the_architecture_recipes_add_an_experiment_a_figure_and_a_claim(tiny_ru
         capture_output=True, text=True, env={**os.environ, **env}, timeout=120,
     )  # fmt: skip
     assert judged.stdout.strip() == "confirmed", judged.stderr[-3000:]
+
+
+DATASET_RECIPE = '''"""stripes (docs/architecture.md's recipe): synthetic 8 x 8 images of a horizontal or a vertical bar
+(two classes) on dark noise, drawn from ``split_seed``. Config keys: ``split_seed`` (default 0)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .images import array_source, write_image_dataset
+
+KIND = "image"
+CONFIG_KEYS = ("split_seed",)
+
+
+def prepare(source: str, cfg: dict, directory: Path, offline: bool) -> dict:
+    seed = int(cfg.get("split_seed", 0))
+    rng = np.random.default_rng(seed)
+    x, y = {}, {}
+    for split, n in (("train", 256), ("test", 128)):
+        y[split], at = rng.integers(0, 2, n), rng.integers(0, 8, n)
+        x[split] = rng.integers(0, 64, (n, 8, 8), dtype=np.uint8)
+        rows, columns = np.flatnonzero(y[split] == 0), np.flatnonzero(y[split] == 1)
+        x[split][rows, at[rows], :] = 255
+        x[split][columns, :, at[columns]] = 255
+        x[split] = x[split][:, None]  # (N, 1, 8, 8)
+    images = array_source(x, y, ["horizontal", "vertical"], {"type": source})
+    return write_image_dataset(directory, images, None, seed)
+'''
+FAMILY_CONFIG_RECIPE = '''"""The residual MLP's config (docs/architecture.md's recipe): depth blocks, width features."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class MLPConfig:
+    depth: int = 2
+    width: int = 32
+    in_channels: int = 1  # the input geometry: from the data's manifest (models.fit_geometry)
+    image_size: int = 28
+    num_classes: int = 10
+
+    def __post_init__(self) -> None:
+        for key in ("depth", "width", "in_channels", "image_size", "num_classes"):
+            if not isinstance(getattr(self, key), int) or getattr(self, key) < 1:
+                raise ValueError(f"mlp {key} must be an integer >= 1, got {getattr(self, key)!r}")
+
+
+def point_names(depth: int) -> tuple[str, ...]:
+    MLPConfig(depth=depth)
+    return tuple(f"block{i}" for i in range(depth))
+'''
+FAMILY_RECIPE = '''"""A residual MLP on flattened images (docs/architecture.md's recipe): ``z + W₂ relu(W₁ LN(z))``."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .base import ResidualModel
+from .configs.mlp import MLPConfig
+
+
+class Block(nn.Module):
+    def __init__(self, width: int):
+        super().__init__()
+        self.norm, self.up, self.down = nn.LayerNorm(width), nn.Linear(width, 2 * width), nn.Linear(2 * width, width)
+
+    def forward(self, z: Tensor) -> Tensor:
+        return z + self.down(F.relu(self.up(self.norm(z))))
+
+
+class MLP(ResidualModel):
+    family = "mlp"
+    last_point_low_rank = True  # the head is a linear classifier on the stream
+
+    def __init__(self, config: MLPConfig):
+        stem = nn.Sequential(nn.Flatten(), nn.Linear(config.in_channels * config.image_size**2, config.width))
+        names = [f"block{i}" for i in range(config.depth)]
+        super().__init__(stem, [Block(config.width) for _ in names], names, nn.Linear(config.width, config.num_classes))
+        self.spec = {"family": self.family, **asdict(config)}
+
+    def new_block(self, point: str) -> nn.Module:
+        block = Block(self.spec["width"])
+        nn.init.zeros_(block.down.weight)
+        nn.init.zeros_(block.down.bias)
+        return block.to(next(self.parameters()))
+
+    def first_order_parameters(self, block: nn.Module) -> list[nn.Parameter]:
+        return [block.down.weight, block.down.bias]  # while W₂ = 0 no other weight moves the stream
+
+
+def build(spec: dict[str, Any]) -> MLP:
+    return MLP(MLPConfig(**{k: v for k, v in spec.items() if k != "family"}))
+'''
+RECIPE_NAMES = {"<source>": "stripes", "<family>": "mlp"}
+
+
+def recipe_files(recipe: str) -> set[str]:
+    """The files docs/architecture.md says ``recipe`` (``A data set``, ``A model family``) touches: the paths
+    of the ``Files:`` line of its entry under "Where new pieces plug in", with this test's names."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    entry = text[text.index(f"- **{recipe}**") :]
+    line = entry[entry.index("Files: ") : entry.index(".\n", entry.index("Files: "))]
+    paths = {part.strip(" `") for part in line.removeprefix("Files: ").split(",")}
+    for placeholder, name in RECIPE_NAMES.items():
+        paths = {path.replace(placeholder, name) for path in paths}
+    return paths
+
+
+def changed_files(repo: Path) -> set[str]:
+    """The files of ``repo``'s ``src`` that differ from, or are not in, the repository's."""
+    changed = set()
+    for path in (repo / "src").rglob("*.py"):
+        original = ROOT / path.relative_to(repo)
+        if not original.is_file() or original.read_bytes() != path.read_bytes():
+            changed.add(path.relative_to(repo).as_posix())
+    return changed
+
+
+def registered(path: Path, anchor: str, line: str) -> None:
+    """Add ``line`` to the file at ``path`` right after the one ``anchor`` line (a registry's entry)."""
+    text = path.read_text()
+    assert text.count(anchor) == 1, anchor
+    path.write_text(text.replace(anchor, anchor + line))
+
+
+@pytest.mark.timeout(600)
+def test_the_architecture_recipes_add_a_data_set_and_a_family(tiny_run: TinyRun, tmp_path: Path) -> None:
+    """docs/architecture.md's recipes for a data set (its module and its line in ``SOURCES``) and a model
+    family (its config module, its model module and its ``Family``), followed in a copy of the repository:
+    they touch exactly the files the document names, the import contracts hold, the dry run trains the new
+    model only, and the tiny run, with a grid of the new family on the new data set under a name of its own,
+    reaches a report that names both."""
+    repo = repository_copy(tmp_path)
+    package = repo / "src" / "scalemech"
+    (package / "data" / "stripes.py").write_text(DATASET_RECIPE)
+    registered(package / "data" / "__init__.py", "from . import ", "stripes, ")
+    registered(package / "data" / "__init__.py", "SOURCES: dict[str, ModuleType] = {\n", '    "stripes": stripes,\n')
+    (package / "models" / "configs" / "mlp.py").write_text(FAMILY_CONFIG_RECIPE)
+    (package / "models" / "mlp.py").write_text(FAMILY_RECIPE)
+    family = '        Family("mlp", "image", "MLPConfig"),\n'
+    registered(package / "models" / "__init__.py", "    for family in (\n", family)
+    assert changed_files(repo) == recipe_files("A data set") | recipe_files("A model family")
+    assert_import_contracts(repo)
+
+    config = {**TINY, "datasets": {**TINY["datasets"], "bars": {"source": "stripes"}}}
+    recipe = {"optimizer": "sgd", "lr": 0.1, "batch_size": 32, "steps": 6, "eval_examples": 64}
+    grid = {"dataset": "bars", "family": "mlp", "depths": [2, 3], "widths": [16], "recipe": recipe}
+    config["grids"] = {**TINY["grids"], "mlp": grid}
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(config))
+    env, where = {"PYTHONPATH": str(repo / "src")}, ("--configfile", str(path), "--directory", str(tiny_run.folder))
+    dry = snakemake("-n", "--cores", "2", *where, env=env, snakefile=repo / "Snakefile")
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    counts = planned(dry.stdout)
+    assert counts.get("prepare_data") == 1 and counts.get("train_model") == 2, counts  # the new models only
+    done = snakemake("--cores", "2", *where, env=env, snakefile=repo / "Snakefile", timeout=500)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = (tiny_run.folder / "results" / "tiny" / "report.md").read_text()
+    assert "| bars/mlp-d2-w16-s0 |" in report  # the trained models' table: the new data set and family
+    manifest = json.loads((tiny_run.folder / "results" / "tiny" / "data" / "bars" / "manifest.json").read_text())
+    model = tiny_run.folder / "results" / "tiny" / "models" / "bars" / "mlp-d2-w16-s0" / "model.pt"
+    spec = torch.load(model, weights_only=True)["spec"]
+    assert spec["image_size"] == manifest["image_size"] == 8 and spec["in_channels"] == 1  # from the data

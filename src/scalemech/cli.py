@@ -200,16 +200,19 @@ def _figure(args: argparse.Namespace) -> None:
 
 def _report(args: argparse.Namespace) -> None:
     from .config import load_config
-    from .core.layout import Layout
+    from .core.layout import Layout, table_path
 
     layout = Layout(load_config(args.config)["run"])  # a bad config fails before the report's imports
     if not any(Path(layout.tables_dir).glob("*.csv")):
         raise FileNotFoundError(
             f"{layout.tables_dir}: no tables to report on; run the workflow first (snakemake tables)"
         )
-    from .report import write_report
+    from .core.tables import write_table
+    from .report import verdict_rows, write_report
 
-    write_report(layout.tables_dir, layout.figures, layout.report)
+    verdicts = verdict_rows(layout.tables_dir)  # the verdict table the figures read, as the workflow writes it
+    write_table(verdicts, table_path(layout.tables_dir, "verdicts"), "verdicts")
+    write_report(layout.tables_dir, layout.figures, layout.report, verdicts=verdicts)
     print(layout.report)
 
 
@@ -368,7 +371,7 @@ def parser() -> argparse.ArgumentParser:
     figure.add_argument("--figure", required=True, help="a figure name, e.g. F4_dalign_vs_width")
     figure.set_defaults(func=_figure)
 
-    report = command("report", "write results/<run>/report.md")
+    report = command("report", "write results/<run>/report.md and the verdict table the figures read")
     config_option(report)
     report.set_defaults(func=_report)
 

@@ -1,4 +1,5 @@
-# F1-F10 from the tidy tables alone, and the claims report. Figure rules list the modules of the
+# The claims' verdicts (one table), F1-F11 from the tidy tables alone (each with its claims' verdicts), and
+# the claims report. Figure rules list the modules of the
 # figures and report packages as inputs: editing them reruns figures and the report, never training or
 # measurement (whose rules do not depend on these files). Those inputs are paths relative to
 # the working directory, as Snakemake records them: results/ and figures/ copied (with
@@ -10,8 +11,9 @@ from pathlib import Path
 import scalemech.figures
 import scalemech.report.rules
 
-# The figures whose tables this run writes (config experiments), and the tables they read.
-FIGURE_TABLES = {stem: names for stem, names in scalemech.figures.FIGURE_TABLES.items() if set(names) <= RUN_TABLES}
+# The figures whose tables this run writes (config experiments, and the verdict table), and the tables they read.
+WRITTEN = RUN_TABLES | {"verdicts"}
+FIGURE_TABLES = {stem: names for stem, names in scalemech.figures.FIGURE_TABLES.items() if set(names) <= WRITTEN}
 PLOTTING_CODE = [
     os.path.relpath(path)
     for path in [
@@ -22,6 +24,24 @@ PLOTTING_CODE = [
 CAPTIONS = os.path.relpath(f"{workflow.basedir}/workflow/report")  # each figure's caption, <stem>.rst
 # The tables the claims read (their modules' READS, and training) that this run writes.
 CLAIM_TABLES = [name for name in scalemech.report.rules.CLAIM_TABLES if name in RUN_TABLES]
+
+
+rule verdict_table:
+    input:
+        tables=[LAYOUT.table(name) for name in CLAIM_TABLES],
+        code=PLOTTING_CODE,
+    output:
+        table=LAYOUT.table("verdicts"),
+    log:
+        LAYOUT.log("tables", "verdicts"),
+    benchmark:
+        LAYOUT.benchmark("tables", "verdicts")
+    conda:
+        "../../environment.yml"
+    params:
+        criterion=config["train"]["criterion"],
+    script:
+        JOB_SCRIPT
 
 
 rule figure:
@@ -62,6 +82,7 @@ rule runtime_table:
 rule claims_report:
     input:
         tables=[LAYOUT.table(name) for name in CLAIM_TABLES],
+        verdicts=LAYOUT.table("verdicts"),
         figures=[LAYOUT.figure(stem, "png") for stem in FIGURE_TABLES],
         runtime=LAYOUT.table("runtime"),
         code=PLOTTING_CODE,

@@ -16,16 +16,14 @@ from typing import Any
 from urllib.parse import urlparse
 
 from ..core.steps import STEPS
-from ..data import DATASETS, DataError, mnist
+from ..data import SOURCES, DataError, config_keys, holds_bytes, kind_of, mnist, required_keys, source_of
 from ..data import text as text_data
-from ..models import FAMILIES, family_config, insertion_points
-from ..models.configs import resnet, tvresnet
+from ..models import FAMILIES, family_config, family_rules, insertion_points
 from ..stats.sizes import certificate_size_problems
 from .schema import schema
 
-# Family a grid trains -> the kind of data it trains on, and data set -> the kind it holds.
+# Family a grid trains -> the kind of data it trains on.
 FAMILY_DATA = {name: family.data for name, family in FAMILIES.items() if family.trained}
-DATASET_KIND = {name: "text" if name in text_data.CONFIG_KEYS else "image" for name in DATASETS}
 # Fewest channels allowed in the narrowest stage of a convolutional family: with one channel
 # the pooled view's covariance is 1 x 1 and has no off-diagonal to measure (D1). Width 0.25
 # gives a CIFAR ResNet 4 channels, width 0.125 gives it 2; 0.05 (1 channel) is refused.
@@ -85,17 +83,52 @@ def check_budget(name: str, grid: dict[str, Any]) -> Iterator[str]:
             )
 
 
-def check_family_data(name: str, grid: dict[str, Any]) -> Iterator[str]:
+def dataset_kinds(config: dict[str, Any]) -> dict[str, str]:
+    """Each data set of ``config`` -> the kind its source holds (``image`` or ``text``)."""
+    return {name: kind_of(source_of(name, settings)) for name, settings in config["datasets"].items()}
+
+
+def check_family_data(config: dict[str, Any], name: str, grid: dict[str, Any]) -> Iterator[str]:
     """A family trains on its kind of data (a llama on images has no ``vocab_size``, a ResNet
     on text no ``in_channels``)."""
-    family, dataset = grid["family"], grid["dataset"]
+    family, dataset, kinds = grid["family"], grid["dataset"], dataset_kinds(config)
     need = FAMILY_DATA[family]
-    if DATASET_KIND[dataset] != need:
-        allowed = sorted(d for d, kind in DATASET_KIND.items() if kind == need)
+    if kinds[dataset] != need:
+        allowed = sorted(d for d, kind in kinds.items() if kind == need)
         yield (
-            f"grids.{name}.dataset: {dataset!r} holds {_plural(DATASET_KIND[dataset])}; family {family!r} "
+            f"grids.{name}.dataset: {dataset!r} holds {_plural(kinds[dataset])}; family {family!r} "
             f"needs {_plural(need)}: allowed datasets {allowed}"
         )
+
+
+def check_sources(config: dict[str, Any]) -> Iterator[str]:
+    """Each data set names a source (its own name, or ``source``), takes that source's keys only and
+    sets the ones it cannot do without (a local file's ``path``)."""
+    for name, settings in config["datasets"].items():
+        source = source_of(name, settings)
+        if source not in SOURCES:
+            yield f"datasets.{name}: {name!r} is not a source; name its source with source: (allowed: {list(SOURCES)})"
+            continue
+        allowed = config_keys(source)
+        unknown = sorted(set(settings) - {"source", *allowed})
+        if unknown:
+            yield f"datasets.{name}: unknown key(s) {unknown} for source {source}; allowed keys: {['source', *allowed]}"
+        for key in required_keys(source):
+            if key not in settings:
+                yield f"datasets.{name}.{key}: not set; source {source} reads it: allowed: see dataset.{key}"
+
+
+def check_pretrained_data(config: dict[str, Any]) -> Iterator[str]:
+    """A pretrained group measures text as bytes, which each checkpoint tokenizes: not images, not token ids."""
+    for name, group in config["pretrained"].items():
+        dataset = group["dataset"]
+        source = source_of(dataset, config["datasets"].get(dataset, {}))
+        if not holds_bytes(source):
+            texts = sorted(d for d, s in config["datasets"].items() if holds_bytes(source_of(d, s)))
+            yield (
+                f"pretrained.{name}.dataset: {dataset!r} ({source}) is not text a checkpoint can tokenize; "
+                f"allowed: a data set of text as bytes ({texts or 'none listed'})"
+            )
 
 
 def _plural(kind: str) -> str:
@@ -137,22 +170,18 @@ def _refusal(family: str, **fields: Any) -> str | None:
 
 
 def _agreeing(family: str, model: dict[str, Any]) -> dict[str, Any]:
-    """Fields under which ``model`` alone is judged: a llama's width must be a multiple of its
-    head_dim, so its model keys are checked at ``width = head_dim``."""
-    if family == "llama":
-        defaults = {f.name: f.default for f in dataclasses.fields(family_config(family))}
-        return {"width": model.get("head_dim", defaults["head_dim"])}
-    return {}
+    """Fields under which ``model`` alone is judged: the family's ``agreeing(model)`` where it has one
+    (a llama's width must be a multiple of its head_dim, so its model keys are checked at
+    ``width = head_dim``), else none."""
+    agreeing = getattr(family_rules(family), "agreeing", None)
+    return agreeing(model) if agreeing else {}
 
 
 def _first_stage(family: str, width: float) -> tuple[int, int] | None:
-    """``(base, channels)`` of the narrowest stage of a convolutional family at ``width``
-    (None for llama, whose width is d_model and checked by its own rules)."""
-    if family == "resnet":
-        return resnet.STAGE_CHANNELS[0], min(resnet.ResNetConfig(width=width).channels)
-    if family == "tvresnet":
-        return tvresnet.STAGE_PLANES[0], tvresnet.TVResNetConfig(width=width).scaled(tvresnet.STAGE_PLANES[0])
-    return None
+    """``(base, channels)`` of the narrowest stage of a convolutional family at ``width``: its
+    ``narrowest_stage(width)`` (None for a family without stages, whose width its own rules check)."""
+    narrowest = getattr(family_rules(family), "narrowest_stage", None)
+    return narrowest(width) if narrowest else None
 
 
 def check_architecture(name: str, grid: dict[str, Any]) -> Iterator[str]:
@@ -252,9 +281,10 @@ def check_adapt(config: dict[str, Any]) -> Iterator[str]:
 def _windows(config: dict[str, Any], dataset: str, block_size: int) -> dict[str, int] | None:
     """Windows of ``block_size + 1`` tokens in each split of the text data set ``dataset``, from its bytes
     (``data.text.split_bytes``; E12's bases read bytes, one token each); None when unknown before preparing
-    (a download, or a path ``check_text_paths`` refuses)."""
+    (a download, or a path ``check_paths`` refuses)."""
     try:
-        sizes = text_data.split_bytes(dataset, config["datasets"].get(dataset, {}))
+        settings = config["datasets"].get(dataset, {})
+        sizes = text_data.split_bytes(source_of(dataset, settings), settings)
     except DataError:
         return None
     return None if sizes is None else {split: size // (block_size + 1) for split, size in sizes.items()}
@@ -370,7 +400,8 @@ def _check_point_count(key: str, count: int, grids: list[str], config: dict[str,
 
 
 def split_sizes(name: str, settings: dict[str, Any]) -> dict[str, int]:
-    """``{split: examples}`` for the splits of dataset ``name`` whose size its config alone decides.
+    """``{split: examples}`` for the splits of dataset ``name`` whose size its config alone decides, by its
+    source:
 
     mnist5k: 5000 digits, ``round(test_fraction * 5000)`` of them in test (data/mnist.py);
     cifar10/cifar100 read from ``root`` (no ``archive``): the official 50000/10000;
@@ -379,10 +410,12 @@ def split_sizes(name: str, settings: dict[str, Any]) -> dict[str, int]:
     ``block_size + 1`` bytes, known once the text is read), ImageNet folders and image-folder
     archives without a subset (as many images as they hold).
     """
-    if name == "mnist5k":
+    source = source_of(name, settings)
+    if source == "mnist5k":
         test = round(float(settings.get("test_fraction", MNIST5K_TEST_FRACTION)) * MNIST5K_EXAMPLES)
         return {"train": MNIST5K_EXAMPLES - test, "test": test}
-    sizes = dict(CIFAR_OFFICIAL_SPLITS) if name in ("cifar10", "cifar100") and settings.get("archive") is None else {}
+    official = source in ("cifar10", "cifar100") and settings.get("archive") is None
+    sizes = dict(CIFAR_OFFICIAL_SPLITS) if official else {}
     sizes.update(settings.get("subset", {}))
     return sizes
 
@@ -391,7 +424,7 @@ def check_split_fractions(config: dict[str, Any]) -> Iterator[str]:
     """A ``test_fraction`` leaves both splits at least one example where the size is known (mnist5k), and
     mnist5k's ``resolution`` divides its 28 pixels into whole blocks."""
     for name, settings in config["datasets"].items():
-        if name != "mnist5k":  # text corpora: data/text.py checks once the byte count is known
+        if source_of(name, settings) != "mnist5k":  # text corpora: data/text.py checks once the byte count is known
             continue
         if settings.get("resolution", mnist.SIDE) not in mnist.RESOLUTIONS:
             yield (
@@ -477,12 +510,13 @@ def check_batch_sizes(config: dict[str, Any]) -> Iterator[str]:
 
 
 def check_block_size(name: str, grid: dict[str, Any]) -> Iterator[str]:
-    """A llama grid sets ``model.block_size``: training reads its windows' length from there."""
-    if grid["family"] == "llama" and "block_size" not in grid["model"]:
+    """A grid of a language model (a llama) sets ``model.block_size``: training reads its windows' length
+    from there."""
+    if FAMILY_DATA[grid["family"]] == "text" and "block_size" not in grid["model"]:
         bounds = schema()["$defs"]["model"]["properties"]["block_size"]
         yield (
-            f"grids.{name}.model.block_size: not set; a llama grid trains on windows of block_size tokens and "
-            f"takes it from here: allowed: an integer from {bounds['minimum']} to {bounds['maximum']} (e.g. 256)"
+            f"grids.{name}.model.block_size: not set; a {grid['family']} grid trains on windows of block_size tokens "
+            f"and takes it from here: allowed: an integer from {bounds['minimum']} to {bounds['maximum']} (e.g. 256)"
         )
 
 
@@ -496,22 +530,18 @@ def check_augment(name: str, grid: dict[str, Any]) -> Iterator[str]:
         )
 
 
-def check_text_paths(config: dict[str, Any]) -> Iterator[str]:
-    """A corpus names its text file (``path``), and a ``path`` of a text data set is not a directory
-    (relative paths from the working directory, as the prepare job reads them). A missing file is left
-    to the prepare job, which names it (it may be put there after planning), unless E12 reads the data set
-    (``adapt``), whose sizes are checked against it before any job (``check_adapt_sizes``)."""
+def check_paths(config: dict[str, Any]) -> Iterator[str]:
+    """A data set's ``path`` is not a directory (relative paths from the working directory, as the prepare job
+    reads them). A missing file is left to the prepare job, which names it (it may be put there after
+    planning), unless E12 reads the data set (``adapt``), whose sizes are checked against it before any job
+    (``check_adapt_sizes``)."""
     grids = [config["grids"][name] for name in config["adapt"]["grids"] if name in config["grids"]]
     adapted = {config["adapt"]["domain"], *(grid["dataset"] for grid in grids)} if grids else set()
     for name, settings in config["datasets"].items():
-        if "path" not in text_data.CONFIG_KEYS.get(name, ()):
-            continue
         path = settings.get("path")
-        if path is None and name == "corpus":
-            yield "datasets.corpus.path: not set; a corpus is read from a local text file: allowed: the file's path"
-        elif path is not None and os.path.isdir(path):
-            yield f"datasets.{name}.path: {path!r} is a directory; allowed: a local text file"
-        elif path is not None and not os.path.exists(path) and name in adapted:
+        if isinstance(path, str) and os.path.isdir(path):
+            yield f"datasets.{name}.path: {path!r} is a directory; allowed: a local file"
+        elif isinstance(path, str) and not os.path.exists(path) and name in adapted:
             yield (
                 f"datasets.{name}.path: {path!r} does not exist, and E12 (adapt) sizes its pools, batches and steps "
                 "from it before any job; allowed: an existing text file"

@@ -14,17 +14,36 @@ import jsonschema
 import yaml
 
 from ..core.steps import EXPERIMENTS
+from ..data import SOURCES, config_keys
+from ..models import FAMILIES
+
+
+def _grouped(named: dict[str, str]) -> str:
+    """``a, b: x; c: y`` for ``{a: x, b: x, c: y}``: names that share a value listed together."""
+    groups: dict[str, list[str]] = {}
+    for name, value in named.items():
+        groups.setdefault(value, []).append(name)
+    return "; ".join(f"{', '.join(names)}: {value}" for value, names in groups.items())
 
 
 @cache
 def schema() -> dict[str, Any]:
-    """The config schema shipped with the package (``workflow/schemas/`` links to it), with the
-    ``experiments`` the pipeline's steps declare (``core.steps.EXPERIMENTS``) as its allowed values
-    and its default."""
+    """The config schema shipped with the package (``workflow/schemas/`` links to it), with what the
+    registries hold filled in: the ``experiments`` the pipeline's steps declare (``core.steps.EXPERIMENTS``)
+    as its allowed values and its default, the data sets' sources (``data.SOURCES``) and each one's keys,
+    and the trained families (``models.FAMILIES``) with the kind of data each trains on."""
     loaded = yaml.safe_load(resources.files("scalemech").joinpath("schemas", "config.schema.yaml").read_text())
     experiments = loaded["properties"]["experiments"]
     experiments["items"] = {"enum": list(EXPERIMENTS)}
     experiments["default"] = list(EXPERIMENTS)
+    dataset = loaded["$defs"]["dataset"]
+    dataset["properties"]["source"]["enum"] = list(SOURCES)
+    keys = {source: ", ".join(config_keys(source)) or "no keys" for source in SOURCES}
+    dataset["description"] = f"{dataset['description'].strip()}: {_grouped(keys)}"
+    trained = {name: family.data for name, family in FAMILIES.items() if family.trained}
+    family = loaded["$defs"]["grid"]["properties"]["family"]
+    family["enum"] = list(trained)
+    family["description"] = f"{family['description']} and the data it trains on: {_grouped(trained)}"
     return loaded
 
 
@@ -65,7 +84,9 @@ PATTERNS = {
     r"^[A-Za-z0-9_]+\Z": "letters, digits and _",
     r"^[A-Za-z0-9_.-]+\Z": "letters, digits, _ . -",
     r"^[^\s,\x00-\x1f\x7f]+\Z": "a name without whitespace, commas or control characters",
-    r"^(best|top|adept|bi|every:[1-9][0-9]*)\Z": "best, top, adept, bi or every:K (grow's --at rules)",
+    r"^(best|pareto|top|adept|bi|(best|pareto|every):[1-9][0-9]*|layer\.(0|[1-9][0-9]*))\Z": (
+        "best, pareto, top, adept, bi, best:K, pareto:K, every:K or layer.i (grow's --at rules)"
+    ),
 }
 TYPES = {
     "integer": "an integer",

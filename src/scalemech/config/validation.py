@@ -9,7 +9,6 @@ from typing import Any
 
 import jsonschema
 
-from ..data import config_keys
 from .checks import (
     check_adapt,
     check_architecture,
@@ -24,11 +23,13 @@ from .checks import (
     check_grow_grids,
     check_misalign_sizes,
     check_model_keys,
+    check_paths,
     check_point_names,
     check_pools,
+    check_pretrained_data,
     check_some_model,
+    check_sources,
     check_split_fractions,
-    check_text_paths,
     check_urls,
     non_finite,
 )
@@ -56,11 +57,7 @@ def validate_config(config: dict[str, Any]) -> dict[str, Any]:
     validator = _with_defaults(jsonschema.Draft202012Validator)(schema())
     errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
     _raise([_explain(e) for e in errors])
-    problems = []
-    for name, settings in config["datasets"].items():
-        unknown = sorted(set(settings) - set(config_keys(name)))
-        if unknown:
-            problems.append(f"datasets.{name}: unknown key(s) {unknown}; allowed keys: {list(config_keys(name))}")
+    problems = list(check_sources(config))
     for section in ("grids", "pretrained"):
         for name, group in config.get(section, {}).items():
             if group["dataset"] not in config["datasets"]:
@@ -99,7 +96,7 @@ def cross_checks(config: dict[str, Any]) -> Iterator[str]:
     yield from check_some_model(config)
     yield from check_gpu_device(config)
     for name, grid in config["grids"].items():
-        yield from check_family_data(name, grid)
+        yield from check_family_data(config, name, grid)
         yield from check_budget(name, grid)
         yield from check_model_keys(name, grid)
         yield from check_architecture(name, grid)
@@ -111,7 +108,8 @@ def cross_checks(config: dict[str, Any]) -> Iterator[str]:
     yield from check_adapt(config)
     yield from check_point_names(config)
     yield from check_split_fractions(config)
-    yield from check_text_paths(config)
+    yield from check_paths(config)
+    yield from check_pretrained_data(config)
     yield from check_urls(config)
     yield from check_pools(config)
     yield from check_misalign_sizes(config)

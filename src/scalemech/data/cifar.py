@@ -27,6 +27,7 @@ import numpy as np
 from .images import ImageSource, array_source, decode_image, folder_layout, write_image_dataset
 from .store import DataError, file_digest
 
+KIND = "image"
 CONFIG_KEYS = ("archive", "root", "download", "subset", "split_seed")
 OFFICIAL_URL = {
     "cifar10": "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz",

@@ -29,6 +29,7 @@ from tqdm import tqdm
 from .images import IMAGE_SUFFIXES, ImageSource, decode_image, folder_layout, write_image_dataset
 from .store import DataError
 
+KIND = "image"
 CONFIG_KEYS = ("root", "resolution", "max_per_class", "subset", "split_seed", "workers")
 SPLIT_DIRS = {"train": "train", "test": "val"}  # our split -> folder under root
 

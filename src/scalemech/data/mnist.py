@@ -19,6 +19,7 @@ import numpy as np
 from .images import array_source, stratified_indices, write_image_dataset
 from .store import DataError, file_digest
 
+KIND = "image"
 CONFIG_KEYS = ("test_fraction", "split_seed", "resolution")
 SIDE = 28  # MNIST's pixels per side
 RESOLUTIONS = (28, 14)  # sides that divide 28 into whole pixel blocks, 3 stages deep

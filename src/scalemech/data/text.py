@@ -34,12 +34,15 @@ import numpy as np
 
 from .store import DataError, open_array
 
+KIND = "text"
+BYTES = True  # text as bytes: a pretrained checkpoint may tokenize it
 CONFIG_KEYS = {
     "tinyshakespeare": ("path", "url", "download", "test_fraction", "split", "split_seed", "chunk_bytes"),
     "corpus": ("path", "test_fraction", "split", "split_seed", "chunk_bytes"),
     "pystdlib": ("include_tests", "max_files", "test_fraction", "split_seed"),
     "pydoc": ("test_fraction", "split_seed"),
 }
+REQUIRED = {"corpus": ("path",)}
 CHUNK_BYTES = 65536
 SHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 EXCLUDED_DIRS = {"site-packages", "dist-packages", "__pycache__"}
@@ -193,7 +196,8 @@ def _text_file(name: str, cfg: dict, directory: Path, offline: bool) -> tuple[Pa
 
 
 def prepare(name: str, cfg: dict, directory: Path, offline: bool) -> dict:
-    """Write text dataset ``name`` into ``directory``; return the manifest fields."""
+    """Write text source ``name`` (tinyshakespeare, corpus, pystdlib, pydoc) into ``directory``; return the
+    manifest fields."""
     test_fraction = float(cfg.get("test_fraction", 0.1))
     if not 0.0 < test_fraction < 1.0:
         raise DataError(f"{name}: test_fraction {test_fraction} must lie strictly between 0 and 1")

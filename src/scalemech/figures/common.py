@@ -1,19 +1,26 @@
 """What the figures share: styles, the estimate markers with their intervals (``_estimates``), symlog
-axes, panels per dataset/family, relative depth, and saving with notes (``_save``, which every figure
-module calls as ``common._save``: one place to intercept a figure before it is written)."""
+axes, one number format per axis (``OneFormat``), panels per dataset/family (one colour scale and legend
+each), relative depth, and saving (``_save``, which every figure module calls as ``common._save``: one place
+to intercept a figure before it is written): the title wrapped to the figure, a shared key below the
+panels, legends moved off the data, and under it the claims' verdicts (the run's verdict table) and the
+notes, wrapped."""
 
 from __future__ import annotations
 
+import math
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from matplotlib import colormaps
+from matplotlib.artist import Artist
 from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import FormatStrFormatter, FuncFormatter, LogLocator, NullFormatter
+from matplotlib.ticker import Formatter, LogLocator, NullFormatter
 
 from ..core.tables import check_columns, model_keys
 from ..models import point_count
@@ -202,7 +209,30 @@ def _signed(ax: Axes, values: Sequence[float], axis: str = "y") -> None:
         ax.axvline(0, color="black", linewidth=0.8)
     scale = getattr(ax, f"{axis}axis")
     scale.get_major_locator().set_params(numticks=7)
-    scale.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))  # -10, -1, 0, 1, 10: no 10ᵏ
+    scale.set_major_formatter(OneFormat())
+
+
+class OneFormat(Formatter):
+    """Tick labels in one number format per axis: plain numbers (``0.25``, ``8``, ``-10``) where every
+    nonzero tick lies between 1e-3 and 1e4 in size, else every one as a power of ten (``−10⁻⁶``, ``2×10⁻⁴``);
+    0 as ``0``."""
+
+    ticks: Sequence[float] = ()
+
+    def set_locs(self, locs: Sequence[float]) -> None:
+        self.ticks = list(locs)
+
+    def __call__(self, x: float, pos: int | None = None) -> str:
+        sizes = [abs(v) for v in self.ticks if v != 0]
+        if x == 0:
+            return "0"
+        if all(1e-3 <= size < 1e4 for size in sizes):
+            return f"{x:g}"
+        exponent = math.floor(math.log10(abs(x)) + 1e-9)
+        mantissa = abs(x) / 10**exponent
+        sign = "-" if x < 0 else ""
+        scale = "" if math.isclose(mantissa, 1, rel_tol=1e-6) else f"{mantissa:.2g}\\times"
+        return f"${sign}{scale}10^{{{exponent}}}$"
 
 
 def _panels(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
@@ -240,23 +270,154 @@ def _figure(nrows: int, ncols: int, width: float = 3.6, height: float = 2.9) -> 
     return fig, fig.subplots(nrows, ncols, squeeze=False)
 
 
-def _save(fig: Figure, out: str | Path, title: str, notes: list[str], dpi: int) -> None:
-    """Title the figure, print ``notes`` under it and write ``out`` as .pdf and .png."""
+VERDICT_COLOURS = {"confirmed": "#1a6b2f", "refuted": "#a3221b", "fragile": "#9a4a00"}  # others: dark grey
+FOOTER_FONT = 7  # points: the verdicts and notes under the panels
+
+
+def _wrapped(text: str, fig: Figure, fontsize: float) -> str:
+    """``text`` wrapped to the figure's width (a character is about 0.55 of the font size wide)."""
+    width = max(40, int(fig.get_figwidth() * 72 / (0.55 * fontsize)))
+    return "\n".join(textwrap.wrap(text, width, break_on_hyphens=False))
+
+
+def verdict_lines(verdicts: pd.DataFrame | None, stem: str) -> list[tuple[str, str]]:
+    """``(line, verdict)`` per row of the run's verdict table (``report.verdict_rows``) whose figure is
+    ``stem``: ``claim (regime): verdict: deciding number``, the regime where the table has one."""
+    if verdicts is None or "figure" not in verdicts:
+        return []
+    shown = verdicts.astype(object).where(verdicts.notna(), "")  # an empty cell read back from CSV: NaN
+    rows = shown[shown["figure"] == stem]
+    lines = []
+    for row in rows.to_dict("records"):
+        regime = f" ({row['regime']})" if row.get("regime") else ""
+        lines.append((f"{row['claim']}{regime}: {row['verdict']}: {row['statistic']}", str(row["verdict"])))
+    return lines
+
+
+def _plotted_segments(ax: Axes) -> tuple[np.ndarray, np.ndarray]:
+    """Display coordinates of what ``ax`` plots in data coordinates, as segments ``(starts, ends)``, each
+    (n, 2): every line's consecutive vertices, every error bar, and every marker as a segment of length 0
+    (axis-spanning reference lines, drawn in axes coordinates, left out)."""
+    starts, ends = [np.empty((0, 2))], [np.empty((0, 2))]
+    for line in ax.lines:
+        if line.get_transform() == ax.transData and line.get_visible():
+            xy = ax.transData.transform(np.asarray(line.get_xydata(), dtype=float))
+            starts += [xy, xy[:-1]]
+            ends += [xy, xy[1:]]
+    for collection in ax.collections:
+        offsets = np.asarray(collection.get_offsets(), dtype=float)
+        if len(offsets) and collection.get_offset_transform() == ax.transData:
+            xy = ax.transData.transform(offsets)
+            starts.append(xy)
+            ends.append(xy)
+        for segment in getattr(collection, "get_segments", list)():
+            if len(segment) >= 2 and collection.get_transform() == ax.transData:
+                xy = ax.transData.transform(np.asarray(segment, dtype=float))
+                starts.append(xy[:-1])
+                ends.append(xy[1:])
+    starts, ends = np.concatenate(starts), np.concatenate(ends)
+    finite = np.isfinite(starts).all(axis=1) & np.isfinite(ends).all(axis=1)
+    return starts[finite], ends[finite]
+
+
+def crosses(box, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Whether each segment ``starts[i] → ends[i]`` (display coordinates) meets the rectangle ``box``
+    (Liang–Barsky clipping: the segment's parameter range inside every slab is not empty)."""
+    low, high = np.zeros(len(starts)), np.ones(len(starts))
+    meets = np.ones(len(starts), dtype=bool)
+    step = ends - starts
+    for axis, (floor, ceiling) in enumerate(((box.x0, box.x1), (box.y0, box.y1))):
+        for p, q in ((-step[:, axis], starts[:, axis] - floor), (step[:, axis], ceiling - starts[:, axis])):
+            flat = p == 0
+            meets &= ~(flat & (q < 0))  # parallel to this edge and outside it
+            ratio = np.divide(q, p, out=np.zeros_like(q), where=~flat)
+            low = np.where(~flat & (p < 0), np.maximum(low, ratio), low)
+            high = np.where(~flat & (p > 0), np.minimum(high, ratio), high)
+    return meets & (low <= high)
+
+
+def _covers(legend: Artist, ax: Axes, renderer) -> bool:
+    """Whether ``legend``'s box covers anything ``ax`` plots: a marker, a line or an error bar."""
+    return bool(crosses(legend.get_window_extent(renderer), *_plotted_segments(ax)).any())
+
+
+def _legends_off_the_data(fig: Figure) -> None:
+    """Each axes legend placed where it covers none of its panel's points: inside ("best") where that
+    leaves them clear, else beside the panel, on its right."""
+    for _ in range(3):  # moving one legend out shrinks the panels: look again
+        fig.draw_without_rendering()
+        renderer = fig.canvas.get_renderer()
+        moved = False
+        for ax in fig.axes:
+            legend = ax.get_legend()
+            if legend is not None and legend.get_bbox_to_anchor() is ax.bbox and _covers(legend, ax, renderer):
+                ax.legend(handles=legend.legend_handles, labels=[t.get_text() for t in legend.texts], fontsize=7,
+                          loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)  # fmt: skip
+                moved = True
+        if not moved:
+            return
+
+
+def _save(
+    fig: Figure,
+    out: str | Path,
+    title: str,
+    notes: list[str],
+    dpi: int,
+    verdicts: pd.DataFrame | None = None,
+    key: Sequence[Artist] = (),
+) -> None:
+    """Title the figure (wrapped to its width), put the ``key`` (what markers and line styles mean, shared
+    by its panels) under the panels, move each panel's legend off its data (``_legends_off_the_data``),
+    print the claims' verdicts of this figure (``verdict_lines`` of the run's ``verdicts`` table for the
+    figure ``out`` names, ``<stem>.pdf``, coloured by verdict) and the ``notes`` under it, and write ``out``
+    as .pdf and .png."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.suptitle(title, fontsize=10)
-    if notes:
-        fig.text(0.0, -0.01, "Note: " + "; ".join(notes), fontsize=7, ha="left", va="top", wrap=True)
+    FigureCanvasAgg(fig)
+    fig.suptitle(_wrapped(title, fig, 10), fontsize=10)
+    footer = [
+        (line, VERDICT_COLOURS.get(verdict, "0.2"), "bold") for line, verdict in verdict_lines(verdicts, out.stem)
+    ]
+    footer += [("Note: " + "; ".join(notes), "black", "normal")] if notes else []
+    _footer(fig, list(key), [(_wrapped(text, fig, FOOTER_FONT), colour, weight) for text, colour, weight in footer])
+    _legends_off_the_data(fig)
     for suffix in (".pdf", ".png"):
         fig.savefig(out.with_suffix(suffix), dpi=dpi, bbox_inches="tight")
 
 
-def _empty(out: str | Path, title: str, notes: list[str], dpi: int) -> None:
+KEY_COLUMNS = 4  # entries per row of the shared key
+
+
+def _footer(fig: Figure, key: list[Artist], blocks: list[tuple[str, str, str]], gap: float = 3.0) -> None:
+    """The shared ``key`` (a legend, ``KEY_COLUMNS`` entries a row), then the ``(text, colour, weight)``
+    ``blocks``, in a band added under the panels: the figure grows by the band's height and the layout keeps
+    above it, so neither the panels nor the footer move into the other."""
+    rows = -(-len(key) // KEY_COLUMNS)
+    heights = [rows * 1.5 * FOOTER_FONT / 72 + (0.05 if key else 0)]  # inches
+    heights += [((text.count("\n") + 1) * 1.3 * FOOTER_FONT + gap) / 72 for text, _, _ in blocks]
+    if not key and not blocks:
+        return
+    band = sum(heights) + 0.1
+    total = fig.get_figheight() + band
+    fig.set_figheight(total)
+    fig.get_layout_engine().set(rect=(0, band / total, 1, 1 - band / total))
+    top = band - 0.02
+    if key:
+        fig.legend(handles=key, loc="upper center", bbox_to_anchor=(0.5, top / total), ncol=min(len(key), KEY_COLUMNS),
+                   fontsize=FOOTER_FONT, frameon=False, borderaxespad=0, borderpad=0)  # fmt: skip
+    y = top - heights[0]
+    for (text, colour, weight), height in zip(blocks, heights[1:]):
+        fig.text(0.005, y / total, text, fontsize=FOOTER_FONT, ha="left", va="top", color=colour, fontweight=weight)
+        y -= height
+
+
+def _empty(out: str | Path, title: str, notes: list[str], dpi: int, verdicts: pd.DataFrame | None = None) -> None:
     """A placeholder figure for a table with nothing to plot (this configuration did not measure it)."""
-    fig, axes = _figure(1, 1)
+    fig, axes = _figure(1, 1, width=6.0, height=1.2)
     axes[0, 0].axis("off")
     axes[0, 0].text(0.5, 0.5, "no rows to plot in this configuration", ha="center", va="center")
-    _save(fig, out, title, notes, dpi)
+    _save(fig, out, title, notes, dpi, verdicts)
 
 
 def _finish(
@@ -267,13 +428,11 @@ def _finish(
     logx: bool = False,
     logy: bool = False,
     xticks: Sequence[float] | None = None,
-    extra: Sequence[Line2D] = (),
-    outside: bool = False,
     legend: bool = True,
 ) -> None:
-    """Labels, log scales with plain-number ticks (``xticks`` where given), grid, and (if ``legend``) a
-    legend (labelled lines, then the ``extra`` key entries) that moves outside the axes beyond six
-    entries (always when ``outside``: panels full of markers)."""
+    """Labels, log scales, ticks in one number format per axis (``OneFormat``; ``xticks`` where given, never
+    rotated: labels that would run into each other are thinned), grid, and (if ``legend``) the panel's legend
+    of its labelled lines, its own colour scale (``_save`` moves it off the data)."""
     ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
     ax.title.set_fontsize(9)
     if logx:
@@ -282,20 +441,39 @@ def _finish(
         ax.set_yscale("log")
         low, high = ax.get_ylim()
         ax.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5) if np.log10(high / low) < 2 else (1,)))
-        ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+        ax.yaxis.set_major_formatter(OneFormat())
         ax.yaxis.set_minor_formatter(NullFormatter())
     if xticks is not None:
-        ax.set_xticks(sorted(set(xticks)))
-        ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
+        ticks = sorted(set(float(t) for t in xticks))
+        ax.set_xticks(ticks, labels=_thinned(ticks, logx))
         ax.xaxis.set_minor_formatter(NullFormatter())
-        if len(set(xticks)) > 5:  # log-spaced labels of neighbouring values would run into each other
-            ax.tick_params(axis="x", labelrotation=45)
+        if len(ticks) == 1:  # one value: a span around it, not the few percent its dodged markers cover
+            tick = ticks[0]
+            ax.set_xlim(
+                *(
+                    (tick / 2, tick * 2)
+                    if logx and tick > 0
+                    else (tick - max(abs(tick), 1) / 2, tick + max(abs(tick), 1) / 2)
+                )
+            )
     ax.grid(alpha=0.3, which="both")
-    handles = ax.get_legend_handles_labels()[0] + list(extra) if legend else []
-    if len(handles) > 6 or (outside and handles):
-        ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
-    elif handles:
-        ax.legend(handles=handles, fontsize=7)
+    if legend and ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
+
+
+def _thinned(ticks: list[float], log: bool, closest: float = 0.12) -> list[str]:
+    """Labels of ``ticks`` in one format (``OneFormat``), blank where a label would sit closer than
+    ``closest`` of the axis' span (in log units on a log axis) to the last one kept."""
+    formatter = OneFormat()
+    formatter.set_locs(ticks)
+    where = np.log10(ticks) if log and min(ticks) > 0 else np.asarray(ticks)
+    span = float(where.max() - where.min()) or 1.0
+    labels, last = [], None
+    for tick, at in zip(ticks, where):
+        keep = last is None or (at - last) / span >= closest
+        labels.append(formatter(tick) if keep else "")
+        last = at if keep else last
+    return labels
 
 
 def _spread(values: Sequence, k: int) -> list:

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
-from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
+from matplotlib.ticker import LogLocator, NullFormatter
 from scipy import stats
 
 from . import common
@@ -76,7 +76,7 @@ def _realized(ax: Axes, rows: pd.DataFrame, picks: pd.DataFrame, colours: dict[s
     if (x > 0).all():
         ax.set_xscale("log")
         ax.xaxis.set_major_locator(LogLocator(subs=(1, 2, 5) if np.log10(x.max() / x.min()) < 2 else (1,)))
-        ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
+        ax.xaxis.set_major_formatter(common.OneFormat())
         ax.xaxis.set_minor_formatter(NullFormatter())
     else:
         common._signed(ax, x.to_numpy(), axis="x")
@@ -135,17 +135,18 @@ def _by_strategy(ax: Axes, picks: pd.DataFrame, colours: dict[str, tuple]) -> No
     ax.axhline(0, color="black", linewidth=1)
 
 
-def fig_growth(growth: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -> None:
+def fig_growth(growth: pd.DataFrame, verdicts: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -> None:
     """F10 (E11, claims G1–G3): left, per dataset/family, each model × snapshot × insertion point's
     realized gain ``gain_old = L(old) − L(grown)`` ± 2 SE against ``predicted_gain`` (filled where the bar
     excludes 0), the points each placement strategy picks marked; right, each strategy's gain per model
-    (dots) and the mean over models with a 95 % t interval, one colour per snapshot."""
+    (dots) and the mean over models with a 95 % t interval, one colour per snapshot; G1–G3's verdicts under
+    the panels."""
     _required(growth, "growth", COLUMNS)
     title = "E11: does growing one block where the certificate says pay? held-out gain L(old) − L(grown)"
     notes: list[str] = []
     rows = _clean(growth, ["predicted_gain", GAIN, GAIN_SE], notes)
     if rows.empty:
-        return _empty(out, title, notes, dpi)
+        return _empty(out, title, notes, dpi, verdicts)
     picks = placements(growth, [GAIN])
     picks = _clean(picks, [GAIN, "predicted_gain"], notes, why="a strategy's point without a finite gain")
     colours = _snapshot_style(sorted(rows["snapshot"].unique()))
@@ -158,14 +159,13 @@ def fig_growth(growth: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -> None
     for r, (name, part) in enumerate(panels):
         chosen = _only(picks, part["dataset"].iloc[0], part["family"].iloc[0])
         _realized(axes[r, 0], part, chosen, colours)
-        _finish(axes[r, 0], "predicted gain (block_grad_norm)", "realized gain (nats) ± 2 SE", name,
-                extra=strategies + _detection_key(), outside=True)  # fmt: skip
+        _finish(axes[r, 0], "predicted gain (block_grad_norm)", "realized gain (nats) ± 2 SE", name)
         _by_strategy(axes[r, 1], chosen, colours)
         _finish(axes[r, 1], "", "realized gain (nats): models,\nmean ± 95 % t interval", f"{name}: by placement",
                 legend=False)  # fmt: skip
-    common._save(fig, out, title, notes, dpi)
+    common._save(fig, out, title, notes, dpi, verdicts, key=strategies + _detection_key())
 
 
 STEM = "F10_growth"
-TABLES = ["growth"]  # the tables ``draw`` reads, in its argument order
+TABLES = ["growth", "verdicts"]  # the tables ``draw`` reads, in its argument order
 draw = fig_growth

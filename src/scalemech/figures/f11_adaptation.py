@@ -12,7 +12,8 @@ from matplotlib.lines import Line2D
 
 from ..core.tables import model_keys
 from ..experiments.decision import ARMS
-from .common import DPI, _clean, _empty, _figure, _required, _save
+from . import common
+from .common import DPI, _clean, _empty, _figure, _required
 
 MARKERS = ("o", "s", "D", "^", "v", "P", "X", "*", "h", "<")  # one per placement rule, in the table's order
 FORGETTING_AWARE = "pareto"  # the placement drawn larger, ringed
@@ -32,8 +33,9 @@ def rule_rows(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[~frame["placement"].astype(str).str.match(r"layer\.\d+$")]
 
 
-def _pareto_picture(ax, frame: pd.DataFrame) -> None:
-    """Panel (a): each arm × placement rule's mean gain against its mean forgetting, ±2 SE across bases."""
+def _pareto_picture(ax, frame: pd.DataFrame) -> list[Line2D]:
+    """Panel (a): each arm × placement rule's mean gain against its mean forgetting, ±2 SE across bases;
+    returns the key (arms by colour, placements by marker)."""
     points = over_bases(rule_rows(frame))
     placements = list(dict.fromkeys(points["placement"]))
     arms = [a for a in ARMS if a in set(points["arm"])] + sorted(set(points["arm"]) - set(ARMS))
@@ -60,7 +62,7 @@ def _pareto_picture(ax, frame: pd.DataFrame) -> None:
     ax.set_title("(a) every arm at every placement rule", fontsize=9)
     handles = [Line2D([], [], color=colours[a], marker="o", linestyle="none", label=a) for a in arms]
     handles += [Line2D([], [], color="grey", marker=markers[p], linestyle="none", label=f"at {p}") for p in placements]
-    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+    return handles
 
 
 def _prediction(ax, frame: pd.DataFrame) -> None:
@@ -95,28 +97,29 @@ def _prediction(ax, frame: pd.DataFrame) -> None:
     ax.legend(fontsize=6, loc="upper left", frameon=False)
 
 
-def fig_adaptation(adaptation: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -> None:
+def fig_adaptation(adaptation: pd.DataFrame, verdicts: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -> None:
     """F11: (a) each arm × placement rule's mean new-domain gain ``L_old(B) − L_arm(B)`` (up: learns B)
     against its mean forgetting ``L_arm(A) − L_old(A)`` (right: forgets A), ±2 SE across bases on both axes;
     arms by colour, placements by marker, the forgetting-aware ``pareto`` larger and ringed; the Pareto front
     lies up and to the left. (b) per base, at every point grown one layer, the certificate's predicted
-    forgetting against the realized one (G6's ranking), ``pareto``'s and ``best``'s points marked."""
+    forgetting against the realized one (G6's ranking), ``pareto``'s and ``best``'s points marked. G4's, G5's
+    and G6's verdicts under the panels, the key of (a) beside them."""
     _required(adaptation, "adaptation", ["placement", "arm", "gain", "forgetting"])
     title = "E12: growth into a new domain, new-domain gain against forgetting, and forgetting predicted"
     notes: list[str] = []
     frame = _clean(adaptation, ["gain", "forgetting"], notes)
     if frame.empty:
-        return _empty(out, title, notes, dpi)
+        return _empty(out, title, notes, dpi, verdicts)
     predicted = "predicted_forgetting" in frame and frame["predicted_forgetting"].notna().any()
     fig, axes = _figure(1, 2 if predicted else 1, width=6.4, height=4.6)
-    _pareto_picture(axes[0, 0], frame)
+    key = _pareto_picture(axes[0, 0], frame)
     if predicted:
         _prediction(axes[0, 1], frame)
     bases = int(over_bases(rule_rows(frame))["bases"].max())
     notes.append(f"{bases} bases; the controls and lora barely depend on the placement, so their points overlap")
-    _save(fig, out, title, notes, dpi)
+    common._save(fig, out, title, notes, dpi, verdicts, key=key)
 
 
 STEM = "F11_adaptation"
-TABLES = ["adaptation"]  # the tables ``draw`` reads, in its argument order
+TABLES = ["adaptation", "verdicts"]  # the tables ``draw`` reads, in its argument order
 draw = fig_adaptation

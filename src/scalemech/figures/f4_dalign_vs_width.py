@@ -50,25 +50,32 @@ DIMENSIONS = {"d_align": "d_align = min(d_∥, d_2)", "d_par": "d_∥ = ‖μ‖
 
 
 def fig_dalign(
-    dalign: pd.DataFrame, out: str | Path, *, view: str = "full", split: str = "train", dpi: int = DPI
+    dalign: pd.DataFrame,
+    verdicts: pd.DataFrame,
+    out: str | Path,
+    *,
+    view: str = "full",
+    split: str = "train",
+    dpi: int = DPI,
 ) -> None:
     """F4 (claim W1): d_align, d_∥, d_2 vs width (log x, symlog y with a zero line), every insertion
     point and seed with its jackknife interval, one colour per depth, the median where resolved over
-    all of them; facets per dataset/family. NaN (the ‖μ‖² estimate ≤ 0) is counted in a note."""
+    all of them; one row per dataset/family (each its own depths' colours). NaN (the ‖μ‖² estimate ≤ 0) is
+    counted in a note; W1's verdict under the panels."""
     bounds = [f"{q}_{b}" for q in DIMENSIONS for b in ("lo", "hi")]
     _required(dalign, "dalign", ["point_index", "view", "split", *DIMENSIONS, *bounds])
     title = f"Claim W1: does d_align grow with width? (view={view}, split={split}; every insertion point; {MEDIAN})"
     notes: list[str] = []
     if dalign.empty:
-        return _empty(out, title, notes, dpi)
+        return _empty(out, title, notes, dpi, verdicts)
     view, split = choose(dalign, "view", view), choose(dalign, "split", split)
     frame = dalign[(dalign["view"] == view) & (dalign["split"] == split)]
     if frame.empty:
         raise ValueError(f"dalign has no rows with view={view!r} and split={split!r} together")
     panels = _panels(frame)
     fig, axes = _figure(len(panels), len(DIMENSIONS), width=4.0)
+    unbounded = False
     for r, (name, part) in enumerate(panels):
-        unbounded = False
         for c, (quantity, label) in enumerate(DIMENSIONS.items()):
             infinite = np.isposinf(part[quantity].astype(float))
             unbounded |= _unbounded(axes[r, c], part[infinite], "width", quantity, notes)
@@ -84,22 +91,12 @@ def fig_dalign(
                 hi=f"{quantity}_hi",
                 logx=True,
             )
-            last = c == len(DIMENSIONS) - 1  # one legend per row, outside the last panel
-            _finish(
-                axes[r, c],
-                "width",
-                label,
-                name,
-                logx=True,
-                xticks=part["width"],
-                extra=_detection_key() + (UNBOUNDED_KEY if unbounded else []),
-                outside=True,
-                legend=last,
-            )
+            last = c == len(DIMENSIONS) - 1  # one legend per row: its family's depths
+            _finish(axes[r, c], "width", label, name, logx=True, xticks=part["width"], legend=last)
             _signed(axes[r, c], kept[quantity])
-    common._save(fig, out, title, notes, dpi)
+    common._save(fig, out, title, notes, dpi, verdicts, key=_detection_key() + (UNBOUNDED_KEY if unbounded else []))
 
 
 STEM = "F4_dalign_vs_width"
-TABLES = ["dalign"]  # the tables ``draw`` reads, in its argument order
+TABLES = ["dalign", "verdicts"]  # the tables ``draw`` reads, in its argument order
 draw = fig_dalign

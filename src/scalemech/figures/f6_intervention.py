@@ -37,18 +37,19 @@ def _ratio_axis(ax: Axes, values: pd.Series) -> None:
         ax.axhline(0, color="black", linewidth=0.8)
 
 
-def fig_intervention(intervention: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -> None:
+def fig_intervention(intervention: pd.DataFrame, verdicts: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -> None:
     """F6 (claim W4): observed / predicted loss change at each model's smallest η, on the same test pool
     (a first-order consistency check of the implementation) and held out (prediction from test pool A,
     outcome on pool B), against width: one marker per model and view (the median over its insertion
     points, bar: their range; filled where the range excludes 0), one colour per depth, the median
-    where resolved; a zero line and a reference line at ratio 1 (symlog y where a few ratios are large)."""
+    where resolved; a zero line and a reference line at ratio 1 (symlog y where a few ratios are large).
+    One row per dataset/family, W4's verdict under the panels."""
     _required(intervention, "intervention", ["point_index", "view", "eta", *POOLS])
     title = "Claim W4: observed / predicted test-loss change at the smallest step η (ratio > 0: signs agree)"
     notes: list[str] = []
     frame = smallest_step(_clean(intervention, ["eta"], notes))
     if frame.empty:
-        return _empty(out, title, notes, dpi)
+        return _empty(out, title, notes, dpi, verdicts)
     views = sorted(frame["view"].unique())
     panels = _panels(frame)
     fig, axes = _figure(len(panels), len(POOLS) * len(views), width=3.4)
@@ -61,21 +62,12 @@ def fig_intervention(intervention: pd.DataFrame, out: str | Path, *, dpi: int = 
                 _estimates(ax, shown, "width", value, "depth", "depth", lo="lo", hi="hi", logx=True)
                 ax.axhline(1, color="black", linewidth=0.8, linestyle="--", label="ratio 1")
                 last = ax is axes[r, -1]
-                _finish(
-                    ax,
-                    "width",
-                    "observed / predicted (unitless)",
-                    f"{name}, view {view}\n{pool}",
-                    logx=True,
-                    xticks=part["width"],
-                    extra=_detection_key(),
-                    outside=True,
-                    legend=last,
-                )
+                _finish(ax, "width", "observed / predicted (unitless)", f"{name}, view {view}\n{pool}", logx=True,
+                        xticks=part["width"], legend=last)  # fmt: skip
                 _ratio_axis(ax, pd.concat([shown[value], shown["lo"], shown["hi"]]))
-    common._save(fig, out, title, notes, dpi)
+    common._save(fig, out, title, notes, dpi, verdicts, key=_detection_key())
 
 
 STEM = "F6_intervention"
-TABLES = ["intervention"]  # the tables ``draw`` reads, in its argument order
+TABLES = ["intervention", "verdicts"]  # the tables ``draw`` reads, in its argument order
 draw = fig_intervention

@@ -26,18 +26,19 @@ from .common import (
 GAIN, GAIN_SE = "gain_tokens", "gain_tokens_se"  # L(control, equal steps) − L(grown) and its paired SE
 
 
-def fig_expansion(growth: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -> None:
+def fig_expansion(growth: pd.DataFrame, verdicts: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -> None:
     """F7 (E8, the Paper D mechanism behind D3): at the final snapshot, the gain L_test(control) −
     L_test(grown) of each model × insertion point with its ±2 SE bar (the E8 rule's), against the point's
     relative depth l/L, one colour per width (``_estimates``: filled where the bar excludes 0); × marks
-    points where fallback was used."""
+    points where fallback was used. One panel per dataset/family, each with its own widths' legend; E8's
+    verdict under the panels."""
     _required(growth, "growth", ["snapshot", "point_index", GAIN, GAIN_SE, "fallback"])
     title = "E8, Paper D mechanism: does an inserted zero-init block beat the same extra training? (gain ± 2 SE)"
     notes: list[str] = []
     final = growth[growth["snapshot"] == "final"]
     frame = _at_relative_depth(_clean(final, [GAIN, GAIN_SE], notes), notes)
     if frame.empty:
-        return _empty(out, title, notes, dpi)
+        return _empty(out, title, notes, dpi, verdicts)
     margin = 2 * frame[GAIN_SE]
     frame = frame.assign(gain=frame[GAIN], gain_lo=frame[GAIN] - margin, gain_hi=frame[GAIN] + margin)
     panels = _panels(frame)
@@ -48,19 +49,11 @@ def fig_expansion(growth: pd.DataFrame, out: str | Path, *, dpi: int = DPI) -> N
         fell = part[part["fallback"].fillna(False).astype(bool)]
         ax.scatter(fell["relative_depth"], fell["gain"], marker="x", s=60, color="black", zorder=3)
         ax.axhline(0, color="black", linewidth=1)
-        fallback = [Line2D([], [], color="black", linestyle="none", marker="x", label="fallback used")]
-        _finish(
-            ax,
-            RELATIVE,
-            "gain (nats): test loss of\ncontrol − grown model",
-            name,
-            extra=_detection_key() + fallback,
-            outside=True,
-            legend=c == len(panels) - 1,
-        )
-    common._save(fig, out, title, notes, dpi)
+        _finish(ax, RELATIVE, "gain (nats): test loss of\ncontrol − grown model", name)
+    fallback = [Line2D([], [], color="black", linestyle="none", marker="x", label="fallback used")]
+    common._save(fig, out, title, notes, dpi, verdicts, key=_detection_key() + fallback)
 
 
 STEM = "F7_expansion"
-TABLES = ["growth"]  # the tables ``draw`` reads, in its argument order
+TABLES = ["growth", "verdicts"]  # the tables ``draw`` reads, in its argument order
 draw = fig_expansion

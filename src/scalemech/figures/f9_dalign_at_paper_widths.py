@@ -15,18 +15,24 @@ from .paper_values import PAPER_W_DALIGN
 
 
 def fig_dalign_paper_widths(
-    trajectory: pd.DataFrame, out: str | Path, *, view: str = "full", split: str = "train", dpi: int = DPI
+    trajectory: pd.DataFrame,
+    verdicts: pd.DataFrame,
+    out: str | Path,
+    *,
+    view: str = "full",
+    split: str = "train",
+    dpi: int = DPI,
 ) -> None:
     """F9 (W1 at the paper's widths): d_align of the llamas against width (log x), one colour per E10
     snapshot step, every insertion point and seed with its jackknife interval, a line through the median
     at each width; Paper W's two values (3.9 at 512, 9.5 at 3072) marked as black stars; symlog y with a
-    zero line; one panel per dataset / depth."""
+    zero line; one panel per dataset / depth; the verdict of W1 at the paper's widths under the panels."""
     _required(trajectory, "trajectory", ["step", "view", "split", "d_align", "d_align_lo", "d_align_hi"])
     title = f"Claim W1 at the paper's widths: d_align vs width at each training step (view={view}, split={split})"
     notes: list[str] = []
     llamas = trajectory[trajectory["family"] == "llama"]
     if llamas.empty:
-        return _empty(out, title, notes, dpi)
+        return _empty(out, title, notes, dpi, verdicts)
     view, split = choose(llamas, "view", view), choose(llamas, "split", split)
     frame = _clean(
         llamas[(llamas["view"] == view) & (llamas["split"] == split)],
@@ -42,11 +48,11 @@ def fig_dalign_paper_widths(
         _estimates(ax, part, "width", "d_align", "step", "step", lo="d_align_lo", hi="d_align_hi", logx=True)
         ax.plot(list(PAPER_W_DALIGN), list(PAPER_W_DALIGN.values()), "k*", markersize=9, zorder=4)
         ticks = [*part["width"], *PAPER_W_DALIGN]
-        _finish(ax, "width", "d_align", name, logx=True, xticks=ticks, extra=[paper, *_detection_key()], outside=True)
+        _finish(ax, "width", "d_align", name, logx=True, xticks=ticks)
         _signed(ax, [*part["d_align"], *PAPER_W_DALIGN.values()])
-    common._save(fig, out, title, notes, dpi)
+    common._save(fig, out, title, notes, dpi, verdicts, key=[paper, *_detection_key()])
 
 
 STEM = "F9_dalign_at_paper_widths"
-TABLES = ["trajectory"]  # the tables ``draw`` reads, in its argument order
+TABLES = ["trajectory", "verdicts"]  # the tables ``draw`` reads, in its argument order
 draw = fig_dalign_paper_widths

@@ -21,6 +21,7 @@ workflow's planning) import no torch.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from dataclasses import dataclass
 from functools import cache
@@ -76,8 +77,9 @@ def _family(family: Any) -> ModuleType:
     return importlib.import_module(f"scalemech.models.{_known(family).name}")
 
 
-def _config_module(family: str) -> ModuleType:
-    """The torch-free ``configs.<family>`` of a trained ``family``."""
+def family_rules(family: str) -> ModuleType:
+    """The torch-free ``configs.<family>`` of a trained ``family``: its config dataclass, ``point_names``
+    and the optional rules the config checks read (``narrowest_stage``, ``agreeing``)."""
     if not _known(family).trained:
         trained = sorted(name for name, known in FAMILIES.items() if known.trained)
         raise ValueError(
@@ -89,7 +91,7 @@ def _config_module(family: str) -> ModuleType:
 def family_config(family: str) -> type:
     """The config dataclass of a trained ``family``: its defaults and its architecture rules
     (raised as ``ValueError`` by its ``__post_init__``), without torch."""
-    return getattr(_config_module(family), FAMILIES[family].config)
+    return getattr(family_rules(family), FAMILIES[family].config)
 
 
 @cache
@@ -97,7 +99,21 @@ def insertion_points(family: str, depth: int) -> tuple[str, ...]:
     """The insertion-point names of a trained ``family`` model of ``depth`` from the depth alone,
     as its model class names its blocks; no model is built, so a deep model costs nothing
     (tests/test_hostile_configs.py compares them with those of models built on the meta device)."""
-    return _config_module(family).point_names(depth)
+    return family_rules(family).point_names(depth)
+
+
+def fit_geometry(spec: dict[str, Any], geometry: dict[str, Any], data: str) -> dict[str, Any]:
+    """``spec`` with the input geometry its family's config takes from the data (``geometry``: a task's
+    ``spec_keys``, the manifest's channels, image size and classes, or its vocabulary); a size ``spec``
+    already states otherwise is a ``ValueError`` in one line naming both (a model of 16 x 16 images given
+    14 x 14 ones)."""
+    fields = {f.name for f in dataclasses.fields(family_config(spec["family"]))}
+    taken = {key: value for key, value in geometry.items() if key in fields}
+    clash = [f"{key} {spec[key]} in the model, {value} in the data" for key, value in taken.items()
+             if spec.get(key, value) != value]  # fmt: skip
+    if clash:
+        raise ValueError(f"{spec['family']} model on data {data!r}: {'; '.join(clash)}")
+    return {**spec, **taken}
 
 
 def build_model(spec: dict[str, Any]) -> ResidualModel:
@@ -147,6 +163,8 @@ __all__ = [
     "Family",
     "build_model",
     "family_config",
+    "family_rules",
+    "fit_geometry",
     "insertion_points",
     "load_model",
     "point_count",

@@ -25,6 +25,7 @@ from ..data import Prepared
 from ..tasks import Task
 from ..tasks.images import ImageTask
 from ..tasks.windows import TextTask
+from . import fit_geometry
 
 PRESERVED_ATOL = 1e-5
 """The function check's tolerance: ``max |f_new − f_old| ≤ PRESERVED_ATOL · max(1, max |f_old|)`` in float32."""
@@ -48,6 +49,12 @@ def _at_least_float32(logits: Tensor) -> Tensor:
     return logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
 
 
+def fitted(model: ResidualModel, task: Task) -> Task:
+    """``task`` once its geometry (``spec_keys``) agrees with ``model.spec`` (``models.fit_geometry``)."""
+    fit_geometry(model.spec, task.spec_keys(), task.data.name)
+    return task
+
+
 class Chain(nn.Module):
     """Apply modules in order (a ``nn.Sequential`` that keeps the modules it was given)."""
 
@@ -69,9 +76,10 @@ class ResidualModel(nn.Module):
     """
 
     family: str = "abstract"
-    pooled_head: bool = False
-    """The head averages the stream over space before a linear classifier: the pooled gradient at
-    the last point is then ``Wᵀ(p − y)/HW``, of rank at most classes − 1 by construction."""
+    last_point_low_rank: bool = False
+    """The (pooled) gradient at the last point is low-rank by construction: a head that is a linear
+    classifier on the stream (averaged over space, for a ResNet) gives ``∇z ℓ = Wᵀ(p − y)/HW``, in the span
+    of the classes' rows, rank at most classes − 1; D1 leaves that point out (``low_rank``)."""
 
     def __init__(self, stem: nn.Module, blocks: Sequence[nn.Module], names: Sequence[str], head: nn.Module):
         super().__init__()
@@ -97,8 +105,8 @@ class ResidualModel(nn.Module):
             ) from None
 
     def low_rank(self, point: str) -> bool:
-        """Whether the pooled gradient at ``point`` is low-rank by construction (``pooled_head``, last point)."""
-        return self.pooled_head and self.index(point) == len(self.block_names) - 1
+        """Whether the pooled gradient at ``point`` is low-rank by construction (``last_point_low_rank``)."""
+        return self.last_point_low_rank and self.index(point) == len(self.block_names) - 1
 
     def split(self, point: str) -> tuple[nn.Module, nn.Module]:
         """``(f_bot, f_top)`` sharing this model's modules, with ``f_top(f_bot(x)) == self(x)``."""
@@ -152,7 +160,9 @@ class ResidualModel(nn.Module):
         return self.head(z), streams
 
     def first_order_parameters(self, block: nn.Module) -> list[nn.Parameter]:
-        """The parameters of a ``new_block`` whose gradient at ``θ = 0`` can be nonzero (default: all)."""
+        """The parameters of a ``new_block`` whose gradient at ``θ = 0`` can be nonzero (default: all): the
+        first-order signal and gradient capture differentiate these only. A block ``h(z) = W₂ σ(W₁ z)`` with
+        ``W₂ = 0`` returns ``[W₂ (and its bias)]``: ``∂h/∂W₁ = 0`` while ``W₂ = 0``."""
         return list(block.parameters())
 
     def per_example_loss(self, output: Tensor, target: Tensor) -> Tensor:
@@ -164,8 +174,9 @@ class ResidualModel(nn.Module):
         return (output.argmax(-1) == target).sum()
 
     def task(self, data: Prepared) -> Task:
-        """The task this model solves on ``data`` (``scalemech.tasks``): image classification."""
-        return ImageTask(data)
+        """The task this model solves on ``data`` (``scalemech.tasks``): image classification, refused in
+        one line where the data's geometry is not the model's (``models.fit_geometry``)."""
+        return fitted(self, ImageTask(data))
 
 
 class LanguageModel(ResidualModel):
@@ -185,5 +196,6 @@ class LanguageModel(ResidualModel):
         return token_loss.view(B, T).mean(dim=1)
 
     def task(self, data: Prepared) -> Task:
-        """Next-byte prediction on windows of ``block_size`` bytes of ``data`` (``tasks.windows.TextTask``)."""
-        return TextTask(data, self.block_size)
+        """Next-token prediction on windows of ``block_size`` tokens of ``data`` (``tasks.windows.TextTask``),
+        refused where the data's vocabulary is not the model's (``models.fit_geometry``)."""
+        return fitted(self, TextTask(data, self.block_size))

@@ -104,7 +104,7 @@ class CifarResNet(ResidualModel):
     """ResNet-(6n+2) on ``(B, in_channels, H, W)`` images; blocks ``stage{s}.block{b}`` (1-based)."""
 
     family = "resnet"
-    pooled_head = True
+    last_point_low_rank = True  # a linear classifier on the stream averaged over space
 
     def __init__(self, config: ResNetConfig):
         c1, c2, c3 = config.channels

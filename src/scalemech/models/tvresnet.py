@@ -78,7 +78,7 @@ class TVResNet(ResidualModel):
     """torchvision-style ResNet; stem conv1-bn1-relu-maxpool, blocks ``layer{i}.block{j}``, head avgpool-fc."""
 
     family = "tvresnet"
-    pooled_head = True
+    last_point_low_rank = True  # a linear classifier on the stream averaged over space
 
     def __init__(self, config: TVResNetConfig):
         block_type, counts = ARCHITECTURES[config.depth]

@@ -37,7 +37,7 @@ from ..core import tables
 from ..core.integrity import save_torch, write_text
 from ..core.layout import Layout
 from ..core.steps import STEPS, Step
-from ..models import build_model, load_model
+from ..models import build_model, fit_geometry, load_model
 
 if TYPE_CHECKING:
     import torch
@@ -196,7 +196,7 @@ def train_model(
     from ..training.train import train
 
     prepared = load_prepared(data)
-    full_spec = {**spec, **task_for(prepared, spec.get("block_size")).spec_keys()}
+    full_spec = fit_geometry(spec, task_for(prepared, spec.get("block_size")).spec_keys(), prepared.name)
     train(
         full_spec,
         Recipe.from_dict(recipe),
@@ -486,9 +486,21 @@ def figure(*, tables: Sequence[str], code: Sequence[str], caption: str, pdf: str
 
 
 @table_job
+def verdict_table(*, tables: Sequence[str], code: Sequence[str], table: str, criterion: str) -> None:
+    """The ``verdicts`` table: each claim's verdict on the run's ``tables`` under the training ``criterion``,
+    and the figure that shows it (``report.verdict_rows``); ``code`` (the report's modules) is an input, so
+    that editing a rule decides again."""
+    from ..core.tables import write_table
+    from ..report import verdict_rows
+
+    write_table(verdict_rows(Path(tables[0]).parent, criterion=criterion), table, "verdicts")
+
+
+@table_job
 def claims_report(
     *,
     tables: Sequence[str],
+    verdicts: str,
     figures: Sequence[str],
     runtime: str,
     code: Sequence[str],
@@ -497,22 +509,23 @@ def claims_report(
     front_page: str,
     criterion: str,
 ) -> None:
-    """``report.md``: the claims table with verdicts, every figure with its caption (``captions``:
-    ``workflow/report/*.rst``) and the runtime of the run's jobs (``runtime`` is read from the tables
-    directory); ``front_page``: the description, the training ``criterion``'s table and
-    the verdicts for the first page of ``snakemake --report``."""
+    """``report.md``: the claims table with the run's ``verdicts`` (the verdict table), every figure with
+    its caption (``captions``: ``workflow/report/*.rst``) and the runtime of the run's jobs (``runtime`` is
+    read from the tables directory); ``front_page``: the description, the training ``criterion``'s table
+    and the verdicts for the first page of ``snakemake --report``."""
     from ..core.layout import table_path
     from ..core.tables import read_table
-    from ..report import write_report
+    from ..report import read_verdicts, write_report
     from ..report.frontpage import front_page as first_page
     from ..report.trained import training_check
 
-    captions_dir, tables_dir = Path(captions[0]).parent, Path(tables[0]).parent
-    verdicts = write_report(tables_dir, Path(figures[0]).parent, report, captions_dir=captions_dir, criterion=criterion)
+    captions_dir, tables_dir, figures_dir = Path(captions[0]).parent, Path(tables[0]).parent, Path(figures[0]).parent
+    decided = read_verdicts(verdicts)
+    write_report(tables_dir, figures_dir, report, captions_dir=captions_dir, criterion=criterion, verdicts=decided)
     training = table_path(tables_dir, "training")
     check = training_check(read_table(training, "training") if training.exists() else None, criterion)
     description = (captions_dir / "workflow.rst").read_text()
-    write_text(front_page, first_page(description, verdicts, {Path(f).name for f in figures}, check, criterion))
+    write_text(front_page, first_page(description, decided, {Path(f).name for f in figures}, check, criterion))
 
 
 JOBS.update({rule: experiment_job(step) for rule, step in STEPS.items() if step.computes})

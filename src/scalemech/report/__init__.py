@@ -3,6 +3,7 @@ and verdict, one module per claim in ``rules``, models the independent units (``
 
 ``claims(tables)``: a dict of the run's tables in, one row per claim with a ``verdict`` column out
 (and ``per_seed``: each seed judged alone, ``seeds``);
+``verdict_rows`` is the run's verdict table (``tables/verdicts.csv``, which the figures read too),
 ``write_report`` writes ``report.md``; ``verdict_summary`` reads its verdicts back.
 Names load on first use (PEP 562): the workflow's parse reads ``rules.CLAIM_TABLES`` without statsmodels.
 """
@@ -13,7 +14,7 @@ from typing import Any
 _HOMES = {
     "verdicts": ("CLAIMS", "CLAIM_FIGURES", "claims"),
     "common": ("CONFIRMED", "FRAGILE", "NOT_CONFIRMED", "NOT_DETECTABLE", "NOT_MEASURED", "REFUTED", "NotMeasured"),
-    "document": ("runtime_section", "verdict_summary", "write_report"),
+    "document": ("read_verdicts", "runtime_section", "verdict_rows", "verdict_summary", "write_report"),
     "rules": ("CLAIM_TABLES",),
     "rules.w5": ("BENCHMARK_COLUMNS",),
 }

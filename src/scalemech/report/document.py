@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..core.integrity import verify
 from ..core.layout import table_path
-from ..core.tables import read_table
+from ..core.tables import check_columns, read_table
 from ..figures import FIGURES
 from .rules import CLAIM_TABLES
 from .trained import EARLY, TRAINED, failed, training_check
@@ -168,6 +169,27 @@ def runtime_section(runtime: pd.DataFrame, top: int = 5) -> list[str]:
     ]
 
 
+def verdict_rows(
+    tables_dir: str | Path,
+    benchmarks: pd.DataFrame | Mapping[str, float] | None = None,
+    criterion: str = TRAINED,
+) -> pd.DataFrame:
+    """The verdict table (``tables/verdicts.csv``): ``claims`` on the tables in ``tables_dir`` (a missing
+    one: not measured; ``benchmarks`` overrides the folder's), each row with the ``figure`` that shows its
+    claim (``CLAIM_FIGURES``; empty without one). The report and every figure's verdict read it."""
+    tables_dir = Path(tables_dir)
+    tables = {name: read_table(path, name) for name in CLAIM_TABLES if (path := table_path(tables_dir, name)).exists()}
+    verdicts = claims(tables, benchmarks, criterion)
+    return verdicts.assign(figure=verdicts["claim"].map(CLAIM_FIGURES).fillna(""))
+
+
+def read_verdicts(path: str | Path) -> pd.DataFrame:
+    """The verdict table written at ``path`` (checked against its sha256), every cell as text (an empty
+    cell stays empty)."""
+    verify(Path(path), required=False)
+    return check_columns(pd.read_csv(path, dtype=str, keep_default_na=False), "verdicts")
+
+
 def write_report(
     tables_dir: str | Path,
     figures_dir: str | Path,
@@ -176,16 +198,19 @@ def write_report(
     captions_dir: str | Path = "workflow/report",
     benchmarks: pd.DataFrame | Mapping[str, float] | None = None,
     criterion: str = TRAINED,
+    verdicts: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
-    """Write ``out_md``: the claims table from the tables in ``tables_dir`` (missing ones count as
-    not measured; ``benchmarks`` overrides the folder's), then each figure of ``figures_dir``
+    """Write ``out_md``: the claims table (``verdicts``, the run's verdict table; by default
+    ``verdict_rows`` of the tables in ``tables_dir``: missing ones count as not measured, ``benchmarks``
+    overrides the folder's), then each figure of ``figures_dir``
     (relative PNG link) with its caption ``captions_dir/<stem>.rst`` (claims table: ``claims.rst``); the
     training ``criterion``'s table of the trained models comes first (``training_lines``), and the claims rest
     on the models that meet it (``claims``). Return the claims table."""
     tables_dir, figures_dir, out_md, captions_dir = map(Path, (tables_dir, figures_dir, out_md, captions_dir))
-    tables = {name: read_table(path, name) for name in CLAIM_TABLES if (path := table_path(tables_dir, name)).exists()}
-    verdicts = claims(tables, benchmarks, criterion)
-    check = training_check(tables.get("training"), criterion)
+    if verdicts is None:
+        verdicts = verdict_rows(tables_dir, benchmarks, criterion)
+    training = table_path(tables_dir, "training")
+    check = training_check(read_table(training, "training") if training.exists() else None, criterion)
     lines = ["# Claims report", "", _caption(captions_dir, "claims"), "", training_summary(check, criterion), ""]
     lines += [_markdown(verdict_table(verdicts)), "", f"## {TRAINING_HEADING}", "", training_table(check), ""]
     lines += ["## Claims in detail", ""] + [line for row in verdicts.itertuples() for line in _section(row)]

@@ -26,7 +26,12 @@ class ImageTask:
         self.device_stats: dict[torch.device, dict[str, Tensor]] = {}  # the train statistics, per device
 
     def spec_keys(self) -> dict[str, Any]:
-        return {"in_channels": self.data.in_channels, "num_classes": self.data.num_classes}
+        """The input geometry the data give a model: channels, side of the (square) images, classes."""
+        return {
+            "in_channels": self.data.in_channels,
+            "image_size": self.data.image_size,
+            "num_classes": self.data.num_classes,
+        }
 
     def draw(self, split: str, n: int, seed: int) -> Tensor:
         """``n`` distinct image indices of ``split`` (``Prepared.draw``)."""

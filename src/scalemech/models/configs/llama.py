@@ -42,3 +42,8 @@ class LlamaConfig:
 def point_names(depth: int) -> tuple[str, ...]:
     """``layer.{i}`` (0-based): one point after each layer."""
     return tuple(f"layer.{i}" for i in range(depth))
+
+
+def agreeing(model: dict) -> dict:
+    """The width under which the model keys ``model`` alone are judged: a multiple of their ``head_dim``."""
+    return {"width": model.get("head_dim", LlamaConfig.head_dim)}

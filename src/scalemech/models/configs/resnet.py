@@ -49,3 +49,8 @@ def point_names(depth: int) -> tuple[str, ...]:
     """``stage{s}.block{b}`` (both 1-based): one point after each block of the three stages."""
     blocks = ResNetConfig(depth=depth).blocks_per_stage
     return tuple(f"stage{s}.block{b}" for s in range(1, len(STAGE_CHANNELS) + 1) for b in range(1, blocks + 1))
+
+
+def narrowest_stage(width: float) -> tuple[int, int]:
+    """``(base, channels)`` of the first, narrowest stage at ``width`` (the config checks keep 2 channels)."""
+    return STAGE_CHANNELS[0], min(ResNetConfig(width=width).channels)

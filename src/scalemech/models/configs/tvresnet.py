@@ -44,3 +44,8 @@ def point_names(depth: int) -> tuple[str, ...]:
     TVResNetConfig(depth=depth)  # refuses a depth torchvision has no layout for
     counts = STAGE_BLOCKS[depth][1]
     return tuple(f"layer{i}.block{j}" for i, blocks in enumerate(counts, start=1) for j in range(blocks))
+
+
+def narrowest_stage(width: float) -> tuple[int, int]:
+    """``(base, channels)`` of the first, narrowest stage at ``width`` (the config checks keep 2 channels)."""
+    return STAGE_PLANES[0], TVResNetConfig(width=width).scaled(STAGE_PLANES[0])
