@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from scalemech.core.tables import columns
 from scalemech.figures.f9_dalign_at_paper_widths import fig_dalign_paper_widths
 from scalemech.report import CONFIRMED, NOT_MEASURED, REFUTED, claims
 from scalemech.report.rules.w1_paper import rule_w1_paper
@@ -70,8 +71,8 @@ def test_narrow_models_are_not_measured():
 
 def test_f9_marks_the_papers_points(tmp_path, monkeypatch):
     drawn = []
-    monkeypatch.setattr("scalemech.figures.common._save", lambda fig, out, title, notes, dpi: drawn.append(fig))
-    fig_dalign_paper_widths(trajectory(2.2, 0), tmp_path / "F9.pdf")
+    monkeypatch.setattr("scalemech.figures.common._save", lambda fig, *args, **kwargs: drawn.append(fig))
+    fig_dalign_paper_widths(trajectory(2.2, 0), pd.DataFrame(columns=columns("verdicts")), tmp_path / "F9.pdf")
     (ax,) = drawn[0].axes
     stars = [line for line in ax.get_lines() if line.get_marker() == "*"]
     assert [tuple(line.get_xdata()) for line in stars] == [(512, 3072)]
