@@ -29,7 +29,8 @@ growth: $(STAMP)
 	$(VENV)/bin/python -m scalemech.pipeline.runrecord results/growth/reproduce.json -- \
 		$(VENV)/bin/snakemake --cores $(CORES) --configfile config/growth.yaml
 
-# The README's results blocks and docs/<run>/ from the last `make reproduce`, `make paper-widths` and `make growth`
+# The README's results blocks and docs/<run>/ from the last `make reproduce`, `make paper-widths` and `make growth`,
+# the blocks of docs/grow.md and docs/cluster.md
 # (a paper-widths run not made yet: its block says so); config/README.md from the config schema;
 # docs/rules.md from the workflow's rules.
 docs: $(STAMP)

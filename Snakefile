@@ -22,7 +22,7 @@ min_version("9.0")
 # Snakemake's loader would evaluate) or an alias bomb is refused before Snakemake loads it. A
 # --configfile is loaded by Snakemake's command line before this file runs: workflow/rules/
 # common.smk refuses the same there, but only after the fact, and what Snakemake's loader fails
-# on first it reports itself (README, "A config from someone else").
+# on first it reports itself (docs/running.md, "A config from someone else").
 if not workflow.configfiles:
     try:
         read_config("config/config.yaml")

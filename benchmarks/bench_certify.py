@@ -15,11 +15,11 @@ the process's peak RSS, ``VmHWM``, which includes torch itself) against the weig
 size on disk.
 
 Sizes: ``--pool 256 --block-size 512`` on a GPU; on a CPU by default ``--pool 32 --block-size 128``
-(the GPU sizes would take hours on a laptop's cores). ``--readme README.md`` writes the result, with
+(the GPU sizes would take hours on a laptop's cores). ``--readme docs/grow.md`` writes the result, with
 the machine, the date and the command, into that file's ``bench-certify`` block.
 
     python benchmarks/bench_certify.py                       # GPU sizes on CUDA, CPU sizes otherwise
-    python benchmarks/bench_certify.py --device cpu --readme README.md
+    python benchmarks/bench_certify.py --device cpu --readme docs/grow.md
 """
 
 from __future__ import annotations

@@ -38,12 +38,12 @@ difference is the loop's own); printed against the weights' bytes.
 
 Sizes: ``--preset cpu`` (the default off CUDA; hidden 256, 4 layers, vocabulary 4096, block 128,
 batch 8: about a minute and a half on 2 cores) or ``--preset gpu`` (the default on CUDA); any size
-option overrides the preset's. ``--readme README.md`` writes the result, with the machine, the date
+option overrides the preset's. ``--readme docs/grow.md`` writes the result, with the machine, the date
 and the command, into that file's ``bench-grow`` block (refused before anything runs when the file
 has no such block).
 
     python benchmarks/bench_grow.py                       # GPU sizes on CUDA, CPU sizes otherwise
-    python benchmarks/bench_grow.py --device cpu --readme README.md
+    python benchmarks/bench_grow.py --device cpu --readme docs/grow.md
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """pipeline.gpu_cost: FLOPs counted on the meta device against a count by hand, and the paper config's
-GPU-hours as the README shows them."""
+GPU-hours as docs/cluster.md shows them."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from scalemech.pipeline.gpu_cost import (
     gpu_hours,
     pythia_parameters,
 )
-from scalemech.pipeline.readme import gpu_hours_block
+from scalemech.pipeline.readme import gpu_hours_block, page
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -78,6 +78,6 @@ def test_paper_config_hours_and_readme_block():
     assert (frame["hours"] * 3600).to_numpy() == pytest.approx(seconds.to_numpy())
     assert set(frame["step"]) == {"train", "measure", "trajectory", "intervene", "growth"}
     assert frame["hours"].sum() <= 400  # the issue's goal for the whole paper config
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / page("gpu-hours")).read_text()
     table = [row for row in gpu_hours_block(str(ROOT / "config" / "paper.yaml")).splitlines() if row.startswith("|")]
     assert len(table) == 9 and all(row in readme for row in table)  # make docs wrote it from this config

@@ -3,7 +3,7 @@
 Each bad config fails ``scalemech check`` in one line (exit 2) that names the key, the value and
 what is allowed, with no side effect; a representative few fail ``snakemake -n`` the same way.
 A YTE template (``__use_yte__``) is refused; given with ``--configfile`` Snakemake evaluates it
-before any workflow code runs (the caveat the README states), and it expands an alias bomb of
+before any workflow code runs (the caveat docs/running.md states), and it expands an alias bomb of
 mappings and fails itself on a file holding no mapping or not UTF-8: the last tests pin these down.
 """
 
@@ -360,7 +360,7 @@ def test_the_deepest_allowed_models_plan_at_once() -> None:
 def test_snakemake_plans_nothing_of_a_hostile_config(tmp_path, case) -> None:
     """The Snakefile refuses each with the line ``scalemech check`` gives (the default config before
     Snakemake loads it). A YTE template given with --configfile is evaluated by Snakemake's command
-    line before the Snakefile runs: refused, but after its expression ran (README: a config from
+    line before the Snakefile runs: refused, but after its expression ran (docs/running.md: a config from
     someone else goes through scalemech check first)."""
     marker, configfile = tmp_path / "PWNED", []
     if case == "train_pool 24.0":
@@ -385,7 +385,7 @@ def test_snakemake_plans_nothing_of_a_hostile_config(tmp_path, case) -> None:
     assert "allowed" in refusal, output[-3000:]  # the one line names the file or key, the value and what is allowed
     assert "Building DAG" not in output and "train_model" not in output, output[-3000:]
     if case == "yte given with --configfile":
-        assert marker.exists(), "Snakemake no longer evaluates YTE before the workflow: update README and Snakefile"
+        assert marker.exists(), "Snakemake no longer evaluates YTE first: update docs/running.md and Snakefile"
     else:
         assert not marker.exists()
 
@@ -396,7 +396,7 @@ def test_snakemake_plans_nothing_of_a_hostile_config(tmp_path, case) -> None:
 
 @pytest.mark.timeout(60)
 def test_snakemake_expands_an_alias_bomb_of_mappings_itself(tmp_path) -> None:
-    """README: Snakemake's loader reads aliases by reference, but merging the file into its config
+    """docs/running.md: Snakemake's loader reads aliases by reference, but merging the file into its config
     (``snakemake.utils.update_config``) copies every mapping, so a bomb of mappings is expanded
     before the Snakefile can refuse it; aliased lists stay shared, and common.smk refuses them."""
     path = tmp_path / "bomb.yaml"
@@ -404,7 +404,7 @@ def test_snakemake_expands_an_alias_bomb_of_mappings_itself(tmp_path) -> None:
     loaded = load_configfile(path)
     assert loaded["l3"]["k0"] is loaded["l3"]["k1"]
     merged = ConfigSettings(configfiles=[path]).overwrite_config
-    assert merged["l3"]["k0"] is not merged["l3"]["k1"], "no longer expanded: update README"
+    assert merged["l3"]["k0"] is not merged["l3"]["k1"], "no longer expanded: update docs/running.md"
     path.write_text(alias_bomb(levels=4, width=3))
     merged = ConfigSettings(configfiles=[path]).overwrite_config
     assert merged["l3"][0] is merged["l3"][1]
@@ -421,11 +421,11 @@ def test_snakemake_expands_an_alias_bomb_of_mappings_itself(tmp_path) -> None:
     ids=["list", "empty", "latin-1"],
 )
 def test_snakemake_fails_itself_on_a_configfile_of_no_mapping_or_not_utf8(tmp_path, content, error, expected) -> None:
-    """README: Snakemake's loader fails on these before any workflow code, without naming the file
+    """docs/running.md: Snakemake's loader fails on these before any workflow code, without naming the file
     (and a UnicodeDecodeError is no WorkflowError: snakemake prints its traceback); ``scalemech
     check`` names it (test_a_file_that_is_no_config_is_named)."""
     path = tmp_path / "config.yaml"
     (path.write_bytes if isinstance(content, bytes) else path.write_text)(content)
     with pytest.raises(error) as raised:
         ConfigSettings(configfiles=[path])
-    assert expected in str(raised.value) and str(path) not in str(raised.value), "now named: update README"
+    assert expected in str(raised.value) and str(path) not in str(raised.value), "now named: update docs/running.md"

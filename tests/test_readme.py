@@ -12,7 +12,17 @@ import pytest
 import yaml
 
 from scalemech.pipeline import runrecord
-from scalemech.pipeline.readme import between_runs, claims_table, linked_from, main, markers, suite_block, update
+from scalemech.pipeline.readme import (
+    PAGES,
+    between_runs,
+    claims_table,
+    linked_from,
+    main,
+    markers,
+    page,
+    suite_block,
+    update,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 README_BLOCK = (ROOT / "README.md").read_text().split(markers("quick")[0], 1)[1].split(markers("quick")[1], 1)[0]
@@ -159,5 +169,41 @@ def test_the_memory_block_is_the_arithmetic_of_training_footprint():
     from scalemech.pipeline.readme import memory_block
 
     start, end = markers("growing-7b")
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / page("growing-7b")).read_text()
     assert text[text.index(start) : text.index(end) + len(end)] == memory_block()
+
+
+def test_the_readme_is_read_in_two_minutes():
+    """At most 250 lines: the rest lives in docs/ (issue 60)."""
+    lines = (ROOT / "README.md").read_text().count("\n")
+    assert lines <= 250, f"README.md has {lines} lines; move a section into docs/ and link it"
+
+
+def test_every_block_is_once_in_its_page_and_nowhere_else():
+    """Each block ``make docs`` (or a benchmark) writes has its two markers once, in order, in the file
+    ``PAGES`` names for it, and in no other page of the repository's docs."""
+    pages = {
+        path.relative_to(ROOT).as_posix(): path.read_text() for path in [ROOT / "README.md", *ROOT.glob("docs/*.md")]
+    }
+    for block in PAGES:
+        start, end = markers(block)
+        home = page(block).as_posix()
+        text = pages[home]
+        assert text.count(start) == 1 and text.count(end) == 1, (block, home)
+        assert text.index(start) < text.index(end), (block, home)
+        elsewhere = [name for name, other in pages.items() if name != home and start in other]
+        assert not elsewhere, f"{block}'s block is in {elsewhere} as well as {home}"
+
+
+def test_make_docs_writes_a_block_to_its_page(tmp_path, monkeypatch):
+    """``--gpu-hours`` writes docs/cluster.md's block, not the README's (``--readme`` overrides)."""
+    monkeypatch.chdir(tmp_path)
+    start, end = markers("gpu-hours")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "cluster.md").write_text(f"# cluster\n{start}\nold\n{end}\n")
+    (tmp_path / "README.md").write_text("# no block here\n")
+    monkeypatch.setattr("scalemech.pipeline.readme.gpu_hours_block", lambda: f"{start}\nnew\n{end}")
+    main(["--gpu-hours"])
+    assert (tmp_path / "docs" / "cluster.md").read_text() == f"# cluster\n{start}\nnew\n{end}\n"
+    with pytest.raises(ValueError, match="README.md has no"):
+        main(["--gpu-hours", "--readme", "README.md"])

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make test-slurm: the tiny run of tests/slurm/tiny.yaml through the SLURM profile, exactly as
-# the README's cluster section says, on a one-node SLURM cluster set up on this machine.
+# docs/cluster.md says, on a one-node SLURM cluster set up on this machine.
 #
 # Needs root on Debian/Ubuntu (apt-get install slurm-wlm munge if missing; the daemons run as
 # root) and no SLURM daemon already running here. What it does:
@@ -145,8 +145,8 @@ cluster:
   max_gpus: 0
   max_runtime: $MAXTIME
 EOF
-# The README's command for a cluster without slurmdbd, in a temporary directory; the first status
-# check after 10 s instead of 40 (README: short jobs) only makes this test of seconds-long jobs quicker.
+# docs/cluster.md's command for a cluster without slurmdbd, in a temporary directory; the first status
+# check after 10 s instead of 40 (docs/cluster.md: short jobs) only makes this test of seconds-long jobs quicker.
 SNAKEMAKE=("$VENV/bin/snakemake" --configfile "$CONFIG" --profile workflow/profiles/slurm
            --slurm-status-command squeue --slurm-init-seconds-before-status-checks 10 --directory "$WORK/run")
 cd "$ROOT"

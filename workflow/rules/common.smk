@@ -16,7 +16,7 @@ from scalemech.core.steps import PER_MODEL_TABLES, STEPS, run_tables
 # line has loaded it, before any workflow code: it has evaluated its YTE expressions (and drops
 # __use_yte__ from the config, so only the file shows it), expanded an alias bomb of mappings
 # (snakemake.utils.update_config copies every mapping), and refused itself a file that is not
-# UTF-8 or holds no mapping. `scalemech check` first is the guard (README). The config validated
+# UTF-8 or holds no mapping. `scalemech check` first is the guard (docs/running.md). The config validated
 # is still Snakemake's own (with any --config overrides).
 try:
     for path in workflow.configfiles:

@@ -1,5 +1,6 @@
 """``make docs``: the README's results block and ``docs/quick/`` regenerated from a finished run,
-and (``--tests``) the test suite's times from ``make test``'s records.
+and (``--tests``) the test suite's times from ``make test``'s records; each block is written to its
+page (``PAGES``: the README, ``docs/grow.md`` or ``docs/cluster.md``).
 
     python -m scalemech.pipeline.readme --run quick
 
@@ -82,6 +83,18 @@ def adaptation_summary(path: Path) -> list[str]:
 
 
 SUMMARIES = {"adaptation": adaptation_summary}
+
+
+PAGES = {
+    **dict.fromkeys([*RUNS, "tests"], "README.md"),
+    **dict.fromkeys(["growing-7b", "bench-certify", "bench-grow"], "docs/grow.md"),
+    "gpu-hours": "docs/cluster.md",
+}
+
+
+def page(block: str) -> Path:
+    """The file ``block`` is written to, relative to the repository (``PAGES``; another run's: the README)."""
+    return Path(PAGES.get(block, "README.md"))
 
 
 def run_docs(run: str) -> RunDocs:
@@ -268,7 +281,7 @@ def suite_block(records: dict[str, dict]) -> str:
 
 
 def memory_block() -> str:
-    """The README block of "Growing a 7B model": ``training.footprint``'s tables of the arms and of certify,
+    """The block of "Growing a 7B model" (``docs/grow.md``): ``training.footprint``'s tables of the arms and of certify,
     and what the host holds."""
     from ..training.footprint import activation_lines, certify_table, host_lines, table
 
@@ -283,7 +296,7 @@ def memory_block() -> str:
 
 
 def gpu_hours_block(config: str = "config/paper.yaml") -> str:
-    """The README block of the paper config's GPU-hours (``pipeline.gpu_cost``)."""
+    """The block of the paper config's GPU-hours (``docs/cluster.md``; ``pipeline.gpu_cost``)."""
     from ..config import load_config
     from .gpu_cost import gpu_hours, line, markdown
 
@@ -300,7 +313,7 @@ def _duration(seconds: float) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m scalemech.pipeline.readme", description=__doc__.split("\n")[0])
     parser.add_argument("--run", default="quick", help="the run whose results are shown")
-    parser.add_argument("--readme", default="README.md")
+    parser.add_argument("--readme", type=Path, help="the file to write the block to (default: its page, PAGES)")
     parser.add_argument(
         "--not-run-ok", action="store_true",
         help="a run without a report: keep the block of the one recorded in docs/<run>/, else say it was not run",
@@ -309,22 +322,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--memory", action="store_true", help="write the memory arithmetic of growing a 7B model")
     parser.add_argument("--gpu-hours", action="store_true", help="write the paper config's GPU-hours")
     args = parser.parse_args(argv)
+    block = "gpu-hours" if args.gpu_hours else "growing-7b" if args.memory else "tests" if args.tests else args.run
+    target = args.readme or page(block)
     if args.gpu_hours:
-        replace_block(Path(args.readme), "gpu-hours", gpu_hours_block())
+        replace_block(target, block, gpu_hours_block())
         return
     if args.memory:
-        replace_block(Path(args.readme), "growing-7b", memory_block())
+        replace_block(target, block, memory_block())
         return
     if args.tests:
         records = {path.name: json.loads(path.read_text()) for path in Path("results", "test").glob("*.json")}
-        replace_block(Path(args.readme), "tests", suite_block(records))
+        replace_block(target, block, suite_block(records))
         return
     results = Path("results", args.run)
     if args.not_run_ok and not (results / "report.md").exists():
         if not Path("docs", args.run, "report.md").exists():  # a run recorded before (docs/<run>/) keeps its block
-            replace_block(Path(args.readme), args.run, not_run_block(args.run))
+            replace_block(target, block, not_run_block(args.run))
         return
-    update(Path(args.readme), results, Path("figures", args.run), Path("docs", args.run), args.run)
+    update(target, results, Path("figures", args.run), Path("docs", args.run), args.run)
 
 
 if __name__ == "__main__":

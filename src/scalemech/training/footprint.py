@@ -154,7 +154,7 @@ def _fits(sizes: dict[int, float], limit: float = FITS * H200_BYTES) -> str:
 
 
 def table(devices: tuple[int, ...] = DEVICES) -> list[str]:
-    """The README's table: each model × arm, its parameters, its bytes on one device, per device sharded
+    """docs/grow.md's table: each model × arm, its parameters, its bytes on one device, per device sharded
     over ``devices`` H200s (``per_device``), and the fewest H200s it fits."""
     header = "| model | arm | parameters | trainable | one GPU | " + " | ".join(f"per GPU, {g}" for g in devices)
     lines = [header + " | fits on |", "|---" * (6 + len(devices)) + "|"]
