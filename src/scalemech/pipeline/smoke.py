@@ -66,6 +66,11 @@ PYTHIA_LAYERS = {"pythia-14m": 6, "pythia-31m": 6, "pythia-70m": 6, "pythia-2.8b
 STANDIN_WIDTH, STANDIN_VOCAB = 32, 320
 
 
+def on_cpus(resources: dict[str, Any]) -> dict[str, Any]:
+    """A grid's ``resources`` on this machine's CPUs: no GPU, so no share of one (``gpu_mem_mb``)."""
+    return {**{k: v for k, v in resources.items() if k != "gpu_mem_mb"}, "gpu": 0}
+
+
 def _two_smallest(values: list) -> list:
     return sorted(values)[:2]
 
@@ -104,7 +109,7 @@ def _shrunk_grid(grid: dict[str, Any]) -> dict[str, Any]:
         shrunk["widths"] = [head_dim, 2 * head_dim]
         shrunk["model"]["block_size"] = TOY["block_size"]
     shrunk["recipe"] = _shrunk_recipe(grid["recipe"], grid["family"] == "llama")
-    shrunk["resources"] = {**grid.get("resources", {}), "gpu": 0}
+    shrunk["resources"] = on_cpus(grid.get("resources", {}))
     return shrunk
 
 
@@ -145,7 +150,7 @@ def paper_smoke(paper: dict[str, Any], fixtures: str | Path, compile: bool = Fal
     smoke["grids"] = {name: _shrunk_grid(grid) for name, grid in paper["grids"].items()}
     for group in smoke.get("pretrained", {}).values():
         group["block_size"] = TOY["block_size"]
-        group["resources"] = {**group.get("resources", {}), "gpu": 0}
+        group["resources"] = on_cpus(group.get("resources", {}))
         for entry in group["checkpoints"].values():
             entry["checkpoint"] = str(standin_dir(fixtures, entry["checkpoint"]))
     pool = TOY["pool"]
