@@ -93,7 +93,6 @@ PENDING = {  # the bounds and standard errors the report reads (tables written b
     "dalign": ["d_2_se", "d_2_ucb", "d_align_se", "d_align_ucb"],
     "trajectory": ["d_2_se", "d_2_ucb", "d_align_se", "d_align_ucb"],
     "misalignment": ["mu_cross_se", "mu_cross_lo", "mu_cross_hi", "b_exact_ucb", "v_mk"],
-    "training": ["test_loss_se"],  # D3's evaluation SE with one seed per cell (no producer writes it yet)
 }
 BENCHMARKS = [
     "dim",

@@ -792,6 +792,28 @@ def test_d3_is_judged_where_the_design_has_a_full_grid():
         assert decisive(noise) <= FALSE_MAX + 1 and planted[CONFIRMED] >= HIT_MIN, (noise, planted)
 
 
+def test_d3_decides_with_one_seed_missing():
+    """A model left out (it failed the training criterion) leaves its cell one seed: D3 still decides, that
+    cell's SE the seed spread of the others, and the detail names the cell; the planted effect (PLANT SEs of a
+    contrast of two full cells) is confirmed in most draws; with one seed in every cell the evaluation SE over
+    test examples (training's ``test_loss_se``) decides."""
+    case = OWN_CASES["D3"]
+    if not full_grid():
+        pytest.skip("D3 is not measured on a cross")
+    found = dict.fromkeys([CONFIRMED, NOT_DETECTABLE, REFUTED, NOT_CONFIRMED, NOT_MEASURED, FRAGILE], 0)
+    for draw in range(DRAWS):
+        training = training_tables(1.0, False, np.random.default_rng([13, draw]))["training"]
+        grid = training.index[training.groupby(["dataset", "family"])["depth"].transform("nunique") >= 3]
+        missing = training.drop(index=grid[draw % len(grid)])
+        result = case.rule.judge({"training": missing})
+        found[result.verdict] += 1
+        assert "one seed left in d" in result.detail, result.detail
+    assert found[NOT_MEASURED] == found[REFUTED] == 0 and found[CONFIRMED] >= DRAWS // 2, found  # 19 of 30
+    alone = training_tables(1.0, False, np.random.default_rng(0), evaluation_se=True)["training"]
+    result = case.rule.judge({"training": alone})
+    assert result.verdict != NOT_MEASURED and "evaluation SE" in result.detail, result
+
+
 def test_e8_shows_a_refuting_family_in_the_headline():
     """The llama family 6 SE below 0, the ResNets at 0: the aggregate would not refute, the headline does."""
     tables = expansion_tables(0.0, False, np.random.default_rng(0), families={"resnet": 0.0, "llama": -6.0})

@@ -88,6 +88,9 @@ def _train_params(config: dict[str, Any], job: Any) -> dict[str, Any]:
         "checkpoints": layout.checkpoints(job.dataset, job.name),
         "snapshots": config["train"]["snapshots"],
         "snapshot_dir": layout.snapshots(job.dataset, job.name),
+        "criterion": config["train"]["criterion"],
+        "continue_rounds": config["train"]["continue_rounds"],
+        "continue_fraction": config["train"]["continue_fraction"],
     }
 
 

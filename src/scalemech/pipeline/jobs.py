@@ -185,13 +185,18 @@ def train_model(
     checkpoints: str,
     snapshots: int,
     snapshot_dir: str,
+    criterion: str,
+    continue_rounds: int,
+    continue_fraction: float,
     device: torch.device,
     checkpoint_every: int,
 ) -> None:
     """Train one grid model (E1): ``train`` writes ``model``, ``metrics`` (with the model's table keys)
-    and ``curve`` into the model's directory."""
+    and ``curve`` into the model's directory; under the ``trained`` criterion a model that misses it trains
+    on, up to ``continue_rounds`` rounds of ``continue_fraction`` of its budget (docs/science.md §7.1)."""
     from ..core.recipe import Recipe
     from ..data import load_prepared
+    from ..report.trained import TRAINED, judged_metrics
     from ..tasks import task_for
     from ..training.train import train
 
@@ -210,6 +215,9 @@ def train_model(
         labels=keys_of(model_keys, full_spec),
         snapshots=snapshots,
         snapshot_dir=snapshot_dir,
+        criterion=judged_metrics if criterion == TRAINED else None,
+        rounds=continue_rounds,
+        round_fraction=continue_fraction,
     )
 
 
