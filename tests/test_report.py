@@ -19,7 +19,7 @@ import pytest
 
 from scalemech import report
 from scalemech.core.layout import table_path
-from scalemech.core.tables import columns, model_keys, write_table
+from scalemech.core.tables import EARLY, columns, early_tables, model_keys, write_table
 from scalemech.figures import FIGURES, make_figure
 from scalemech.report import CONFIRMED, NOT_CONFIRMED, NOT_DETECTABLE, NOT_MEASURED, REFUTED, claims, write_report
 from scalemech.report.rules.w1_training import W1_LOSS_LEVELS, at_matched_loss, first_crossing
@@ -182,6 +182,7 @@ def make_tables(trend: int = 1, families: tuple[str, ...] = ("resnet",)) -> dict
         loss_first=training["test_loss"] + 2,
         loss_late=training["test_loss"] - 0.1,
         loss_end=training["test_loss"] - 0.1,
+        continued_rounds=0,
     )
 
     covariance = _points(_grid(families, point_index=POINTS))
@@ -244,7 +245,7 @@ def make_tables(trend: int = 1, families: tuple[str, ...] = ("resnet",)) -> dict
 
     intervention = _points(_grid(families, point_index=POINTS, view=["full"], eta=[1e-3, 1e-2, 1e-1]))
     predicted = -intervention["eta"] * (1 + intervention["width"])
-    observed = predicted * (0.97 - intervention["eta"])
+    observed = predicted * (0.97 - intervention["eta"]) if s > 0 else -0.4 * predicted
     heldout = predicted * (0.976 - intervention["eta"]) if s > 0 else -0.5 * predicted  # 97.5 % at the smallest η
     intervention = intervention.assign(
         step_fraction=10 * intervention["eta"],
@@ -367,14 +368,20 @@ def make_tables(trend: int = 1, families: tuple[str, ...] = ("resnet",)) -> dict
         adaptation=adaptation,
     )
     own = {name: frame[contract(name)] for name, frame in tables.items()}
-    return own | {"benchmarks": benchmarks[BENCHMARKS], "powerlaw": powerlaw_table(own["training"])}
+    early = {name: own[name.removeprefix(EARLY)].assign(step=0) for name in early_tables()}  # the same at step 0
+    return own | early | {"benchmarks": benchmarks[BENCHMARKS], "powerlaw": powerlaw_table(own["training"])}
 
 
 CLAIM_IDS = [claim.id for claim in report.CLAIMS]  # the registry: a new claim is in every generic test
 OWN_TESTS = {
     "D4",
     "W1 at the paper's widths",
-}  # claims that need grids make_tables lacks: tests/test_powerlaw.py, test_paper_widths.py
+    "W1 level",
+    "W1 level early",
+    "W2 level",
+    "W2 level early",
+}  # claims that need grids or levels make_tables lacks: tests/test_powerlaw.py, test_paper_widths.py, the levels'
+# scenarios in test_rules_power.py
 GRID_IDS = [claim for claim in CLAIM_IDS if claim not in OWN_TESTS]
 DECIDED = (CONFIRMED, REFUTED)
 
@@ -401,10 +408,13 @@ def rule_verdict(claim: str, **replaced: pd.DataFrame) -> str:
 
 def test_claims_table_has_one_row_per_claim_and_short_statistics():
     table = claims(make_tables(1))
-    assert list(table.columns) == ["claim", "statement", "statistic", "rule", "verdict", "per_seed", "models", "detail"]
+    columns = ["claim", "regime", "statement", "statistic", "rule", "verdict", "per_seed", "models", "detail"]
+    assert list(table.columns) == columns
+    regimes = table.set_index("claim")["regime"]
+    assert regimes["W1"] == "trained" and regimes["W1 early"] == "early training: step 0" and regimes["D3"] == "trained"
     assert list(table["claim"]) == CLAIM_IDS and table["rule"].str.len().min() > 20
     papers = ["DWEG".index(claim[0]) for claim in CLAIM_IDS]  # report order: Paper D, Paper W, E8, growth
-    assert papers == sorted(papers) and CLAIM_IDS[:4] == ["D1", "D2", "D3", "D4"]
+    assert papers == sorted(papers) and CLAIM_IDS[:5] == ["D1", "D1 early", "D2", "D2 early", "D3"]
     assert table["statistic"].str.len().max() <= 200, table["statistic"].str.len().max()
     assert set(table.set_index("claim").loc[GRID_IDS, "per_seed"]) == {"one seed (0): not checked against a reseed"}
 
@@ -512,9 +522,11 @@ def test_write_report_lists_all_claims_figures_and_captions(tmp_path):
     verdicts = write_report(tables_dir, figures_dir, out, captions_dir=CAPTIONS)
     assert verdicts["claim"].tolist() == [claim.id for claim in report.CLAIMS]
     text = out.read_text()
-    assert "| claim | verdict | per seed | models | deciding number | figure |" in text
+    assert "| claim | regime | verdict | per seed | models | deciding number | figure |" in text
+    regimes = verdicts.set_index("claim")["regime"]
     for claim in GRID_IDS:  # each claim linked to its section; the CSV round trip changes nothing
-        assert f"| [{claim}](#{report.document.anchor(claim)}) | {CONFIRMED} |" in text and f"### {claim}\n" in text
+        linked = f"| [{claim}](#{report.document.anchor(claim)}) | {regimes[claim]} | {CONFIRMED} |"
+        assert linked in text and f"### {claim}\n" in text
     assert "| [F3](#f3_rebound) |" in text and "| [W1 along training](#w1-along-training) |" in text
     table = [line for line in text.splitlines() if line.startswith("| [")]
     cells = [cell for line in table for cell in re.split(r"(?<!\\)\|", line)[1:-1]]

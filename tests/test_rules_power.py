@@ -58,6 +58,8 @@ from scalemech.core.tables import model_keys
 from scalemech.experiments.measure import select_points
 from scalemech.models import insertion_points
 from scalemech.report import CONFIRMED, FRAGILE, NOT_CONFIRMED, NOT_DETECTABLE, NOT_MEASURED, REFUTED
+from scalemech.report.rules.w1_level import BAND, LEVEL_FAMILIES
+from scalemech.report.rules.w2_level import implied_ratio
 from scalemech.report.seeds import UNCHECKED, by_seed, reseeded
 from scalemech.report.subset import REFIT
 from scalemech.report.units import KISH_FLOOR, kish, mde_factor
@@ -607,6 +609,59 @@ def powerlaw_tables(k: float, offset: bool, rng) -> dict:
     return {"training": training, "powerlaw": powerlaw.powerlaw_table(training)}
 
 
+# -- the levels the papers report (magnitude rules): k = 1 the paper's value, 0 the band's lower edge (the
+# null: decisive only at the level's error rate), −1 four orders of magnitude below the paper's d_align ----------
+W1_LEVEL_CENTRE = (BAND[0] + BAND[1]) / 2  # the middle of Paper W's 3.9–9.5
+
+
+def level_models() -> pd.DataFrame:
+    base = models()
+    return base[base["family"].isin(LEVEL_FAMILIES)]
+
+
+def level_rows(kind: str) -> pd.DataFrame:
+    rows = layout(kind)
+    return rows[rows["family"].isin(LEVEL_FAMILIES)].reset_index(drop=True)
+
+
+def w1_level_tables(k: float, offset: bool, rng) -> dict:
+    """dalign rows of the level's families: d_align = 3.9 + k·(6.7 − 3.9) (k ≥ 0; the paper's middle at k = 1)
+    or 6.7e-4 (k < 0) times (1 + relative noise); the noise such that the mean's SE is the band's half width
+    over the MDE factor (the level confirmed in the band with the printed power at its middle)."""
+    base = level_models()
+    df = len(base) - 1
+    half = (BAND[1] - BAND[0]) / 2
+    row_se = half / mde(df) / mean_se(base["se_factor"] ** 2 / point_counts(base))
+    value = W1_LEVEL_CENTRE * 1e-4 if k < 0 else BAND[0] + k * (W1_LEVEL_CENTRE - BAND[0])
+    rows = level_rows("dalign")
+    se = row_se * se_of(rows) * value / W1_LEVEL_CENTRE
+    model_sd = row_se * value / W1_LEVEL_CENTRE / np.sqrt(point_counts(base).mean())
+    d = value + offsets(rows, OFFSET * model_sd if offset else 0, rng) + rng.normal(0, 1, len(rows)) * se
+    return {"dalign": rows.assign(n=256, d_align=d, d_align_se=se, d_align_ucb=d + 1.645 * se)}
+
+
+W2_LEVEL_ROW_SD = 1.0  # sd of one point's E/√V about its model's (the floor √(n_eff·3.9) ≈ 7.8 at M = K = 32)
+
+
+def w2_level_tables(k: float, offset: bool, rng) -> dict:
+    """Misalignment rows of the level's families: at the largest M = K, E/√V = floor + k·MDE (k ≥ 0, the floor
+    √(n_eff·3.9) the paper's d_align implies) or floor/100 (k < 0: d_align four orders below) plus noise."""
+    M = max(MK)
+    base = level_models()
+    rows = level_rows("misalignment")
+    unit = misalignment_units(rows)
+    floor = implied_ratio(M, M)
+    shift = mde(len(base) - 1) * mean_se(W2_LEVEL_ROW_SD**2 / point_counts(base))
+    r = floor / 100 if k < 0 else floor + k * shift
+    sd = W2_LEVEL_ROW_SD * (0.01 if k < 0 else 1.0)
+    model_sd = sd / np.sqrt(point_counts(base).mean())
+    r = r + offsets(unit, OFFSET * model_sd if offset else 0, rng) + rng.normal(0, sd, len(unit))
+    v = W2_V * 32 / M
+    unit = unit.assign(e=r * np.sqrt(v))
+    rows = rows.merge(unit.drop(columns="level"), on=["model", "point_index", "view"])
+    return {"misalignment": certificate_columns(rows, rows["e"], sd * np.sqrt(v), W2_V).drop(columns="e")}
+
+
 CASES = {
     "D1": Case("d1", "D1", d1_tables),
     "D2": Case("d2", "D2", d2_tables),
@@ -615,7 +670,10 @@ CASES = {
     "W1 along training": Case("w1_training", "W1_TRAINING", trajectory_tables),
     "W2": Case("misalignment", "W2", w2_tables),
     "W3": Case("misalignment", "W3", w3_tables),
+    "W1 level": Case("w1_level", "W1_LEVEL", w1_level_tables),
+    "W2 level": Case("w2_level", "W2_LEVEL", w2_level_tables),
     "W4": Case("w4", "W4", intervention_tables),
+    "W4 held out": Case("w4", "W4_HELD_OUT", intervention_tables),
     "E8": Case("e8", "E8", expansion_tables),
     "G1": Case("g1", "G1", g1_tables),
     "G2": Case("g2", "G2", g2_tables),
@@ -849,6 +907,23 @@ def test_a_null_bounds_the_tested_slope_at_the_runs_models():
     assert "d_align < " in result.detail and "3.9 at width 512" in result.detail
 
 
+@pytest.mark.parametrize("claim", ["W4", "W4 held out"])
+def test_w4_is_confirmed_at_the_papers_ratio_and_refuted_four_orders_below(claim):
+    """The ratio at the paper's 96 % (planted) is confirmed; four orders of magnitude below it, its part is refuted
+    in every draw (the verdict refuted, or not confirmed where the signs' part is confirmed), and refuted once the
+    signs agree only by chance."""
+    found = tally(CASES[claim], "planted", 21, range(DRAWS))
+    assert found[CONFIRMED] >= HIT_MIN, found
+    suffix = "_heldout" if "held" in claim else ""
+    for draw in range(DRAWS):
+        rows = intervention_tables(1.0, False, np.random.default_rng([22, draw]))["intervention"]
+        below = rows.assign(**{f"ratio{suffix}": rows[f"ratio{suffix}"].abs() * 0.96e-4})
+        result = CASES[claim].rule.judge({"intervention": below})
+        assert result.verdict in (NOT_CONFIRMED, REFUTED) and "observed/predicted refuted" in result.detail, result
+        coin = below.assign(**{f"sign_agree{suffix}": np.random.default_rng(draw).random(len(below)) < 0.5})
+        assert CASES[claim].rule.judge({"intervention": coin}).verdict == REFUTED
+
+
 def test_d1_does_not_depend_on_the_pooled_dimension():
     """The same correlations (ρ̄² = 0.02 in every row) at p = 8 and p = 128 give the same ρ̄²."""
     found = []
@@ -868,7 +943,9 @@ def test_e8_and_w4_parts_that_fail_are_not_confirmed():
     damaged = frame.assign(control_change=20 * frame["control_change_se"])
     assert CASES["E8"].rule.judge({"growth": damaged}).verdict == NOT_CONFIRMED
     rows = intervention_tables(1.0, False, np.random.default_rng(0))["intervention"]
-    halfway = rows.assign(sign_agree_heldout=True, ratio_heldout=0.2 + 0.01 * rows["point_index"] / 8)
-    result = CASES["W4"].rule.judge({"intervention": halfway})
-    assert result.verdict == NOT_CONFIRMED
-    assert "sign agreement confirmed" in result.detail and "observed/predicted refuted" in result.detail
+    ratio = 0.2 + 0.01 * rows["point_index"] / 8
+    halfway = rows.assign(sign_agree_heldout=True, ratio_heldout=ratio, sign_agree=True, ratio=ratio)
+    for claim in ("W4", "W4 held out"):
+        result = CASES[claim].rule.judge({"intervention": halfway})
+        assert result.verdict == NOT_CONFIRMED
+        assert "sign agreement confirmed" in result.detail and "observed/predicted refuted" in result.detail

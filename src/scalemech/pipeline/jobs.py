@@ -363,6 +363,42 @@ def trajectory_model(
 
 
 @job
+def early_model(
+    *,
+    data: str,
+    model: str,
+    model_keys: dict[str, Any],
+    snapshot_dir: str,
+    early: dict[str, Any],
+    measure: dict[str, Any],
+    misalign: dict[str, Any],
+    intervene: dict[str, Any],
+    early_covariance: str,
+    early_signal: str,
+    early_dalign: str,
+    early_misalignment: str,
+    early_intervention: str,
+    device: torch.device,
+) -> None:
+    """E13, E2, E3, E5–E7 at the weight snapshot of step ``early.step`` (the early-training regime): one file per
+    ``early_<table>``."""
+    from ..experiments.early import early as early_tables
+
+    paths = {
+        "early_covariance": early_covariance,
+        "early_signal": early_signal,
+        "early_dalign": early_dalign,
+        "early_misalignment": early_misalignment,
+        "early_intervention": early_intervention,
+    }
+    loaded, prepared, keys, payload = _loaded(model, data, model_keys, device)
+    snapshots = Path(snapshot_dir) / payload["identity"]
+    settings = {"measure": measure, "misalign": misalign, "intervene": intervene}
+    for name, frame in early_tables(loaded, prepared, snapshots, keys, device=device, **early, **settings).items():
+        tables.write_table(frame, paths[name], name)
+
+
+@job
 def placement_model(
     *,
     data: str,

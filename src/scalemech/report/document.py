@@ -1,4 +1,4 @@
-"""``report.md``: the short verdict table (claim · verdict · per seed · deciding number · figure, each
+"""``report.md``: the short verdict table (claim · regime · verdict · per seed · deciding number · figure, each
 claim and figure linked to its section), a paragraph per claim with its statement, rule and detail,
 every figure of ``scalemech.figures.FIGURES`` with its caption from ``workflow/report/<stem>.rst``, and
 the run's job times."""
@@ -21,7 +21,7 @@ from .trained import EARLY, TRAINED, failed, training_check
 from .verdicts import CLAIM_FIGURES, claims
 
 # the verdict table's columns (each cell ≤ ~200 characters)
-TABLE = ["claim", "verdict", "per seed", "models", "deciding number", "figure"]
+TABLE = ["claim", "regime", "verdict", "per seed", "models", "deciding number", "figure"]
 TRAINING_HEADING = "Trained models"
 _LINK = re.compile(r"\[(.*?)\]\(.*?\)")
 
@@ -33,12 +33,14 @@ def anchor(heading: str) -> str:
 
 
 def verdict_table(verdicts: pd.DataFrame) -> pd.DataFrame:
-    """The short table: each claim linked to its section, its verdict, each seed's verdict alone, its
-    deciding number and a link to the section of its figure (``CLAIM_FIGURES``; empty without one)."""
+    """The short table: each claim linked to its section, the regime it is decided in, its verdict, each seed's
+    verdict alone, its deciding number and a link to the section of its figure (``CLAIM_FIGURES``; empty
+    without one)."""
     stems = verdicts["claim"].map(CLAIM_FIGURES)
     return pd.DataFrame(
         {
             "claim": [f"[{claim}](#{anchor(claim)})" for claim in verdicts["claim"]],
+            "regime": verdicts["regime"].to_list(),
             "verdict": verdicts["verdict"].to_list(),
             "per seed": verdicts["per_seed"].to_list(),
             "models": verdicts["models"].to_list(),
@@ -110,7 +112,7 @@ def _section(row: tuple) -> list[str]:
     return [
         f"### {row.claim}",
         "",
-        f"*{row.statement}* **{row.verdict}**: {row.statistic}.{per_seed}",
+        f"*{row.statement}* Regime: {row.regime}. **{row.verdict}**: {row.statistic}.{per_seed}",
         "",
         f"Rule: {row.rule}.{detail}{figure}",
         "",

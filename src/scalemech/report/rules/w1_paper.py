@@ -107,4 +107,5 @@ W1_PAPER = Claim(
     rule_w1_paper,
     READS,
     figure="F9_dalign_at_paper_widths",
+    regime="initialization (E10's step 0)",
 )

@@ -128,4 +128,5 @@ W1_TRAINING = Claim(
     rule_w1_training,
     READS,
     figure="F8_dalign_over_training",
+    regime="along training (every E10 snapshot)",
 )
