@@ -21,7 +21,16 @@ from scalemech import report
 from scalemech.core.layout import table_path
 from scalemech.core.tables import EARLY, columns, early_tables, model_keys, write_table
 from scalemech.figures import FIGURES, make_figure
-from scalemech.report import CONFIRMED, NOT_CONFIRMED, NOT_DETECTABLE, NOT_MEASURED, REFUTED, claims, write_report
+from scalemech.report import (
+    CONFIRMED,
+    NOT_CONFIRMED,
+    NOT_DETECTABLE,
+    NOT_MEASURED,
+    REFUTED,
+    claims,
+    influence,
+    write_report,
+)
 from scalemech.report.rules.w1_training import W1_LOSS_LEVELS, at_matched_loss, first_crossing
 from scalemech.report.trend import null_bound
 from scalemech.stats.powerlaw import powerlaw_table
@@ -505,6 +514,21 @@ def test_w5_decides_on_the_interval_not_the_point():
     assert verdicts(tables | {"benchmarks": _timings(dims, [2.4] * len(dims), 1.1)})["W5"] == REFUTED
 
 
+def test_each_row_counts_the_single_model_removals_that_change_its_verdict():
+    """D2 confirmed on twelve models, none of which decides it alone; one model's ‖μ‖² blown up fifty times
+    hides the decay, and removing that model (and only it) brings the verdict back."""
+    tables = make_tables(1)
+    d2 = next(claim for claim in report.CLAIMS if claim.id == "D2")
+    signal = tables["signal"]
+    models = signal["model"].nunique()
+    assert influence.removals([d2], tables, [d2.judge(tables).verdict]) == [f"0 of {models}"]
+    deep = (signal["depth"] == signal["depth"].max()) & (signal["width"] == signal["width"].min())
+    outlier = {"signal": signal.assign(mu_sq=np.where(deep, 50 * signal["mu_sq"], signal["mu_sq"]))}
+    verdict = d2.judge(outlier).verdict
+    assert verdict != d2.judge(tables).verdict
+    assert influence.removals([d2], outlier, [verdict]) == [f"1 of {models}"]
+
+
 def test_verdicts_are_deterministic():
     first, second = claims(make_tables(1)), claims({k: v.copy() for k, v in make_tables(1).items()})
     pd.testing.assert_frame_equal(first, second)
@@ -522,7 +546,10 @@ def test_write_report_lists_all_claims_figures_and_captions(tmp_path):
     verdicts = write_report(tables_dir, figures_dir, out, captions_dir=CAPTIONS)
     assert verdicts["claim"].tolist() == [claim.id for claim in report.CLAIMS]
     text = out.read_text()
-    assert "| claim | regime | verdict | per seed | models | deciding number | figure |" in text
+    assert "| claim | regime | verdict | per seed | models | one model out | deciding number | figure |" in text
+    assert (
+        verdicts.set_index("claim").loc["W1", "removals"] == f"0 of {verdicts.set_index('claim').loc['W1', 'models']}"
+    )
     regimes = verdicts.set_index("claim")["regime"]
     for claim in GRID_IDS:  # each claim linked to its section; the CSV round trip changes nothing
         linked = f"| [{claim}](#{report.document.anchor(claim)}) | {regimes[claim]} | {CONFIRMED} |"
@@ -542,7 +569,7 @@ def test_verdict_summary_lists_every_claim_of_the_report(tmp_path):
     for name, frame in make_tables(1).items():
         write_contract_table(frame, tables_dir, name)
     out = tmp_path / "report.md"
-    write_report(tables_dir, tmp_path / "figures", out, captions_dir=CAPTIONS)
+    write_report(tables_dir, tmp_path / "figures", out, captions_dir=CAPTIONS, removals=False)
     summary = report.verdict_summary(out, tmp_path / "figures")
     assert str(out) in summary
     for claim in GRID_IDS:

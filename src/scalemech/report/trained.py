@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..core.tables import model_keys
+from ..core.tables import early_tables, model_keys
 from .common import Claim, Tables
 from .subset import REFIT, restricted
 
@@ -151,7 +151,8 @@ def failed(check: pd.DataFrame) -> list[str]:
 
 def trained_only(tables: Tables, check: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """The tables without the rows of models that fail the criterion (``subset.restricted``; a table without
-    model keys passes unchanged, the powerlaw fit is fitted again on the models kept)."""
+    model keys passes unchanged, and so does an early snapshot's, ``early_<table>``: the early-training regime
+    measures the models before they trained; the powerlaw fit is fitted again on the models kept)."""
     out = set(failed(check))
     if not out:
         return dict(tables)
@@ -161,7 +162,7 @@ def trained_only(tables: Tables, check: pd.DataFrame) -> dict[str, pd.DataFrame]
             return None
         return ~(frame["dataset"].astype(str) + "/" + frame["model"].astype(str)).isin(out)
 
-    return restricted(tables, keep)
+    return restricted(tables, keep, unchanged=early_tables())
 
 
 def models_of(tables: Tables, claim: Claim) -> int:

@@ -43,11 +43,11 @@ def rule_w1_level(tables: Tables) -> Result:
         )
     mean = across_models(per_model(rows, "d_align", "d_align_se"))
     if not mean.measured:
-        raise NotMeasured(f"d_align's level needs an interval: {mean.units} models, df {mean.df}")
+        raise NotMeasured(f"d_align's level needs an interval: {mean.counted}, df {mean.df}")
     verdict = band_verdict(mean, BAND)
     widths = ", ".join(f"{w:g}" for w in sorted(rows["width"].unique()))
     statistic = (
-        f"mean d_align {mean.text()} over {mean.units} models (widths {widths}) vs the paper's {BAND[0]:g}–{BAND[1]:g}"
+        f"mean d_align {mean.text()} over {mean.counted} (widths {widths}) vs the paper's {BAND[0]:g}–{BAND[1]:g}"
     )
     if verdict == REFUTED and mean.hi < BAND[0]:
         statistic += f": {below(mean.hi, BAND[0])}"

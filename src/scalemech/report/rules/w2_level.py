@@ -38,12 +38,12 @@ def rule_w2_level(tables: Tables) -> Result:
     rows = frame[(frame["M"] == M) & frame["r"].notna()]
     mean = across_models(per_model(rows, "r", None))
     if not mean.measured:
-        raise NotMeasured(f"E/√V's level needs an interval: {mean.units} models, df {mean.df}")
+        raise NotMeasured(f"E/√V's level needs an interval: {mean.counted}, df {mean.df}")
     floor = implied_ratio(M, M)
     verdict = mean.verdict(sign=1, null=floor)
     b_align = 1 / (1 + n_eff(M, M) * BAND[0])
     statistic = (
-        f"at M=K={M}: mean E/√V {mean.text()} over {mean.units} models vs ≥ {floor:.3g} implied by the paper's "
+        f"at M=K={M}: mean E/√V {mean.text()} over {mean.counted} vs ≥ {floor:.3g} implied by the paper's "
         f"d_align ≥ {BAND[0]:g} (B_align ≤ {b_align:.2g})"
     )
     if verdict == REFUTED:
@@ -52,7 +52,7 @@ def rule_w2_level(tables: Tables) -> Result:
         statistic += "; " + mean.null_text("mean E/√V", null=floor)
     detail = (
         f"E/√V = mu_cross/√v_mk (signed), families {', '.join(LEVEL_FAMILIES)}; r² ≥ n_eff·d_align with n_eff = "
-        f"{n_eff(M, M):.3g} at M = K = {M}; {len(rows)} rows with a ratio over {mean.units} models, per model the "
+        f"{n_eff(M, M):.3g} at M = K = {M}; {len(rows)} rows with a ratio over {mean.counted}, per model the "
         f"mean over points, across models a t interval ({mean.df} df, equal weights)"
     )
     return Result(verdict, statistic, detail, (("mean E/√V", mean),))

@@ -10,13 +10,13 @@ change on a disjoint test pool B (``ratio_heldout``, ``sign_agree_heldout``), a 
 not make. Points and views of one model share pools, so models are the units: per model the share of
 agreeing rows and the median ratio, across models each one's mean with a 95 % t interval (``units``, equal
 weights). The paper's band (ratio 96–99 %) is 0.03 wide, narrower than most runs' intervals, so each part is
-a non-inferiority test against its band's lower edge with a margin set by the run's own power, the part's
-minimum detectable effect ``m`` (``Estimate.mde``, two parts): confirmed when its interval lies above
-``edge − m`` (the run cannot tell the part from the paper's value), refuted when it lies below (the part
-falls short of the paper by more than the run can resolve), else not detectable. At the paper's own values
-the verdict is confirmed with the printed power; a value ``m`` below the edge is as likely confirmed as
-refuted. The misalignment certificate at the largest M = K the grid has is stated as description (the grid
-stops below the pool sizes the intervention uses).
+a non-inferiority test against its band's lower edge less a margin fixed here, ``W4_MARGIN`` (5 points):
+confirmed when its interval lies above ``edge − W4_MARGIN`` (the part is within the margin of the paper's
+value, or above it), refuted when it lies below (it falls short of the paper by more than the margin), else
+not detectable with its limit and MDE from that null. (A margin set by each run's own MDE, as before, moved
+with the estimated SE: with architectures as units, 11 degrees of freedom in the quick run, it refuted
+14 of 120 draws at its null.) The misalignment certificate at the largest M = K the grid has is stated as
+description (the grid stops below the pool sizes the intervention uses).
 """
 
 from __future__ import annotations
@@ -31,20 +31,16 @@ from ..units import Estimate, across_models, per_model
 W4_SIGN_BAND = (0.95, 1.0)  # held-out sign agreement: "with the predicted sign" (≥ 95 %, our choice)
 W4_RATIO_BAND = (0.96, 0.99)  # held-out observed/predicted at the smallest η (Paper W: 96–99 %)
 PARTS = 2  # sign and ratio: both must be confirmed
+W4_MARGIN = 0.05  # non-inferiority margin below each band's lower edge (our choice, fixed before results)
 PAPER_BAND = f"{100 * W4_RATIO_BAND[0]:.0f}–{100 * W4_RATIO_BAND[1]:.0f} %"
 FORMS = {"W4": "", "W4 held out": "_heldout"}  # claim → the suffix of the columns it reads
 READS = {"intervention": ["point_index", "view", "eta", "ratio", "sign_agree", "ratio_heldout", "sign_agree_heldout"]}
 
 
-def margin(estimate: Estimate, edge: float) -> float:
-    """The non-inferiority null of a part: its band's lower ``edge`` less the part's MDE (``PARTS`` parts)."""
-    return edge - estimate.mde(PARTS)
-
-
 def part_text(name: str, estimate: Estimate, edge: float) -> str:
-    """A part's mean over models with its interval, against ``edge`` less its MDE."""
-    null = margin(estimate, edge)
-    return f"{name} {estimate.text()} vs {edge:g} − MDE {edge - null:.2g} = {null:.3g}"
+    """A part's mean over models with its interval, against ``edge − W4_MARGIN``, and its MDE from there."""
+    null = edge - W4_MARGIN
+    return f"{name} {estimate.text()} vs {edge:g} − {W4_MARGIN:g} = {null:.3g} (MDE {estimate.mde(PARTS):.2g})"
 
 
 def _certificate(tables: Tables) -> str:
@@ -82,14 +78,14 @@ def rule_w4(tables: Tables, suffix: str) -> Result:
         "sign agreement": (agree, W4_SIGN_BAND[0]),
         "observed/predicted": (ratio, W4_RATIO_BAND[0]),
     }
-    verdicts = {name: e.verdict(sign=1, null=margin(e, edge)) for name, (e, edge) in parts.items()}
+    verdicts = {name: e.verdict(sign=1, null=edge - W4_MARGIN) for name, (e, edge) in parts.items()}
     statistic = "; ".join(part_text(name, e, edge) for name, (e, edge) in parts.items())
-    statistic += f" ({agree.units} models; paper: ratio {PAPER_BAND})"
+    statistic += f" ({agree.counted}; paper: ratio {PAPER_BAND})"
     detail = (
-        f"{where}: {len(rows)} of {len(smallest)} rows at the smallest η over {agree.units} models; per model the "
+        f"{where}: {len(rows)} of {len(smallest)} rows at the smallest η over {agree.counted}; per model the "
         f"share of rows whose signs agree and the median ratio, across models each one's mean with a t interval "
-        f"({agree.df} df), tested against its band's lower edge less its MDE at {PARTS} parts (non-inferiority: "
-        f"the paper's band, {W4_RATIO_BAND[1] - W4_RATIO_BAND[0]:.2g} wide, is narrower than most intervals); "
+        f"({agree.df} df), tested against its band's lower edge less {W4_MARGIN:g} (non-inferiority: the paper's "
+        f"band, {W4_RATIO_BAND[1] - W4_RATIO_BAND[0]:.2g} wide, is narrower than most intervals); "
         + "; ".join(f"{name} {verdicts[name]}" for name in parts)
         + f"; {_certificate(tables)} (description)"
     )
@@ -105,9 +101,8 @@ TEST = (
     f"at each series' smallest η; per model the share of rows whose signs agree and the median ratio "
     f"observed/predicted, across models each one's mean with a 95 % t interval; each part a non-inferiority test "
     f"against its band's lower edge (agreement {W4_SIGN_BAND[0]:g}, ratio {W4_RATIO_BAND[0]:g}, the paper's) less "
-    f"the part's minimum detectable effect at the run's models (the margin the run can resolve): confirmed if its "
-    f"interval lies above, refuted if below, else not detectable; confirmed if both are, refuted if either is (not "
-    f"confirmed if one is confirmed and the other refuted)"
+    f"{W4_MARGIN:g}: confirmed if its interval lies above, refuted if below, else not detectable with its MDE; "
+    f"confirmed if both are, refuted if either is (not confirmed if one is confirmed and the other refuted)"
 )
 W4 = Claim(
     "W4",
