@@ -538,19 +538,26 @@ def claims_report(
     report: str,
     front_page: str,
     criterion: str,
+    design: dict[str, Any],
+    noise: str,
 ) -> None:
-    """``report.md``: the claims table with verdicts, every figure with its caption (``captions``:
-    ``workflow/report/*.rst``) and the runtime of the run's jobs (``runtime`` is read from the tables
-    directory); ``front_page``: the description, the training ``criterion``'s table and
-    the verdicts for the first page of ``snakemake --report``."""
+    """``report.md``: first what the run's ``design`` (its config's sections) can decide at the papers' effect
+    sizes on the measured ``noise`` (``report.power``; nothing without one), the claims table with verdicts,
+    every figure with its caption (``captions``: ``workflow/report/*.rst``) and the runtime of the run's jobs
+    (``runtime`` is read from the tables directory); ``front_page``: the description, the training
+    ``criterion``'s table and the verdicts for the first page of ``snakemake --report``."""
     from ..core.layout import table_path
     from ..core.tables import read_table
     from ..report import write_report
     from ..report.frontpage import front_page as first_page
+    from ..report.power import design_table, preface
     from ..report.trained import training_check
 
     captions_dir, tables_dir = Path(captions[0]).parent, Path(tables[0]).parent
-    verdicts = write_report(tables_dir, Path(figures[0]).parent, report, captions_dir=captions_dir, criterion=criterion)
+    lines = preface(design_table(design, pd.read_csv(noise), noise), noise, design["run"]) if noise else []
+    verdicts = write_report(
+        tables_dir, Path(figures[0]).parent, report, captions_dir=captions_dir, criterion=criterion, preface=lines
+    )
     training = table_path(tables_dir, "training")
     check = training_check(read_table(training, "training") if training.exists() else None, criterion)
     description = (captions_dir / "workflow.rst").read_text()

@@ -143,5 +143,6 @@ def below(limit: float, paper: float) -> str:
     """How far an interval's upper ``limit`` lies below the ``paper``'s value: ``x orders of magnitude below``
     (log₁₀ of their ratio, rounded down), or that the interval reaches no positive value."""
     if not limit > 0:
-        return f"at or below 0, under any positive value (the paper's {paper:g})"
-    return f"{math.floor(math.log10(paper / limit) + 1e-9):d} orders of magnitude below the paper's {paper:g}"
+        return f"at or below 0, under any positive value (the paper's {paper:.3g})"
+    orders = math.floor(math.log10(paper / limit) + 1e-9)
+    return f"{orders:d} order{'s' * (orders != 1)} of magnitude below the paper's {paper:.3g}"
