@@ -217,12 +217,14 @@ def results_block(
 
 
 def not_run_block(run: str) -> str:
-    """The README block of a run not made yet."""
+    """The README block of a run not made yet (with the design table its run is planned from, ``design``)."""
     start, end = markers(run)
+    design = ["", *design_lines(run)] if run_docs(run).design else []
     return "\n".join(
         [
             start,
             f"Not run yet: `{run_docs(run).command}` then `make docs` write this block from `results/{run}/`.",
+            *design,
             end,
         ]
     )
