@@ -4,7 +4,7 @@ VENV   := .venv
 STAMP  := $(VENV)/.installed
 CORES  ?= all
 
-.PHONY: reproduce paper-widths growth docs test test-all test-slurm paper-smoke gpu-check gpu-check-2 lint bench clean-venv
+.PHONY: reproduce standard paper-widths growth docs test test-all test-slurm paper-smoke gpu-check gpu-check-2 lint bench clean-venv
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -16,6 +16,16 @@ $(STAMP): pyproject.toml
 reproduce: $(STAMP)
 	$(VENV)/bin/python -m scalemech.pipeline.runrecord results/quick/reproduce.json -- \
 		$(VENV)/bin/snakemake --cores $(CORES) --configfile config/config.yaml
+
+# The papers' own data (config/standard.yaml): CIFAR-10 ResNets over 2.8 doublings of depth and llamas over 3
+# of width, every state-dependent claim trained and early in training (<= 75 min on 2 cores, docs/science.md §7.1).
+# CIFAR-10 comes from data/cifar-10-python.tar.gz, or is downloaded there by torchvision when online, or is read
+# from CIFAR10_ARCHIVE (the official tarball or an image-folder archive); its record: results/standard/reproduce.json.
+CIFAR10_ARCHIVE ?=
+standard: $(STAMP)
+	$(VENV)/bin/python -m scalemech.pipeline.runrecord results/standard/reproduce.json -- \
+		$(VENV)/bin/snakemake --cores $(CORES) --configfile config/standard.yaml \
+		$(if $(CIFAR10_ARCHIVE),--config "datasets={cifar10: {archive: $(abspath $(CIFAR10_ARCHIVE))}}")
 
 # Paper W's widths 512-3072 at initialization and along 16 steps (config/paper-widths.yaml, 15-30 min on
 # 2 cores); its wall and CPU time go to results/paper-widths/reproduce.json.
@@ -29,17 +39,19 @@ growth: $(STAMP)
 	$(VENV)/bin/python -m scalemech.pipeline.runrecord results/growth/reproduce.json -- \
 		$(VENV)/bin/snakemake --cores $(CORES) --configfile config/growth.yaml
 
-# The README's results blocks and docs/<run>/ from the last `make reproduce`, `make paper-widths` and `make growth`,
-# the blocks of docs/grow.md and docs/cluster.md
-# (a paper-widths run not made yet: its block says so); config/README.md from the config schema;
+# The README's results blocks and docs/<run>/ from the last `make reproduce`, `make standard`, `make paper-widths`
+# and `make growth` (a run not made yet: its block says so); the blocks of docs/grow.md and docs/cluster.md;
+# the design tables of docs/science.md §6; config/README.md from the config schema;
 # docs/rules.md from the workflow's rules.
 docs: $(STAMP)
 	$(VENV)/bin/python -m scalemech.pipeline.readme --run quick
+	$(VENV)/bin/python -m scalemech.pipeline.readme --run standard --not-run-ok
 	$(VENV)/bin/python -m scalemech.pipeline.readme --run paper-widths --not-run-ok
 	$(VENV)/bin/python -m scalemech.pipeline.readme --run growth --not-run-ok
 	$(VENV)/bin/python -m scalemech.pipeline.readme --tests
 	$(VENV)/bin/python -m scalemech.pipeline.readme --memory
 	$(VENV)/bin/python -m scalemech.pipeline.readme --gpu-hours
+	$(VENV)/bin/python -m scalemech.pipeline.readme --design
 	$(VENV)/bin/python -m scalemech.config.doc
 	$(VENV)/bin/python -m scalemech.pipeline.rulesdoc
 

@@ -291,6 +291,14 @@ CROSS_CHECKED = {
         _set("experiments", ["misalign", "trajectory"]),
         ["experiments: misalign reads measure's gradient pools", "add measure, or leave misalign out"],
     ),
+    "early without snapshots": (
+        _set("train.snapshots", 0),
+        ["experiments: early measures a weight snapshot", "train.snapshots is 0", "or leave early out"],
+    ),
+    "early pool over the test split": (
+        _set("early", {"pool": 1200}),
+        ["early.pool (x2", "held-out", "2400", "mnist5k test split"],
+    ),
     "batch over the train split": (
         _set("grids.resnet_mnist.recipe.batch_size", 8192),
         ["grids.resnet_mnist.recipe.batch_size", "8192", "3000"],

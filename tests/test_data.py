@@ -223,6 +223,39 @@ def test_stratified_indices_takes_each_class_share(labels, data):
         assert np.floor(quota) <= np.sum(labels[chosen] == c) <= np.ceil(quota)
 
 
+@pytest.mark.parametrize("source", ["download", "archive"])
+def test_the_standard_runs_cifar10_from_a_download_or_a_local_archive(tmp_path, monkeypatch, source):
+    """config/standard.yaml's CIFAR-10 settings (root, download, its subset) read the official tarball
+    that torchvision's ``download_url`` fetches into ``root`` where the machine is online (here it copies
+    a fixture in the official layout), or the archive ``make standard CIFAR10_ARCHIVE=...`` names where it
+    is not (an image-folder archive): the same subset sizes either way."""
+    import torchvision.datasets.utils
+
+    from scalemech.config import load_config
+
+    settings = dict(
+        load_config(Path(__file__).resolve().parents[1] / "config" / "standard.yaml")["datasets"]["cifar10"]
+    )
+    settings = settings | {"root": str(tmp_path / "raw"), "subset": {"train": 10, "test": 4}}
+    if source == "download":
+        official, _ = _official_tarball(tmp_path, "cifar10")
+        monkeypatch.setitem(cifar.OFFICIAL_MD5, "cifar10", _md5(official))
+
+        def fetch(url, root, filename, md5):
+            assert url == cifar.OFFICIAL_URL["cifar10"] and md5 == _md5(official)
+            Path(root).mkdir(parents=True, exist_ok=True)
+            Path(root, filename).write_bytes(official.read_bytes())
+
+        monkeypatch.setattr(torchvision.datasets.utils, "download_url", fetch)
+        manifest = prepare_dataset("cifar10", settings, tmp_path / "out", offline=False)
+        assert manifest["source"]["type"] == "cifar-python-tarball" and (tmp_path / "raw").is_dir()
+    else:
+        archive = _folder_archive(tmp_path, classes=tuple(f"c{i}" for i in range(5)), n_train=4, n_test=2)
+        manifest = prepare_dataset("cifar10", settings | {"archive": str(archive)}, tmp_path / "out", offline=True)
+        assert manifest["source"]["type"] == "image-folder-archive"
+    assert sum(manifest["class_counts"]["train"]) == 10 and sum(manifest["class_counts"]["test"]) == 4
+
+
 def test_offline_without_archive_says_where_to_put_it(tmp_path):
     out_dir = tmp_path / "out" / "cifar100"
     with pytest.raises(DataError, match="offline.*cifar-100-python.tar.gz"):

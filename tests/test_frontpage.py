@@ -22,6 +22,7 @@ DESCRIPTION = (CAPTIONS / "workflow.rst").read_text()
 VERDICTS = pd.DataFrame(
     {
         "claim": ["D1", "W1", "W5"],
+        "regime": ["trained", "early training: step 0", "none: the method's cost"],
         "statement": ["The covariance is close to diagonal.", "d_align grows with width.", "d_align is cheap."],
         "statistic": ["median r_off = 0.12 [0.1, 0.2]; *3 of 4* rows", "ρ = 0.5 {{ not jinja }} |x|_2", "x`y"],
         "rule": ["r", "r", "r"],
@@ -72,6 +73,8 @@ def test_first_page_shows_every_verdict_in_an_html_table_with_figure_links():
     html = render(page(VERDICTS, set(figures)), figures)
     rows = cells(html)
     assert [row[0] for row in rows] == ["D1", "W1", "W5"]
+    assert [row[1] for row in rows] == ["trained", "early training: step 0", "none: the method's cost"]
+    rows = [row[:1] + row[2:] for row in rows]  # the regime read, the rest as before
     assert [row[1] for row in rows] == ["refuted", "fragile", "confirmed"]
     assert rows[1][2] == "seed 0: confirmed; seed 1: *not* detectable"  # each seed alone, literally
     # statistics come through literally: no RST emphasis, no Jinja expression evaluated
@@ -175,6 +178,7 @@ def test_verdict_heading_is_in_view_at_1400x900(tmp_path):
     centres the page vertically; a page taller than the window would start above its top)."""
     long = "slope of d_align per doubling of width: 0.5 [0.438, 0.561] (24 models); " * 3
     verdicts = pd.DataFrame({"claim": [claim.id for claim in CLAIMS], "verdict": "not detectable"}).assign(
+        regime="early training: step 0",
         statement="s",
         rule="r",
         statistic=long[:200],

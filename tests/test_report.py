@@ -19,9 +19,18 @@ import pytest
 
 from scalemech import report
 from scalemech.core.layout import table_path
-from scalemech.core.tables import columns, model_keys, write_table
+from scalemech.core.tables import EARLY, columns, early_tables, model_keys, write_table
 from scalemech.figures import FIGURES, make_figure
-from scalemech.report import CONFIRMED, NOT_CONFIRMED, NOT_DETECTABLE, NOT_MEASURED, REFUTED, claims, write_report
+from scalemech.report import (
+    CONFIRMED,
+    NOT_CONFIRMED,
+    NOT_DETECTABLE,
+    NOT_MEASURED,
+    REFUTED,
+    claims,
+    influence,
+    write_report,
+)
 from scalemech.report.rules.w1_training import W1_LOSS_LEVELS, at_matched_loss, first_crossing
 from scalemech.report.trend import null_bound
 from scalemech.stats.powerlaw import powerlaw_table
@@ -93,7 +102,6 @@ PENDING = {  # the bounds and standard errors the report reads (tables written b
     "dalign": ["d_2_se", "d_2_ucb", "d_align_se", "d_align_ucb"],
     "trajectory": ["d_2_se", "d_2_ucb", "d_align_se", "d_align_ucb"],
     "misalignment": ["mu_cross_se", "mu_cross_lo", "mu_cross_hi", "b_exact_ucb", "v_mk"],
-    "training": ["test_loss_se"],  # D3's evaluation SE with one seed per cell (no producer writes it yet)
 }
 BENCHMARKS = [
     "dim",
@@ -183,6 +191,7 @@ def make_tables(trend: int = 1, families: tuple[str, ...] = ("resnet",)) -> dict
         loss_first=training["test_loss"] + 2,
         loss_late=training["test_loss"] - 0.1,
         loss_end=training["test_loss"] - 0.1,
+        continued_rounds=0,
     )
 
     covariance = _points(_grid(families, point_index=POINTS))
@@ -245,7 +254,7 @@ def make_tables(trend: int = 1, families: tuple[str, ...] = ("resnet",)) -> dict
 
     intervention = _points(_grid(families, point_index=POINTS, view=["full"], eta=[1e-3, 1e-2, 1e-1]))
     predicted = -intervention["eta"] * (1 + intervention["width"])
-    observed = predicted * (0.97 - intervention["eta"])
+    observed = predicted * (0.97 - intervention["eta"]) if s > 0 else -0.4 * predicted
     heldout = predicted * (0.976 - intervention["eta"]) if s > 0 else -0.5 * predicted  # 97.5 % at the smallest η
     intervention = intervention.assign(
         step_fraction=10 * intervention["eta"],
@@ -380,14 +389,20 @@ def make_tables(trend: int = 1, families: tuple[str, ...] = ("resnet",)) -> dict
         adaptation=adaptation,
     )
     own = {name: frame[contract(name)] for name, frame in tables.items()}
-    return own | {"benchmarks": benchmarks[BENCHMARKS], "powerlaw": powerlaw_table(own["training"])}
+    early = {name: own[name.removeprefix(EARLY)].assign(step=0) for name in early_tables()}  # the same at step 0
+    return own | early | {"benchmarks": benchmarks[BENCHMARKS], "powerlaw": powerlaw_table(own["training"])}
 
 
 CLAIM_IDS = [claim.id for claim in report.CLAIMS]  # the registry: a new claim is in every generic test
 OWN_TESTS = {
     "D4",
     "W1 at the paper's widths",
-}  # claims that need grids make_tables lacks: tests/test_powerlaw.py, test_paper_widths.py
+    "W1 level",
+    "W1 level early",
+    "W2 level",
+    "W2 level early",
+}  # claims that need grids or levels make_tables lacks: tests/test_powerlaw.py, test_paper_widths.py, the levels'
+# scenarios in test_rules_power.py
 GRID_IDS = [claim for claim in CLAIM_IDS if claim not in OWN_TESTS]
 DECIDED = (CONFIRMED, REFUTED)
 
@@ -414,10 +429,13 @@ def rule_verdict(claim: str, **replaced: pd.DataFrame) -> str:
 
 def test_claims_table_has_one_row_per_claim_and_short_statistics():
     table = claims(make_tables(1))
-    assert list(table.columns) == ["claim", "statement", "statistic", "rule", "verdict", "per_seed", "models", "detail"]
+    columns = ["claim", "regime", "statement", "statistic", "rule", "verdict", "per_seed", "models", "detail"]
+    assert list(table.columns) == columns
+    regimes = table.set_index("claim")["regime"]
+    assert regimes["W1"] == "trained" and regimes["W1 early"] == "early training: step 0" and regimes["D3"] == "trained"
     assert list(table["claim"]) == CLAIM_IDS and table["rule"].str.len().min() > 20
     papers = ["DWEG".index(claim[0]) for claim in CLAIM_IDS]  # report order: Paper D, Paper W, E8, growth
-    assert papers == sorted(papers) and CLAIM_IDS[:4] == ["D1", "D2", "D3", "D4"]
+    assert papers == sorted(papers) and CLAIM_IDS[:5] == ["D1", "D1 early", "D2", "D2 early", "D3"]
     assert table["statistic"].str.len().max() <= 200, table["statistic"].str.len().max()
     assert set(table.set_index("claim").loc[GRID_IDS, "per_seed"]) == {"one seed (0): not checked against a reseed"}
 
@@ -508,6 +526,21 @@ def test_w5_decides_on_the_interval_not_the_point():
     assert verdicts(tables | {"benchmarks": _timings(dims, [2.4] * len(dims), 1.1)})["W5"] == REFUTED
 
 
+def test_each_row_counts_the_single_model_removals_that_change_its_verdict():
+    """D2 confirmed on twelve models, none of which decides it alone; one model's ‖μ‖² blown up fifty times
+    hides the decay, and removing that model (and only it) brings the verdict back."""
+    tables = make_tables(1)
+    d2 = next(claim for claim in report.CLAIMS if claim.id == "D2")
+    signal = tables["signal"]
+    models = signal["model"].nunique()
+    assert influence.removals([d2], tables, [d2.judge(tables).verdict]) == [f"0 of {models}"]
+    deep = (signal["depth"] == signal["depth"].max()) & (signal["width"] == signal["width"].min())
+    outlier = {"signal": signal.assign(mu_sq=np.where(deep, 50 * signal["mu_sq"], signal["mu_sq"]))}
+    verdict = d2.judge(outlier).verdict
+    assert verdict != d2.judge(tables).verdict
+    assert influence.removals([d2], outlier, [verdict]) == [f"1 of {models}"]
+
+
 def test_verdicts_are_deterministic():
     first, second = claims(make_tables(1)), claims({k: v.copy() for k, v in make_tables(1).items()})
     pd.testing.assert_frame_equal(first, second)
@@ -528,9 +561,14 @@ def test_write_report_lists_all_claims_figures_and_captions(tmp_path):
     assert verdicts["claim"].tolist() == [claim.id for claim in report.CLAIMS]
     assert set(verdicts["figure"]) == {*report.CLAIM_FIGURES.values(), ""}  # W5 has no figure
     text = out.read_text()
-    assert "| claim | verdict | per seed | models | deciding number | figure |" in text
+    assert "| claim | regime | verdict | per seed | models | one model out | deciding number | figure |" in text
+    assert (
+        verdicts.set_index("claim").loc["W1", "removals"] == f"0 of {verdicts.set_index('claim').loc['W1', 'models']}"
+    )
+    regimes = verdicts.set_index("claim")["regime"]
     for claim in GRID_IDS:  # each claim linked to its section; the CSV round trip changes nothing
-        assert f"| [{claim}](#{report.document.anchor(claim)}) | {CONFIRMED} |" in text and f"### {claim}\n" in text
+        linked = f"| [{claim}](#{report.document.anchor(claim)}) | {regimes[claim]} | {CONFIRMED} |"
+        assert linked in text and f"### {claim}\n" in text
     assert "| [F3](#f3_rebound) |" in text and "| [W1 along training](#w1-along-training) |" in text
     table = [line for line in text.splitlines() if line.startswith("| [")]
     cells = [cell for line in table for cell in re.split(r"(?<!\\)\|", line)[1:-1]]
@@ -546,7 +584,7 @@ def test_verdict_summary_lists_every_claim_of_the_report(tmp_path):
     for name, frame in make_tables(1).items():
         write_contract_table(frame, tables_dir, name)
     out = tmp_path / "report.md"
-    write_report(tables_dir, tmp_path / "figures", out, captions_dir=CAPTIONS)
+    write_report(tables_dir, tmp_path / "figures", out, captions_dir=CAPTIONS, removals=False)
     summary = report.verdict_summary(out, tmp_path / "figures")
     assert str(out) in summary
     for claim in GRID_IDS:

@@ -325,10 +325,12 @@ def test_evaluate_matches_one_big_batch(small_mnist):
     model = build_model(TINY_RESNET).eval()
     x, y = small_mnist.test_x[:50], small_mnist.test_y[:50]
     normalize = lambda b: normalize_images(b, small_mnist.manifest)  # noqa: E731
-    loss, acc = evaluate(model, x, y, batch_size=7, device="cpu", normalize=normalize)
+    loss, acc, se = evaluate(model, x, y, batch_size=7, device="cpu", normalize=normalize)
     with torch.no_grad():
         logits = model(normalize(x))
-    assert loss == pytest.approx(F.cross_entropy(logits, y).item(), rel=1e-5)
+    losses = F.cross_entropy(logits, y, reduction="none").double()
+    assert loss == pytest.approx(losses.mean().item(), rel=1e-5)
+    assert se == pytest.approx((losses.std() / len(y) ** 0.5).item(), rel=1e-4)  # sd/√n over the test examples
     assert acc == (logits.argmax(1) == y).sum().item() / len(y)
 
 

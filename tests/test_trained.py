@@ -1,5 +1,6 @@
 """The training criterion (docs/science.md §7.1): the loss windows it reads, a model stopped early fails it, a
-model trained to its budget passes, and the claims leave a failing model out and say so."""
+loss that rose fails it, a model trained to its budget passes, a model that misses it trains on up to its cap
+(and is named if it still fails), and the claims leave a failing model out and say so."""
 
 from __future__ import annotations
 
@@ -13,16 +14,18 @@ import torch
 
 from scalemech.core.recipe import Recipe
 from scalemech.data import Prepared
+from scalemech.models import load_model
 from scalemech.report.trained import (
     EARLY,
     MIN_TOKENS_PER_PARAMETER,
     TRAINED,
     failed,
+    judged_metrics,
     trained_only,
     training_check,
 )
 from scalemech.report.verdicts import claims
-from scalemech.training.train import loss_windows, train, window_sums
+from scalemech.training.train import CONTINUE_LR, loss_windows, lr_of, train, window_means
 
 LLAMA = {"family": "llama", "width": 16, "depth": 1, "head_dim": 16, "block_size": 16, "vocab_size": 256}
 LLAMA_RECIPE = dict(optimizer="adamw", lr=3e-3, batch_size=16, warmup_fraction=0.05, grad_clip=1.0, eval_windows=32)
@@ -37,18 +40,14 @@ def text() -> Prepared:
 
 
 @pytest.mark.parametrize("total", [1, 7, 10, 244, 460])
-def test_loss_windows_sum_the_steps_they_name_in_any_chunking(total):
-    losses = torch.rand(total, dtype=torch.float64, generator=torch.Generator().manual_seed(total))
+def test_loss_windows_average_the_steps_they_name(total):
+    losses = torch.rand(total, dtype=torch.float64, generator=torch.Generator().manual_seed(total)).tolist()
     windows = loss_windows(total)
     assert windows["end"][1] == total and windows["late"][1] == round(0.8 * total)
-    sums = {name: [0.0, 0] for name in windows}
-    for first in range(1, total + 1, 3):  # the loop hands them over in chunks between host syncs
-        for name, (add, n) in window_sums(losses[first - 1 : first + 2], first, windows).items():
-            sums[name] = [sums[name][0] + add, sums[name][1] + n]
+    means = window_means(losses, windows)
     for name, (lo, hi) in windows.items():
-        brute = [losses[s - 1].item() for s in range(1, total + 1) if lo < s <= hi]
-        assert sums[name][1] == len(brute) >= 1
-        assert sums[name][0] == pytest.approx(sum(brute))
+        brute = [losses[s - 1] for s in range(1, total + 1) if lo < s <= hi]
+        assert len(brute) >= 1 and means[name] == pytest.approx(sum(brute) / len(brute))
 
 
 def row(**values) -> dict:
@@ -67,6 +66,8 @@ def test_image_classifiers_need_a_plateau_and_the_accuracy_floor():
                 row(model="narrow", width=0.25, loss_late=0.08, loss_end=0.079, test_acc=0.96),  # its own floor
                 row(model="elsewhere", dataset="cifar10", loss_late=0.5, loss_end=0.49, test_acc=0.6),  # no floor
                 row(model="unrecorded", loss_late=np.nan, loss_end=np.nan),  # a table without the windows
+                row(model="rising", loss_late=0.30, loss_end=0.50),  # rose by 0.2 of a 1.8-nat fall: diverging
+                row(model="noisy", loss_late=0.0050, loss_end=0.0056),  # rose by 0.0006 of 2.3 nats: flat
             ]
         )
     ).set_index("model")
@@ -77,7 +78,10 @@ def test_image_classifiers_need_a_plateau_and_the_accuracy_floor():
         "narrow": True,
         "elsewhere": True,
         "unrecorded": False,
+        "rising": False,
+        "noisy": True,
     }
+    assert "no plateau: the last 20 % rose by 11.1% of the loss's fall (0.2 of 1.8 nats)" in check.loc["rising", "why"]
     assert "no plateau: the last 20 % brought 10.0% of the loss's fall (0.2 of 2 nats)" in check.loc["falling", "why"]
     assert "test accuracy 0.9600 < 0.97" in check.loc["inaccurate", "why"]
     assert check.loc["elsewhere", "why"] == "plateau (no accuracy floor)"
@@ -120,6 +124,53 @@ def test_a_model_stopped_early_fails_and_one_trained_to_its_budget_passes(text, 
     assert rows[0]["loss_late"] > rows[0]["loss_end"]  # the loss still fell at the end
     assert check["passed"].to_dict() == {"stopped": False, "trained": True}
     assert rows[1]["train_loss"] < rows[0]["train_loss"]
+
+
+def test_continued_rounds_restart_the_cosine_at_a_tenth_of_the_lr():
+    recipe = Recipe(steps=100, lr=0.2, warmup_fraction=0.1)
+    assert lr_of(99, 100, 25, recipe) < 0.001 and lr_of(100, 100, 25, recipe) == pytest.approx(CONTINUE_LR * 0.2)
+    assert lr_of(124, 100, 25, recipe) < lr_of(110, 100, 25, recipe) < CONTINUE_LR * 0.2
+    assert lr_of(125, 100, 25, recipe) == lr_of(100, 100, 25, recipe)  # each round restarts
+
+
+@pytest.mark.timeout(240)
+def test_a_model_that_misses_the_criterion_trains_on_up_to_its_cap(text, tmp_path):
+    """Real training: a criterion met only past 90 steps makes a 60-step llama train on in rounds of 15 steps
+    (to 90), and a crash inside a round resumes to the same weights; the real criterion on a llama stopped
+    early (60 steps at a nearly constant lr, far from 20 tokens per parameter) leaves it failing after its one
+    round: the metrics say so, and the report names it."""
+    recipe = Recipe(steps=60, min_lr_fraction=0.9, **LLAMA_RECIPE)
+    labels = {"run": "t", "dataset": "bytes", "family": "llama", "depth": 1, "width": 16, "seed": 0}
+
+    def past_90(metrics: dict) -> tuple[bool, str]:
+        return metrics["steps"] >= 90, f"{metrics['steps']} steps"
+
+    def run(name: str, criterion, rounds: int, **options) -> dict:
+        out = tmp_path / name
+        return train(LLAMA, recipe, text, out, out / "ck", seed=0, device="cpu", checkpoint_every=10, progress=False,
+                     labels=labels | {"model": name}, criterion=criterion, rounds=rounds, round_fraction=0.25,
+                     **options)  # fmt: skip
+
+    capped = run("capped", past_90, rounds=5)
+    assert capped["steps"] == 90 and capped["continued_rounds"] == 2 and capped["criterion_why"] == "90 steps"
+
+    def crash_at_83(step: int) -> None:
+        if step == 83:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run("resumed", past_90, rounds=5, on_step=crash_at_83)
+    resumed = run("resumed", past_90, rounds=5)
+    assert resumed["steps"] == 90 and resumed["loss_end"] == capped["loss_end"]
+    whole, again = (load_model(tmp_path / name / "model.pt")[0].state_dict() for name in ("capped", "resumed"))
+    for name, weight in whole.items():
+        torch.testing.assert_close(again[name], weight, msg=name)
+
+    still = run("still", judged_metrics, rounds=1)
+    assert still["steps"] == 75 and still["continued_rounds"] == 1
+    check = training_check(pd.DataFrame([still]))
+    assert failed(check) == ["bytes/still"]
+    assert check["why"][0].endswith("after 1 round of continued training") and "no plateau" in check["why"][0]
 
 
 def test_claims_leave_a_failing_model_out_and_count_the_models_they_rest_on():

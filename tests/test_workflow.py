@@ -57,6 +57,7 @@ TINY = {
     },
     "train": {"checkpoint_every": 3, "snapshots": 3},
     "trajectory": {"pool": 12},
+    "early": {"pool": 24},
     "measure": {"points": 2, "train_pool": 24, "test_pool": 24, "batch_size": 12, "covmat_points": 2, "null_draws": 3},
     "misalign": {"sizes": [1, 2, 4], "draws": 200},
     "intervene": {"step_fractions": [0.01, 0.001]},
@@ -131,7 +132,8 @@ def test_tiny_run_makes_every_figure_the_report_logs_and_benchmarks(tiny_run: Ti
     summary = next(line for line in report.splitlines() if line.startswith("**Training criterion**"))
     named = summary.split("left out of every claim: ")[1]
     assert "mnist5k/resnet-d8-w0.5-s0" in named and "mnist5k/resnet-d8-w1-s0" in named
-    assert "| [D1](#d1) | not measured in this configuration |" in report
+    assert "| [D1](#d1) | trained | not measured in this configuration |" in report
+    assert "| [D1 early](#d1-early) | early training: step 0 | " in report  # measured at initialization
     training = pd.read_csv(tiny_run.folder / "results" / "tiny" / "tables" / "training.csv")
     assert sorted(training["model"]) == ["llama-d1-w64-s0", "resnet-d8-w0.5-s0", "resnet-d8-w1-s0"]
     assert (tiny_run.folder / "logs" / "tiny" / "train" / "mnist5k" / "resnet-d8-w1-s0.log").is_file()

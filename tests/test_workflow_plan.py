@@ -25,6 +25,7 @@ pytestmark = pytest.mark.workflow
                 "train_model": 24,
                 "measure_model": 24,
                 "trajectory_model": 24,
+                "early_model": 24,
                 "placement_model": 18,
                 "figure": len(FIGURE_TABLES) - 1,  # every figure but E12's F11 (adapt.grids is empty there)
             },
@@ -32,7 +33,9 @@ pytestmark = pytest.mark.workflow
         (  # training and E10 only: no measure, misalign, intervene, growth or cost job, no figure of theirs
             "config/paper-widths.yaml",
             {"prepare_data": 1, "train_model": 12, "trajectory_model": 12, "powerlaw_table": 1, "figure": 3}
-            | dict.fromkeys(["measure_model", "misalign_model", "intervene_model", "placement_model", "cost_table"]),
+            | dict.fromkeys(
+                ["measure_model", "misalign_model", "intervene_model", "early_model", "placement_model", "cost_table"]
+            ),
         ),
         ("config/quick-cifar10.yaml", {"prepare_data": 2, "train_model": 12}),
         (  # E12 only: four bases, one adapt job each; F11, and F3 of the training table every run has
@@ -57,7 +60,7 @@ def test_dry_run_plans_every_job(config: str, expected: dict[str, int], tmp_path
     if config == "config/config.yaml":
         assert "estimated run time:" in result.stderr and "140 of 140 computing jobs recorded" in result.stderr
     if config == "config/paper.yaml":
-        assert "estimated run time: cannot estimate, none of the 529 computing jobs has a record" in result.stderr
+        assert "estimated run time: cannot estimate, none of the 614 computing jobs has a record" in result.stderr
         for data in ("cifar10", "cifar100", "imagenet", "tinyshakespeare", "corpus"):
             assert f"results/paper/data/{data}" in result.stdout
         assert "hf-pythia-6.9b" in result.stdout and "llama-d12-w3072-s0" in result.stdout

@@ -98,6 +98,20 @@ rule claims_report:
         "../../environment.yml"
     params:
         criterion=config["train"]["criterion"],
+        # the report's first lines: what this design can decide at the papers' effect sizes (report.power),
+        # on the noise a run measured: this run's own where make docs recorded it, else the quick run's
+        design={key: config[key] for key in ("run", "grids", "measure", "early", "trajectory", "misalign", "train")},
+        noise=next(
+            (
+                os.path.relpath(path)
+                for path in (
+                    f"{workflow.basedir}/docs/{config['run']}/noise.csv",
+                    f"{workflow.basedir}/docs/quick/noise.csv",
+                )
+                if os.path.exists(path)
+            ),
+            "",
+        ),
     script:
         JOB_SCRIPT
 

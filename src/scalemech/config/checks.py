@@ -487,13 +487,31 @@ def check_pools(config: dict[str, Any]) -> Iterator[str]:
     yield from _limit("grow.certificate.pool (+ 2 held-out test examples)", certificate + 2, config, grown, ("test",))
     trained = list(config["grids"]) if config["train"]["snapshots"] else []
     yield from _limit("trajectory.pool", config["trajectory"]["pool"], config, trained, ("train", "test"))
+    if "early" in config["experiments"]:
+        early = config["early"]["pool"]
+        yield from _limit("early.pool", early, config, trained, ("train",))
+        yield from _limit("early.pool (x2: the intervention's held-out pool)", 2 * early, config, trained, ("test",))
+
+
+def check_early(config: dict[str, Any]) -> Iterator[str]:
+    """The early-training regime measures a weight snapshot: training must keep some."""
+    if "early" in config["experiments"] and config["grids"] and not config["train"]["snapshots"]:
+        yield (
+            "experiments: early measures a weight snapshot, and train.snapshots is 0; allowed: train.snapshots >= 1, "
+            "or leave early out"
+        )
 
 
 def check_misalign_sizes(config: dict[str, Any]) -> Iterator[str]:
-    """Every (M, K) pair of ``misalign.sizes`` draws M rows of the train pool and K of the test pool."""
-    limit, key = min(
-        (config["measure"]["train_pool"], "measure.train_pool"), (config["measure"]["test_pool"], "measure.test_pool")
-    )
+    """Every (M, K) pair of ``misalign.sizes`` draws M rows of the train pool and K of the test pool (the early
+    regime's too)."""
+    pools = [
+        (config["measure"]["train_pool"], "measure.train_pool"),
+        (config["measure"]["test_pool"], "measure.test_pool"),
+    ]
+    if "early" in config["experiments"]:
+        pools.append((config["early"]["pool"], "early.pool"))
+    limit, key = min(pools)
     for i, size in enumerate(config["misalign"]["sizes"]):
         if size > limit:
             yield (

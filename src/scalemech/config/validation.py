@@ -16,6 +16,7 @@ from .checks import (
     check_batch_sizes,
     check_block_size,
     check_budget,
+    check_early,
     check_experiments,
     check_family_data,
     check_gpu_device,
@@ -103,6 +104,7 @@ def cross_checks(config: dict[str, Any]) -> Iterator[str]:
         yield from check_block_size(name, grid)
         yield from check_augment(name, grid)
     yield from check_experiments(config)
+    yield from check_early(config)
     yield from check_grow_grids(config)
     yield from check_grow_certificate(config)
     yield from check_adapt(config)

@@ -22,6 +22,9 @@ from .layout import Layout
 
 MODEL_FILES = {"model": "model.pt", "metrics": "metrics.json", "curve": "curve.csv"}  # in the model's directory
 DIRECTORIES = {"pools"}  # outputs that are directories
+# the early-training regime's tables (the tables schema's ``early`` list, ``tables.early_tables``; core.tables
+# loads pandas, which this module does not)
+EARLY_OUTPUTS = tuple(f"early_{name}" for name in ("covariance", "signal", "dalign", "misalignment", "intervention"))
 
 
 def file(name: str, layout: Layout, dataset: str, model: str) -> str:
@@ -88,6 +91,9 @@ def _train_params(config: dict[str, Any], job: Any) -> dict[str, Any]:
         "checkpoints": layout.checkpoints(job.dataset, job.name),
         "snapshots": config["train"]["snapshots"],
         "snapshot_dir": layout.snapshots(job.dataset, job.name),
+        "criterion": config["train"]["criterion"],
+        "continue_rounds": config["train"]["continue_rounds"],
+        "continue_fraction": config["train"]["continue_fraction"],
     }
 
 
@@ -126,6 +132,15 @@ def _trajectory_params(config: dict[str, Any], job: Any) -> dict[str, Any]:
         "measure": config["measure"],
         "pool": config["trajectory"]["pool"],
         "splits": config["trajectory"]["splits"],
+    }
+
+
+def _early_params(config: dict[str, Any], job: Any) -> dict[str, Any]:
+    return {
+        **_keys(config, job),
+        "snapshot_dir": Layout(config["run"]).snapshots(job.dataset, job.name),
+        "early": config["early"],
+        **{section: config[section] for section in ("measure", "misalign", "intervene")},
     }
 
 
@@ -195,6 +210,18 @@ STEPS = {
             inputs=("data", "model"),
             outputs=("trajectory",),
             params=_trajectory_params,
+        ),
+        Step(
+            rule="early_model",
+            command="early",
+            planned_by="early",
+            runs_on="trained",
+            inputs=("data", "model"),
+            outputs=tuple(
+                f"early_{name}" for name in ("covariance", "signal", "dalign", "misalignment", "intervention")
+            ),
+            params=_early_params,
+            help="E2, E3, E5-E7 at an early weight snapshot (the early-training regime)",
         ),
         Step(
             rule="placement_model",

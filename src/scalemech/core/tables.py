@@ -54,11 +54,22 @@ def timing_columns() -> list[str]:
     return list(_schema()["timing"])
 
 
+EARLY = "early_"  # the prefix of a table measured again at an early weight snapshot
+
+
+def early_tables() -> list[str]:
+    """The tables measured again at an early snapshot: ``early_<table>`` for each the schema's ``early`` lists."""
+    return [EARLY + name for name in _schema()["early"]]
+
+
 def columns(table: str) -> list[str]:
-    """All columns of ``table``: model keys (unless the table is about no model), then its own."""
+    """All columns of ``table``: model keys (unless the table is about no model), then its own; an
+    ``early_<table>`` (``early_tables``) has ``<table>``'s and the snapshot's ``step``."""
+    if table in early_tables():
+        return columns(table.removeprefix(EARLY)) + ["step"]
     tables = _schema()["tables"]
     if table not in tables:
-        raise KeyError(f"unknown table {table!r}; known tables: {sorted(tables)}")
+        raise KeyError(f"unknown table {table!r}; known tables: {sorted([*tables, *early_tables()])}")
     keys = [] if table in _schema()["unkeyed"] else model_keys()
     return keys + list(tables[table]["columns"])
 

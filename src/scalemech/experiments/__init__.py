@@ -4,6 +4,7 @@
 - ``misalign``:  E6 empirical misalignment probability beside the Cantelli certificates.
 - ``intervene``: E7 zero-initialized residual parameter stepped along ``−μ_M`` (Paper W).
 - ``trajectory``: E10 the certificate's statistics at each weight snapshot along training.
+- ``early``:     E2, E3, E5–E7 again at an early weight snapshot (the early-training regime).
 - ``growth``:    E11 growth at every point against the certificate and equal-compute controls, with
                  E8's zero-initialized block, jumpboard and fallback (Paper D) as its arms (``arms``).
 

@@ -185,13 +185,18 @@ def train_model(
     checkpoints: str,
     snapshots: int,
     snapshot_dir: str,
+    criterion: str,
+    continue_rounds: int,
+    continue_fraction: float,
     device: torch.device,
     checkpoint_every: int,
 ) -> None:
     """Train one grid model (E1): ``train`` writes ``model``, ``metrics`` (with the model's table keys)
-    and ``curve`` into the model's directory."""
+    and ``curve`` into the model's directory; under the ``trained`` criterion a model that misses it trains
+    on, up to ``continue_rounds`` rounds of ``continue_fraction`` of its budget (docs/science.md §7.1)."""
     from ..core.recipe import Recipe
     from ..data import load_prepared
+    from ..report.trained import TRAINED, judged_metrics
     from ..tasks import task_for
     from ..training.train import train
 
@@ -210,6 +215,9 @@ def train_model(
         labels=keys_of(model_keys, full_spec),
         snapshots=snapshots,
         snapshot_dir=snapshot_dir,
+        criterion=judged_metrics if criterion == TRAINED else None,
+        rounds=continue_rounds,
+        round_fraction=continue_fraction,
     )
 
 
@@ -352,6 +360,42 @@ def trajectory_model(
         **settings,
     )
     tables.write_table(frame, trajectory, "trajectory")
+
+
+@job
+def early_model(
+    *,
+    data: str,
+    model: str,
+    model_keys: dict[str, Any],
+    snapshot_dir: str,
+    early: dict[str, Any],
+    measure: dict[str, Any],
+    misalign: dict[str, Any],
+    intervene: dict[str, Any],
+    early_covariance: str,
+    early_signal: str,
+    early_dalign: str,
+    early_misalignment: str,
+    early_intervention: str,
+    device: torch.device,
+) -> None:
+    """E13, E2, E3, E5–E7 at the weight snapshot of step ``early.step`` (the early-training regime): one file per
+    ``early_<table>``."""
+    from ..experiments.early import early as early_tables
+
+    paths = {
+        "early_covariance": early_covariance,
+        "early_signal": early_signal,
+        "early_dalign": early_dalign,
+        "early_misalignment": early_misalignment,
+        "early_intervention": early_intervention,
+    }
+    loaded, prepared, keys, payload = _loaded(model, data, model_keys, device)
+    snapshots = Path(snapshot_dir) / payload["identity"]
+    settings = {"measure": measure, "misalign": misalign, "intervene": intervene}
+    for name, frame in early_tables(loaded, prepared, snapshots, keys, device=device, **early, **settings).items():
+        tables.write_table(frame, paths[name], name)
 
 
 @job
@@ -508,20 +552,27 @@ def claims_report(
     report: str,
     front_page: str,
     criterion: str,
+    design: dict[str, Any],
+    noise: str,
 ) -> None:
-    """``report.md``: the claims table with the run's ``verdicts`` (the verdict table), every figure with
-    its caption (``captions``: ``workflow/report/*.rst``) and the runtime of the run's jobs (``runtime`` is
-    read from the tables directory); ``front_page``: the description, the training ``criterion``'s table
-    and the verdicts for the first page of ``snakemake --report``."""
+    """``report.md``: first what the run's ``design`` (its config's sections) can decide at the papers' effect
+    sizes on the measured ``noise`` (``report.power``; nothing without one), the claims table with the run's
+    ``verdicts`` (the verdict table), every figure with its caption (``captions``: ``workflow/report/*.rst``)
+    and the runtime of the run's jobs (``runtime`` is read from the tables directory); ``front_page``: the
+    description, the training ``criterion``'s table and the verdicts for the first page of ``snakemake
+    --report``."""
     from ..core.layout import table_path
     from ..core.tables import read_table
     from ..report import read_verdicts, write_report
     from ..report.frontpage import front_page as first_page
+    from ..report.power import design_table, preface
     from ..report.trained import training_check
 
     captions_dir, tables_dir, figures_dir = Path(captions[0]).parent, Path(tables[0]).parent, Path(figures[0]).parent
+    lines = preface(design_table(design, pd.read_csv(noise), noise), noise, design["run"]) if noise else []
     decided = read_verdicts(verdicts)
-    write_report(tables_dir, figures_dir, report, captions_dir=captions_dir, criterion=criterion, verdicts=decided)
+    write_report(tables_dir, figures_dir, report, captions_dir=captions_dir, criterion=criterion, verdicts=decided,
+                 preface=lines)  # fmt: skip
     training = table_path(tables_dir, "training")
     check = training_check(read_table(training, "training") if training.exists() else None, criterion)
     description = (captions_dir / "workflow.rst").read_text()

@@ -29,18 +29,22 @@ from ..report.document import link_text
 
 @dataclass(frozen=True)
 class RunDocs:
-    """How a run is made, which of its figures the README shows, which claims (all: empty) and which of
-    its tables it summarizes (``summaries``: table → a function of the table's path returning lines)."""
+    """How a run is made (``command``, from ``config``), which of its figures the README shows, which claims
+    (all: empty) and which of its tables it summarizes (``summaries``: table → a function of the table's path
+    returning lines); ``design``: its block shows the power table of its design (``report.power``)."""
 
     command: str
+    config: str
     shown: list[str]
     claims: tuple[str, ...] = ()
     summaries: tuple[str, ...] = ()
+    design: bool = False
 
 
 RUNS = {
     "quick": RunDocs(
         "make reproduce",
+        "config/config.yaml",
         [
             "F4_dalign_vs_width",
             "F8_dalign_over_training",
@@ -51,9 +55,20 @@ RUNS = {
             "F10_growth",
         ],
     ),
-    "paper-widths": RunDocs("make paper-widths", ["F9_dalign_at_paper_widths", "F8_dalign_over_training"]),
-    "growth": RunDocs("make growth", ["F11_adaptation"], claims=("G4", "G5", "G6"), summaries=("adaptation",)),
+    "paper-widths": RunDocs(
+        "make paper-widths", "config/paper-widths.yaml", ["F9_dalign_at_paper_widths", "F8_dalign_over_training"]
+    ),
+    "growth": RunDocs(
+        "make growth", "config/growth.yaml", ["F11_adaptation"], claims=("G4", "G5", "G6"), summaries=("adaptation",)
+    ),
+    "standard": RunDocs(
+        "make standard",
+        "config/standard.yaml",
+        ["F3_rebound", "F2_signal_decay", "F4_dalign_vs_width", "F8_dalign_over_training"],
+        design=True,
+    ),
 }
+DESIGNED = ("quick", "standard")  # the runs whose design tables docs/science.md shows (make docs --design)
 
 
 def adaptation_summary(path: Path) -> list[str]:
@@ -174,10 +189,16 @@ def between_runs(previous_md: str | None, previous: dict | None, report_md: str)
 
 
 def results_block(
-    run: str, report_md: str, record: dict, shown: list[str], moved: list[str], summary: list[str] = ()
+    run: str,
+    report_md: str,
+    record: dict,
+    shown: list[str],
+    moved: list[str],
+    summary: list[str] = (),
+    design: list[str] = (),
 ) -> str:
     """The README block: where the numbers came from, the verdict table (the run's claims), what ``moved``
-    since the run shown before, the ``summary`` of its tables, the figures ``shown``."""
+    since the run shown before, the ``summary`` of its tables, its ``design`` table, the figures ``shown``."""
     start, end = markers(run)
     table = claims_table(report_md)
     wanted = run_docs(run).claims
@@ -199,6 +220,7 @@ def results_block(
             *moved,
             "",
             *([*summary, ""] if summary else []),
+            *([*design, ""] if design else []),
             *grid,
             "",
             f"All figures and the full report with captions are in [`docs/{run}/`](docs/{run}/).",
@@ -208,20 +230,23 @@ def results_block(
 
 
 def not_run_block(run: str) -> str:
-    """The README block of a run not made yet."""
+    """The README block of a run not made yet (with the design table its run is planned from, ``design``)."""
     start, end = markers(run)
+    design = ["", *design_lines(run)] if run_docs(run).design else []
     return "\n".join(
         [
             start,
             f"Not run yet: `{run_docs(run).command}` then `make docs` write this block from `results/{run}/`.",
+            *design,
             end,
         ]
     )
 
 
-def replace_block(readme: Path, run: str, block: str) -> None:
-    """Rewrite ``run``'s block of ``readme`` (between ``markers(run)``) with ``block``."""
-    start, end = markers(run)
+def replace_block(readme: Path, run: str, block: str, kind: str = "results") -> None:
+    """Rewrite ``run``'s block of ``readme`` (between ``markers(run)``, or the ``kind`` of block named) with
+    ``block``."""
+    start, end = markers(run) if kind == "results" else (f"<!-- {kind}:{run}:{e} -->" for e in ("start", "end"))
     text = readme.read_text()
     if start not in text or end not in text:
         raise ValueError(f"{readme} has no {start} … {end} block to replace")
@@ -261,7 +286,58 @@ def update(readme: Path, results: Path, figures: Path, docs: Path, run: str) -> 
     shutil.copyfile(results / "tables" / "runtime.csv", docs / "runtime.csv")
     shown = [stem for stem in run_docs(run).shown if (docs / f"{stem}.png").exists()]
     summary = [line for name in run_docs(run).summaries for line in SUMMARIES[name](results / "tables" / f"{name}.csv")]
-    replace_block(readme, run, results_block(run, report_md, record, shown, moved, summary))
+    write_noise(results / "tables", run)
+    design = design_lines(run) if run_docs(run).design else []
+    replace_block(readme, run, results_block(run, report_md, record, shown, moved, summary, design))
+
+
+def noise_path(run: str) -> Path:
+    """``docs/<run>/noise.csv``: the noise its claims measured (``report.power``), the design tables' source."""
+    return Path("docs", run, "noise.csv")
+
+
+def write_noise(tables: Path, run: str) -> None:
+    """``noise_path(run)`` from the run's tables (nothing where they hold no claim the power table sizes)."""
+    from ..config import load_config
+    from ..core.tables import read_table
+    from ..report.power import measured_noise
+    from ..report.rules import CLAIM_TABLES
+
+    read = {name: read_table(path, name) for name in CLAIM_TABLES if (path := tables / f"{name}.csv").exists()}
+    frame = measured_noise(read, load_config(run_docs(run).config))
+    if len(frame):
+        frame.to_csv(noise_path(run), index=False)
+
+
+def design_source(run: str) -> tuple[Path, str]:
+    """The noise a run's design table rests on: the run's own (``docs/<run>/noise.csv``), else the quick run's."""
+    own = noise_path(run)
+    return (
+        (own, f"this run ({own})") if own.exists() else (noise_path("quick"), f"the quick run ({noise_path('quick')})")
+    )
+
+
+def design_lines(run: str) -> list[str]:
+    """The markdown design table of ``run``'s config (``report.power.design_table``), or a line saying why none."""
+    import pandas as pd
+
+    from ..config import load_config
+    from ..report.power import design_table, markdown
+
+    path, source = design_source(run)
+    if not path.exists():
+        return [f"No design table yet: `make reproduce` then `make docs` measure the noise it rests on ({path})."]
+    table = design_table(load_config(run_docs(run).config), pd.read_csv(path), source)
+    return [
+        f'Design of `{run_docs(run).config}` against the papers\' effects (docs/science.md §6, "Design"):',
+        "",
+    ] + markdown(table)
+
+
+def design_block(run: str) -> str:
+    """The block of docs/science.md between ``<!-- design:<run>:start -->`` and its end: ``design_lines``."""
+    start, end = (f"<!-- design:{run}:{edge} -->" for edge in ("start", "end"))
+    return "\n".join([start, *design_lines(run), end])
 
 
 def suite_block(records: dict[str, dict]) -> str:
@@ -321,7 +397,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tests", action="store_true", help="write the test suite's times (results/test/*.json)")
     parser.add_argument("--memory", action="store_true", help="write the memory arithmetic of growing a 7B model")
     parser.add_argument("--gpu-hours", action="store_true", help="write the paper config's GPU-hours")
+    parser.add_argument("--design", action="store_true", help="write the design tables of docs/science.md")
     args = parser.parse_args(argv)
+    if args.design:
+        for run in DESIGNED:
+            replace_block(Path("docs", "science.md"), run, design_block(run), kind="design")
+        return
     block = "gpu-hours" if args.gpu_hours else "growing-7b" if args.memory else "tests" if args.tests else args.run
     target = args.readme or page(block)
     if args.gpu_hours:

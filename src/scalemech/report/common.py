@@ -64,6 +64,7 @@ class Claim:
     evaluate: Callable[[Tables], Result]
     reads: Mapping[str, list[str]]  # table -> the columns the rule reads (its module's READS)
     figure: str | None = None  # the stem of the figure that shows its statistic (``figures.FIGURES``)
+    regime: str = "trained"  # the training state of the models it is decided on (``regimes``)
 
     def judge(self, tables: Tables) -> Result:
         """``evaluate``, a NotMeasured as its verdict with the reason as the statistic."""
@@ -136,3 +137,12 @@ def mde(se: pd.Series) -> float:
     """Minimum detectable effect of one row at 80 % power, one-sided 5 %: (z₀.₉₅ + z₀.₈₀)·median SE
     (the row-level bound of a null's detail; the verdict's own MDE is ``units.Estimate.mde``)."""
     return float((Z_UCB + Z_POWER) * se.median())
+
+
+def below(limit: float, paper: float) -> str:
+    """How far an interval's upper ``limit`` lies below the ``paper``'s value: ``x orders of magnitude below``
+    (log₁₀ of their ratio, rounded down), or that the interval reaches no positive value."""
+    if not limit > 0:
+        return f"at or below 0, under any positive value (the paper's {paper:.3g})"
+    orders = math.floor(math.log10(paper / limit) + 1e-9)
+    return f"{orders:d} order{'s' * (orders != 1)} of magnitude below the paper's {paper:.3g}"

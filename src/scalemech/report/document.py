@@ -1,5 +1,6 @@
-"""``report.md``: the short verdict table (claim · verdict · per seed · deciding number · figure, each
-claim and figure linked to its section), a paragraph per claim with its statement, rule and detail,
+"""``report.md``: the short verdict table (claim · regime · verdict · per seed · models · one model out ·
+deciding number · figure, each claim and figure linked to its section), a paragraph per claim with its
+statement, rule and detail,
 every figure of ``scalemech.figures.FIGURES`` with its caption from ``workflow/report/<stem>.rst``, and
 the run's job times."""
 
@@ -8,7 +9,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -19,10 +20,10 @@ from ..core.tables import check_columns, read_table
 from ..figures import FIGURES
 from .rules import CLAIM_TABLES
 from .trained import EARLY, TRAINED, failed, training_check
-from .verdicts import CLAIM_FIGURES, claims
+from .verdicts import CLAIM_FIGURES, REMOVALS, claims
 
 # the verdict table's columns (each cell ≤ ~200 characters)
-TABLE = ["claim", "verdict", "per seed", "models", "deciding number", "figure"]
+TABLE = ["claim", "regime", "verdict", "per seed", "models", "one model out", "deciding number", "figure"]
 TRAINING_HEADING = "Trained models"
 _LINK = re.compile(r"\[(.*?)\]\(.*?\)")
 
@@ -34,15 +35,19 @@ def anchor(heading: str) -> str:
 
 
 def verdict_table(verdicts: pd.DataFrame) -> pd.DataFrame:
-    """The short table: each claim linked to its section, its verdict, each seed's verdict alone, its
-    deciding number and a link to the section of its figure (``CLAIM_FIGURES``; empty without one)."""
+    """The short table: each claim linked to its section, the regime it is decided in, its verdict, each seed's
+    verdict alone, the models it rests on, how many single-model removals change its verdict (``REMOVALS``;
+    empty where not counted), its deciding number and a link to the section of its figure (``CLAIM_FIGURES``;
+    empty without one)."""
     stems = verdicts["claim"].map(CLAIM_FIGURES)
     return pd.DataFrame(
         {
             "claim": [f"[{claim}](#{anchor(claim)})" for claim in verdicts["claim"]],
+            "regime": verdicts["regime"].to_list(),
             "verdict": verdicts["verdict"].to_list(),
             "per seed": verdicts["per_seed"].to_list(),
             "models": verdicts["models"].to_list(),
+            "one model out": verdicts.get(REMOVALS, pd.Series("", index=verdicts.index)).to_list(),
             "deciding number": verdicts["statistic"].to_list(),
             "figure": [f"[{stem.split('_')[0]}](#{anchor(stem)})" if isinstance(stem, str) else "" for stem in stems],
         },
@@ -111,7 +116,7 @@ def _section(row: tuple) -> list[str]:
     return [
         f"### {row.claim}",
         "",
-        f"*{row.statement}* **{row.verdict}**: {row.statistic}.{per_seed}",
+        f"*{row.statement}* Regime: {row.regime}. **{row.verdict}**: {row.statistic}.{per_seed}",
         "",
         f"Rule: {row.rule}.{detail}{figure}",
         "",
@@ -173,13 +178,15 @@ def verdict_rows(
     tables_dir: str | Path,
     benchmarks: pd.DataFrame | Mapping[str, float] | None = None,
     criterion: str = TRAINED,
+    removals: bool = True,
 ) -> pd.DataFrame:
     """The verdict table (``tables/verdicts.csv``): ``claims`` on the tables in ``tables_dir`` (a missing
-    one: not measured; ``benchmarks`` overrides the folder's), each row with the ``figure`` that shows its
-    claim (``CLAIM_FIGURES``; empty without one). The report and every figure's verdict read it."""
+    one: not measured; ``benchmarks`` overrides the folder's; each row's single-model removals unless not
+    ``removals``), each row with the ``figure`` that shows its claim (``CLAIM_FIGURES``; empty without one).
+    The report and every figure's verdict read it."""
     tables_dir = Path(tables_dir)
     tables = {name: read_table(path, name) for name in CLAIM_TABLES if (path := table_path(tables_dir, name)).exists()}
-    verdicts = claims(tables, benchmarks, criterion)
+    verdicts = claims(tables, benchmarks, criterion, removals=removals)
     return verdicts.assign(figure=verdicts["claim"].map(CLAIM_FIGURES).fillna(""))
 
 
@@ -199,19 +206,31 @@ def write_report(
     benchmarks: pd.DataFrame | Mapping[str, float] | None = None,
     criterion: str = TRAINED,
     verdicts: pd.DataFrame | None = None,
+    preface: Sequence[str] = (),
+    removals: bool = True,
 ) -> pd.DataFrame:
     """Write ``out_md``: the claims table (``verdicts``, the run's verdict table; by default
     ``verdict_rows`` of the tables in ``tables_dir``: missing ones count as not measured, ``benchmarks``
     overrides the folder's), then each figure of ``figures_dir``
     (relative PNG link) with its caption ``captions_dir/<stem>.rst`` (claims table: ``claims.rst``); the
     training ``criterion``'s table of the trained models comes first (``training_lines``), and the claims rest
-    on the models that meet it (``claims``). Return the claims table."""
+    on the models that meet it (``claims``, each row with its single-model removals unless not ``removals``);
+    ``preface``: lines
+    before everything (what the design can decide, ``power.preface``). Return the claims table."""
     tables_dir, figures_dir, out_md, captions_dir = map(Path, (tables_dir, figures_dir, out_md, captions_dir))
     if verdicts is None:
-        verdicts = verdict_rows(tables_dir, benchmarks, criterion)
+        verdicts = verdict_rows(tables_dir, benchmarks, criterion, removals=removals)
     training = table_path(tables_dir, "training")
     check = training_check(read_table(training, "training") if training.exists() else None, criterion)
-    lines = ["# Claims report", "", _caption(captions_dir, "claims"), "", training_summary(check, criterion), ""]
+    lines = [
+        "# Claims report",
+        "",
+        *preface,
+        _caption(captions_dir, "claims"),
+        "",
+        training_summary(check, criterion),
+        "",
+    ]
     lines += [_markdown(verdict_table(verdicts)), "", f"## {TRAINING_HEADING}", "", training_table(check), ""]
     lines += ["## Claims in detail", ""] + [line for row in verdicts.itertuples() for line in _section(row)]
     lines += ["## Figures", ""]

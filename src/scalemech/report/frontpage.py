@@ -4,7 +4,7 @@ Snakemake shows the file named by the Snakefile's ``report:`` directive on the r
 page, rendered as reStructuredText (after Jinja), in a narrow column beside the workflow graph,
 centred vertically: a page taller than the window loses its top, out of scrolling reach.
 ``claims_report`` writes that file for the run: a style block that puts the page at the top, as
-wide as the window with the graph below it, the verdict table (claim · verdict · per seed · deciding
+wide as the window with the graph below it, the verdict table (claim · regime · verdict · per seed · deciding
 number · figure, linking ``F4_dalign_vs_width.png_``, a link Snakemake defines for every figure of the
 report), the training criterion's verdict and its table of the trained models (``trained``), then the
 static description ``workflow/report/workflow.rst``. The Snakefile points
@@ -43,16 +43,17 @@ def rst_text(text: object) -> str:
 
 
 def verdict_table(verdicts: pd.DataFrame, figure_names: set[str]) -> str:
-    """An RST ``list-table`` of ``verdicts``: claim, verdict, each seed's verdict alone, deciding number
+    """An RST ``list-table`` of ``verdicts``: claim, regime, verdict, each seed's verdict alone, deciding number
     (the statistic) and a link to the report's entry of the claim's figure, where ``figure_names`` (PNG
     names) has it."""
     lines = [
         ".. list-table::",
         "   :header-rows: 1",
-        "   :widths: 10 11 19 6 44 10",
+        "   :widths: 9 9 10 17 6 40 9",
         f"   :name: {TABLE_ID}",
         "",
         "   * - claim",
+        "     - regime",
         "     - verdict",
         "     - per seed",
         "     - models",
@@ -64,6 +65,7 @@ def verdict_table(verdicts: pd.DataFrame, figure_names: set[str]) -> str:
         shown = stem is not None and f"{stem}.png" in figure_names
         lines += [
             f"   * - {rst_text(row.claim)}",
+            f"     - {rst_text(row.regime)}",
             f"     - **{rst_text(row.verdict)}**",
             f"     - {rst_text(row.per_seed)}",
             f"     - {rst_text(row.models)}",

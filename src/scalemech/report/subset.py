@@ -6,7 +6,7 @@ each seed's models alone (``seeds``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 import pandas as pd
 
@@ -17,12 +17,15 @@ from .common import Tables
 REFIT: dict[str, tuple[str, Callable[[pd.DataFrame], pd.DataFrame]]] = {"powerlaw": ("training", powerlaw_table)}
 
 
-def restricted(tables: Tables, keep: Callable[[pd.DataFrame], pd.Series | None]) -> dict[str, pd.DataFrame]:
-    """The tables with the rows ``keep(frame)`` marks (a table for which it returns None passes unchanged);
+def restricted(
+    tables: Tables, keep: Callable[[pd.DataFrame], pd.Series | None], unchanged: Collection[str] = ()
+) -> dict[str, pd.DataFrame]:
+    """The tables with the rows ``keep(frame)`` marks (a table for which it returns None, or named in
+    ``unchanged``, passes unchanged);
     one of ``REFIT`` is fitted again on the kept rows of its source (dropped when the source is missing)."""
     kept = {}
     for name, frame in tables.items():
-        mask = keep(frame)
+        mask = None if name in unchanged else keep(frame)
         kept[name] = frame if mask is None else frame[mask]
     for name, (source, fit) in REFIT.items():
         if name in kept:

@@ -3,16 +3,19 @@
 Both papers reason about a *trained* reference model ``f_old``, so every model a run trains is checked, before
 any claim is judged, by a rule fixed here before results are seen (one row of ``training`` per model):
 
-- **plateau**: the last fifth of the steps brought at most ``PLATEAU_SHARE`` of the whole fall of the
-  training loss, from its first step ``L_first`` to its mean over the last tenth of the steps ``L_end``; the
-  last fifth's fall runs from the mean over the tenth that ends at 80 %, ``L_late``
-  (``training.train.loss_windows``): ``L_late − L_end ≤ PLATEAU_SHARE · (L_first − L_end)``;
+- **plateau**: over the last fifth of the steps the training loss moved, down or up, by at most
+  ``PLATEAU_SHARE`` of its whole fall, from its first step ``L_first`` to its mean over the last tenth of the
+  steps ``L_end``; the last fifth runs from the mean over the tenth that ends at 80 %, ``L_late``
+  (``training.train.loss_windows``): ``|L_late − L_end| ≤ PLATEAU_SHARE · (L_first − L_end)``. A loss still
+  falling is not at a plateau, nor is one that rose;
 - **image classifiers** (no ``tokens_per_parameter``): plateau, and test accuracy at least the dataset's floor
   (``ACCURACY_FLOORS``, or a width's own measured floor in ``WIDTH_FLOORS``); a dataset without a floor is
   held to the plateau alone;
 - **language models**: at least ``MIN_TOKENS_PER_PARAMETER`` tokens per non-embedding parameter, or plateau.
 
-A model that fails is left out of every claim (``trained_only``) and named on the report's first page. A run
+A model that misses it after its budget trains on (``training.train``, ``train.continue_rounds`` rounds at most,
+``judged_metrics``); one that still fails is left out of every claim (``trained_only``) and named on the report's
+first page. A run
 declared to be about early training (``train.criterion: early-training``) holds no model to it: the table is
 shown and nothing is left out. Pretrained checkpoints (no row of ``training``) are trained by their authors
 and kept.
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..core.tables import model_keys
+from ..core.tables import early_tables, model_keys
 from .common import Claim, Tables
 from .subset import REFIT, restricted
 
@@ -60,8 +63,8 @@ def tail_share(row: pd.Series) -> float:
 
 
 def at_plateau(row: pd.Series) -> bool:
-    """``L_late − L_end ≤ PLATEAU_SHARE · (L_first − L_end)`` (False where a window is empty or nothing fell)."""
-    return bool(row["loss_first"] > row["loss_end"] and tail_share(row) <= PLATEAU_SHARE)
+    """``|L_late − L_end| ≤ PLATEAU_SHARE · (L_first − L_end)`` (False where a window is empty or nothing fell)."""
+    return bool(row["loss_first"] > row["loss_end"] and abs(tail_share(row)) <= PLATEAU_SHARE)
 
 
 def is_language_model(row: pd.Series) -> bool:
@@ -76,9 +79,10 @@ def accuracy_floor(row: pd.Series) -> float | None:
 def judged(row: pd.Series) -> tuple[bool, str]:
     """``(passed, why)`` of one model's row of ``training`` under the criterion (module docstring)."""
     plateau = at_plateau(row)
+    moved = "brought" if not row["loss_end"] > row["loss_late"] else "rose by"
     fall = (
-        f"the last 20 % brought {tail_share(row):.1%} of the loss's fall "
-        f"({row['loss_late'] - row['loss_end']:.3g} of {row['loss_first'] - row['loss_end']:.3g} nats)"
+        f"the last 20 % {moved} {abs(tail_share(row)):.1%} of the loss's fall "
+        f"({abs(row['loss_late'] - row['loss_end']):.3g} of {row['loss_first'] - row['loss_end']:.3g} nats)"
     )
     if is_language_model(row):
         enough = row["tokens_per_parameter"] >= MIN_TOKENS_PER_PARAMETER
@@ -95,6 +99,21 @@ def judged(row: pd.Series) -> tuple[bool, str]:
     return True, f"plateau, test accuracy ≥ {floor:g}" if floor is not None else "plateau (no accuracy floor)"
 
 
+def judged_metrics(metrics: dict) -> tuple[bool, str]:
+    """``judged`` on one model's training metrics (``training.train``'s, the model's table keys among them):
+    the criterion training continues until (``train.continue_rounds``)."""
+    row = pd.Series({key: float("nan") if value is None else value for key, value in metrics.items()})
+    return judged(row.reindex(row.index.union(RECORDED)))
+
+
+def continued(row: pd.Series) -> str:
+    """`` after n round(s) of continued training`` where the model trained on past its budget, else ''."""
+    rounds = row.get("continued_rounds")
+    if pd.isna(rounds) or not rounds:
+        return ""
+    return f" after {int(rounds)} round{'s' * (rounds != 1)} of continued training"
+
+
 def training_check(training: pd.DataFrame | None, criterion: str = TRAINED) -> pd.DataFrame:
     """One row per trained model (``COLUMNS`` plus ``why``): its budget, losses, accuracy and whether it meets
     the criterion (``passed``: True / False; under ``EARLY`` every model passes, ``why`` says it is not held)."""
@@ -104,6 +123,7 @@ def training_check(training: pd.DataFrame | None, criterion: str = TRAINED) -> p
     for _, row in (training if training is not None else pd.DataFrame()).iterrows():
         row = row.reindex(row.index.union(RECORDED))  # a column a table lacks is NaN: not at a plateau
         passed, why = judged(row)
+        why += continued(row)
         if criterion == EARLY:
             passed, why = True, f"not held (early-training run): {why}"
         tokens = row.get("tokens_per_parameter")
@@ -131,7 +151,8 @@ def failed(check: pd.DataFrame) -> list[str]:
 
 def trained_only(tables: Tables, check: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """The tables without the rows of models that fail the criterion (``subset.restricted``; a table without
-    model keys passes unchanged, the powerlaw fit is fitted again on the models kept)."""
+    model keys passes unchanged, and so does an early snapshot's, ``early_<table>``: the early-training regime
+    measures the models before they trained; the powerlaw fit is fitted again on the models kept)."""
     out = set(failed(check))
     if not out:
         return dict(tables)
@@ -141,7 +162,7 @@ def trained_only(tables: Tables, check: pd.DataFrame) -> dict[str, pd.DataFrame]
             return None
         return ~(frame["dataset"].astype(str) + "/" + frame["model"].astype(str)).isin(out)
 
-    return restricted(tables, keep)
+    return restricted(tables, keep, unchanged=early_tables())
 
 
 def models_of(tables: Tables, claim: Claim) -> int:

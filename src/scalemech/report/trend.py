@@ -21,12 +21,12 @@ class Trend:
     left_out: int  # rows without one
 
     def text(self, y: str, x: str) -> str:
-        return f"slope of {y} per {x} doubling: {self.slope.text()} ({self.slope.units} models)"
+        return f"slope of {y} per {x} doubling: {self.slope.text()} ({self.slope.counted})"
 
     def detail(self, strata: Sequence[str]) -> str:
         return (
             f"{self.rows} rows ({self.left_out} without a finite estimate or SE, left out), per model their mean, "
-            f"then a weighted regression across {self.slope.units} models with one intercept per "
+            f"then a weighted regression across {self.slope.counted} with one intercept per "
             f"({', '.join(strata)}), t with {self.slope.df} df"
         )
 

@@ -1,9 +1,16 @@
-"""Models are the independent units: rows (insertion points, views, steps) of one model are summarised
-first, then compared across models (a two-stage random-effects meta-regression).
+"""Architectures are the independent units, seeds nested in them: rows (insertion points, views, steps) of one
+model are summarised first, the seeds of one architecture next, then architectures are compared (a two-stage
+random-effects meta-regression).
 
 Stage 1, per model (× ``by``): ``y_m`` = mean of the rows' values, ``s_m`` = mean of their standard
 errors (exact when the rows are perfectly correlated, conservative otherwise).
-Stage 2, across models: weighted least squares of ``y_m`` on ``log₂ x`` with one intercept per stratum,
+Seeds nested (``nested``): the models of one architecture (every key but ``seed`` and ``model``: dataset,
+family, depth, width) differ only in their training randomness, and two seeds of one architecture are not
+independent evidence about a trend across architectures (an offset of the architecture, unrelated to depth
+or width, is shared by its seeds), so each architecture enters once: ``y`` the mean of its seeds' ``y_m``,
+``s = √(mean s_m² / n)``; the seeds' spread is part of the residual scatter the interval rests on.
+Stage 2, across architectures (called models below: with one seed they are the models): weighted least
+squares of ``y_m`` on ``log₂ x`` with one intercept per stratum,
 weights ``w_m = 1/(s_m² + τ²)``. The between-model variance τ² is Paule–Mandel's: the τ² ≥ 0 at which the
 weighted residuals' ``Q(τ²) = Σ w_m (y_m − ŷ_m)²`` equals its expectation, the residual degrees of
 freedom (0 where ``Q(0)`` is already below them). Unlike ``max(0, σ̂²_OLS − mean s_m²)`` it does not
@@ -36,6 +43,7 @@ from ..core.tables import first_rows, group_codes, model_keys
 from .common import CONFIRMED, LEVEL, NOT_DETECTABLE, POWER, REFUTED, RESEED_LEVEL, outward
 
 MIN_DF = 2  # residual degrees of freedom an interval needs (t with 1 df spans ±12.7 SE)
+SEED_KEYS = ("seed", "model")  # the model keys that tell the seeds of one architecture apart
 KISH_FLOOR = 0.5  # least Kish effective share of the models the weights may leave; below it, equal weights
 
 
@@ -59,6 +67,14 @@ class Estimate:
     se: float = np.nan  # NaN: taken from the interval's half width
     level: float = LEVEL  # two-sided level of [lo, hi]
     effective: float = np.nan  # Kish effective number of models of the weights (NaN: not a weighted fit)
+    models: int = 0  # models behind the units (seeds nested in architectures); 0: the units themselves
+
+    @property
+    def counted(self) -> str:
+        """``N models``, or ``N architectures (M models)`` where seeds are nested."""
+        if self.models > self.units:
+            return f"{self.units} architectures ({self.models} models)"
+        return f"{self.units} models"
 
     @property
     def standard_error(self) -> float:
@@ -83,12 +99,12 @@ class Estimate:
         """What a null bounds: the interval's limit in the claim's direction (``sign``, rounded outward)
         and the verdict's MDE (from ``null``; ``parts`` as in ``mde``) at this many models."""
         if not np.isfinite(self.lo):
-            return f"{name}: no interval ({self.units} models, df {self.df})"
+            return f"{name}: no interval ({self.counted}, df {self.df})"
         limit, op = (outward(self.hi, digits, up=True), "≤") if sign > 0 else (outward(self.lo, digits, up=False), "≥")
         origin = f" from {null:g}" if null else ""
         return (
             f"{name} {op} {limit} ({100 * self.level:.3g} % limit); MDE {self.mde(parts):.{digits}g}{origin} at "
-            f"{self.units} models ({self.df} df, {100 * POWER:.0f} % power)"
+            f"{self.counted} ({self.df} df, {100 * POWER:.0f} % power)"
         )
 
     def weights_text(self) -> str:
@@ -96,7 +112,8 @@ class Estimate:
         if not np.isfinite(self.effective):
             return ""
         floor = " (below half: equal weights)" if self.effective < KISH_FLOOR * self.units - 1e-9 else ""
-        return f"{self.effective:.3g} of {self.units} models effective (Kish){floor}"
+        kind = "architectures" if self.models > self.units else "models"
+        return f"{self.effective:.3g} of {self.units} {kind} effective (Kish){floor}"
 
     def verdict(self, sign: int = 1, null: float = 0.0) -> str:
         """CONFIRMED when the interval lies beyond ``null`` on the side of ``sign``, REFUTED when on the other."""
@@ -185,13 +202,28 @@ def _weights(y: np.ndarray, s: np.ndarray, design: np.ndarray) -> tuple[np.ndarr
     return weights, effective
 
 
+def nested(units: pd.DataFrame) -> pd.DataFrame:
+    """Seeds nested in architectures (module doc): one row per value of every column but ``y``, ``s`` and
+    ``SEED_KEYS``, ``y`` the mean of its rows' ``y``, ``s = √(mean s² / n)`` (NaN without SEs)."""
+    keys = [c for c in units.columns if c not in ("y", "s", *SEED_KEYS)]
+    if not keys:
+        return units
+    grouped = units.assign(s2=units["s"] ** 2).groupby(keys, sort=False, dropna=False)
+    out = grouped.agg(y=("y", "mean"), s2=("s2", "mean"), n=("y", "size")).reset_index()
+    return out.assign(s=np.sqrt(out["s2"] / out["n"])).drop(columns=["s2", "n"])
+
+
 def across_models(
-    units: pd.DataFrame, x: str | None = None, strata: Sequence[str] = (), level: float = LEVEL
+    units: pd.DataFrame, x: str | None = None, strata: Sequence[str] = (), level: float = LEVEL, nest: bool = True
 ) -> Estimate:
     """Stage 2: the common within-stratum slope of ``y`` on log₂ ``x``, one intercept per stratum (strata
     with fewer than 2 distinct ``x`` left out); ``x`` None: the mean of ``y`` (``strata`` ignored); a
-    two-sided ``level`` t interval."""
+    two-sided ``level`` t interval; ``nest``: over architectures, the seeds of each nested (``nested``),
+    else over the rows of ``units`` as they are."""
     units = units[np.isfinite(units["y"])]
+    models = len(units)
+    if nest:
+        units = nested(units)
     if x is None:
         design = np.ones((len(units), 1))
     else:
@@ -208,8 +240,9 @@ def across_models(
         return Estimate(np.nan, np.nan, np.nan, 0, df, level=level)
     if df < MIN_DF:
         value = float(np.mean(y)) if x is None else np.nan
-        return Estimate(value, np.nan, np.nan, len(units), df, level=level)
+        return Estimate(value, np.nan, np.nan, len(units), df, level=level, models=models)
     weights, effective = _weights(y, s, design)
     fit = sm.WLS(y, design, weights=weights).fit()
     lo, hi = fit.conf_int(alpha=1 - level)[-1]
-    return Estimate(float(fit.params[-1]), float(lo), float(hi), len(units), df, float(fit.bse[-1]), level, effective)
+    se = float(fit.bse[-1])
+    return Estimate(float(fit.params[-1]), float(lo), float(hi), len(units), df, se, level, effective, models)

@@ -27,6 +27,11 @@ class Certificates:
     b_align: float | np.ndarray  # 1 / (1 + n_eff d_align) >= b_exact
 
 
+def effective_sample_size(M, K):
+    """``n_eff(M, K) = M·K/(M + K + 1)`` (numbers, arrays or tensors): ``B_align = 1/(1 + n_eff·d_align)``."""
+    return M * K / (M + K + 1)
+
+
 def _cantelli(t: Tensor) -> Tensor:
     """``1/(1+t)`` for ``t >= 0`` (``0`` at ``t = inf``); ``nan`` for ``t < 0`` or ``nan``: no certificate."""
     return torch.where(t >= 0, 1 / (1 + t), math.nan)
@@ -43,7 +48,7 @@ def certificates(stats: AlignmentStats, M: int | np.ndarray, K: int | np.ndarray
     M_, K_ = (torch.as_tensor(np.asarray(x), dtype=torch.float64) for x in (M, K))
     if (M_ < 1).any() or (K_ < 1).any():
         raise ValueError(f"M and K must be >= 1; got M = {M}, K = {K}")
-    n_eff = M_ * K_ / (M_ + K_ + 1)
+    n_eff = effective_sample_size(M_, K_)
     var = (1 / M_ + 1 / K_) * stats.mu_sigma_mu + stats.tr_sigma_sq / (M_ * K_)
     mu_four = torch.full_like(var, stats.mu_four)
     b_exact = _cantelli(_ratio(mu_four, var))

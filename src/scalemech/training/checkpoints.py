@@ -124,11 +124,18 @@ def checkpoint_lock(directory: str | Path) -> Iterator[None]:
 
 
 def run_identity(
-    spec: dict[str, Any], recipe: dict[str, Any], seed: int, dataset: str, data_fingerprint: str
+    spec: dict[str, Any],
+    recipe: dict[str, Any],
+    seed: int,
+    dataset: str,
+    data_fingerprint: str,
+    continuation: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The settings that decide a run's weights: ``{spec, recipe − EVALUATION_KEYS, seed, dataset, data}``."""
+    """The settings that decide a run's weights: ``{spec, recipe − EVALUATION_KEYS, seed, dataset, data}``, and
+    ``continuation`` (the rounds of continued training a model that misses its criterion gets) where given."""
     training_recipe = {k: v for k, v in recipe.items() if k not in EVALUATION_KEYS}
-    return {"spec": spec, "recipe": training_recipe, "seed": seed, "dataset": dataset, "data": data_fingerprint}
+    identity = {"spec": spec, "recipe": training_recipe, "seed": seed, "dataset": dataset, "data": data_fingerprint}
+    return identity | ({"continuation": continuation} if continuation else {})
 
 
 def identity_hash(identity: dict[str, Any]) -> str:

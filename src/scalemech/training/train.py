@@ -13,6 +13,9 @@ batches and their augmentation come from the task (``scalemech.tasks``: ``images
 - Schedule: linear warmup (Goyal et al. 2017) then cosine decay to ``min_lr_fraction·lr``
   (Loshchilov & Hutter 2017). The lr is a pure function of the step, so the step is the
   whole scheduler state.
+- Continued training (docs/science.md §7.1): given a ``criterion``, a model that misses it after
+  its budget trains on in rounds of ``round_fraction`` of the budget, each a warm restart (a cosine
+  from ``CONTINUE_LR``·lr, ``lr_of``), up to ``rounds`` rounds, until it meets it.
 - SGD with (Nesterov) momentum or AdamW (Loshchilov & Hutter 2019); weight decay only on
   conv/linear weight matrices, never on norm gains, biases or embeddings (nanoGPT's
   ``configure_optimizers``).
@@ -25,6 +28,7 @@ batches and their augmentation come from the task (``scalemech.tasks``: ``images
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import platform
 import signal
@@ -66,6 +70,8 @@ from .checkpoints import (
 SYNC_EVERY = 50  # steps between host syncs (non-finite check, progress bar) in the hot loop
 EVAL_SEED = 0  # fixed seed of the evaluation subsets/windows: the same for every run
 CURVE_COLUMNS = ["step", "epoch", "lr", "train_loss", "test_loss", "test_acc"]
+CONTINUE_LR = 0.1  # a round of continued training restarts its cosine at this share of the recipe's peak lr
+Criterion = Callable[[dict[str, Any]], tuple[bool, str]]  # a model's metrics -> (meets it, why)
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -108,6 +114,16 @@ def lr_at(step: int, total_steps: int, recipe: Recipe) -> float:
     progress = (step - warmup) / max(1, total_steps - warmup)
     floor = recipe.min_lr_fraction
     return recipe.lr * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def lr_of(step: int, total_steps: int, round_steps: int, recipe: Recipe) -> float:
+    """lr of step ``s`` of a run whose budget is ``S`` steps, continued in rounds of ``E`` steps:
+    ``lr_at(s, S)`` within the budget; after it each round is a warm restart without warmup,
+    ``CONTINUE_LR · lr_at((s − S) mod E, E)``."""
+    if step < total_steps:
+        return lr_at(step, total_steps, recipe)
+    restart = dataclasses.replace(recipe, warmup_fraction=0.0)
+    return CONTINUE_LR * lr_at((step - total_steps) % round_steps, round_steps, restart)
 
 
 def optimizer_for(
@@ -160,27 +176,34 @@ def evaluate(
     batch_size: int,
     device: torch.device | str,
     normalize: Callable[[Tensor], Tensor],
-) -> tuple[float, float]:
-    """``(mean per-example loss, accuracy)`` of ``model`` in eval mode over ``(x, y)``.
+) -> tuple[float, float, float]:
+    """``(mean per-example loss, accuracy, SE of the mean loss)`` of ``model`` in eval mode over ``(x, y)``.
 
     ``normalize`` maps a stored batch (on ``device``) to model input. Loss is the family's
-    ``per_example_loss`` (LM: mean token cross-entropy of a sequence) averaged over examples;
-    accuracy is correct predictions over ``y.numel()`` (LM: token accuracy).
+    ``per_example_loss`` (LM: mean token cross-entropy of a sequence) averaged over the ``n`` examples;
+    its SE is ``sd/√n`` of the per-example losses (the test-set draw only); accuracy is correct
+    predictions over ``y.numel()`` (LM: token accuracy).
     """
     device = torch.device(device)
     base = getattr(model, "_orig_mod", model)  # a torch.compile wrapper keeps the model here
     was_training = model.training
     model.eval()
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+    square_sum = torch.zeros((), dtype=torch.float64, device=device)
     correct = torch.zeros((), dtype=torch.int64, device=device)
     for i in range(0, len(x), batch_size):
         xb, yb = x[i : i + batch_size].to(device), y[i : i + batch_size].to(device)
         with autocast(device):
             output = model(normalize(xb))
-        loss_sum += base.per_example_loss(output, yb).sum()
+        losses = base.per_example_loss(output, yb).double()
+        loss_sum += losses.sum()
+        square_sum += (losses**2).sum()
         correct += base.correct(output, yb)
     model.train(was_training)
-    return loss_sum.item() / len(x), correct.item() / y.numel()
+    n = len(x)
+    mean = loss_sum.item() / n
+    variance = max(square_sum.item() - n * mean**2, 0.0) / (n - 1) if n > 1 else math.nan
+    return mean, correct.item() / y.numel(), math.sqrt(variance / n)
 
 
 # -- training ---------------------------------------------------------------------------------
@@ -249,6 +272,9 @@ def train(
     snapshot_dir: str | Path | None = None,
     progress: bool = True,
     on_step: Callable[[int], None] | None = None,
+    criterion: Criterion | None = None,
+    rounds: int = 0,
+    round_fraction: float = 0.25,
     deterministic: bool = False,
 ) -> dict[str, Any]:
     """Train ``build_model(spec)`` (torch seeded with ``seed``) on ``data`` with ``recipe``; resume
@@ -257,6 +283,9 @@ def train(
     into ``out_dir`` and returns what ``metrics.json`` holds. With ``snapshots`` > 0 the weights
     at the steps of ``snapshot_schedule`` are kept under ``snapshot_dir/<identity hash>/``
     (weights only, apart from the resume checkpoints; ``model.pt`` records the hash).
+    ``criterion`` (the metrics → whether the model meets it, and why): a model that misses it after its
+    budget of ``S`` steps trains on, up to ``rounds`` rounds of ``⌈round_fraction·S⌉`` steps (``lr_of``),
+    until it meets it; ``continued_rounds`` and ``criterion_why`` in the metrics say how it ended.
     ``on_step(step)`` is called after every step (a test hook: raising from it interrupts the
     run like a crash). On SIGTERM (a cluster's time limit, a preemption) the run checkpoints the step it
     is at and raises ``Stopped`` (exit status 1, so the workflow retries the job, which resumes there).
@@ -280,26 +309,32 @@ def train(
         batches, spe = task.batches, task.batches.steps_per_epoch
         parameters = non_embedding_parameters(model)
         total_steps = total_steps_of(recipe, spe, task.block_size, parameters)
-        run = run_identity(spec, asdict(recipe), seed, data.name, data.fingerprint)
+        round_steps = max(1, math.ceil(round_fraction * total_steps))
+        if criterion is None:
+            rounds = 0
+        continuation = {"rounds": rounds, "round_steps": round_steps, "lr": CONTINUE_LR} if rounds else None
+        run = run_identity(spec, asdict(recipe), seed, data.name, data.fingerprint, continuation)
         snapshot_steps = set(snapshot_schedule(total_steps, snapshots))
         snapshot_run = Path(snapshot_dir or out_dir / "snapshots") / identity_hash(run)
 
         def test_point(step: int, train_loss: float) -> dict[str, float]:
-            test_loss, test_acc = evaluate(step_model, *task.test, recipe.eval_batch_size, device, task.to_input)
+            test = evaluate(step_model, *task.test, recipe.eval_batch_size, device, task.to_input)
+            test_loss, test_acc, test_se = test
             return {
                 "step": step,
                 "epoch": step / spe,
-                "lr": lr_at(max(step - 1, 0), total_steps, recipe),
+                "lr": lr_of(max(step - 1, 0), total_steps, round_steps, recipe),
                 "train_loss": train_loss,
                 "test_loss": test_loss,
                 "test_acc": test_acc,
+                "test_loss_se": test_se,
             }
 
         state = resume_state(checkpoint_dir, run)
-        windows = loss_windows(total_steps)
         if state is None:
             step, curve, train_seconds, loss_sum, loss_count = 0, [test_point(0, math.nan)], 0.0, 0.0, 0
-            window_loss = {name: [0.0, 0] for name in windows}
+            step_losses: list[float] = []
+            target = total_steps
             if 0 in snapshot_steps:
                 save_snapshot(snapshot_run, 0, model)
         else:
@@ -312,11 +347,11 @@ def train(
             batches.load_state_dict(state["batches"])
             step, curve, train_seconds = state["step"], state["curve"], state["train_seconds"]
             loss_sum, loss_count = state["loss_sum"], state["loss_count"]  # running train loss since the last eval
-            window_loss = state["window_loss"]
+            step_losses, target = state["step_losses"], state["target"]
 
         pending: list[Tensor] = []  # step losses not yet checked on the host
         bar = tqdm(
-            total=total_steps,
+            total=target,
             initial=step,
             file=sys.stderr,
             disable=not progress,
@@ -325,99 +360,115 @@ def train(
         )
         model.train()
         tick, tick_step = time.perf_counter(), step
-        while step < total_steps:
-            lr = lr_at(step, total_steps, recipe)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            inputs, targets = batches.batch(step)
-            with autocast(device):
-                output = step_model(task.to_input(inputs))
-            loss = F.cross_entropy(
-                output.flatten(0, -2).float(), targets.flatten(), label_smoothing=recipe.label_smoothing
-            )
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if recipe.grad_clip is not None:
-                nn.utils.clip_grad_norm_(model.parameters(), recipe.grad_clip)
-            optimizer.step()
-            pending.append(loss.detach())
-            step += 1
-            if step in snapshot_steps:
-                save_snapshot(snapshot_run, step, model)
-
-            evaluate_now = step % task.eval_every == 0 or step == total_steps
-            checkpoint_now = step % checkpoint_every == 0 or step == total_steps or stop[0]
-            if evaluate_now or checkpoint_now or len(pending) >= SYNC_EVERY:
-                losses = torch.stack(pending).double().cpu()  # the host sync of this interval
-                check_finite(losses, step - len(pending) + 1, total_steps, recipe)
-                loss_sum, loss_count = loss_sum + losses.sum().item(), loss_count + len(pending)
-                for name, (add, n) in window_sums(losses, step - len(pending) + 1, windows).items():
-                    window_loss[name] = [window_loss[name][0] + add, window_loss[name][1] + n]
-                seconds = time.perf_counter() - tick
-                train_seconds += seconds
-                bar.update(step - tick_step)
-                bar.set_postfix(
-                    loss=f"{losses[-1].item():.4f}",
-                    lr=f"{lr:.3g}",
-                    ex_s=f"{(step - tick_step) * batches.batch_size / max(seconds, 1e-9):.0f}",
+        while True:
+            while step < target:
+                lr = lr_of(step, total_steps, round_steps, recipe)
+                for group in optimizer.param_groups:
+                    group["lr"] = lr
+                inputs, targets = batches.batch(step)
+                with autocast(device):
+                    output = step_model(task.to_input(inputs))
+                loss = F.cross_entropy(
+                    output.flatten(0, -2).float(), targets.flatten(), label_smoothing=recipe.label_smoothing
                 )
-                pending = []
-                if evaluate_now:
-                    curve.append(test_point(step, loss_sum / loss_count))
-                    loss_sum, loss_count = 0.0, 0
-                if checkpoint_now:
-                    save_checkpoint(
-                        checkpoint_dir,
-                        {
-                            "run": run,
-                            "step": step,
-                            "model": model.state_dict(),
-                            "optimizer": optimizer.state_dict(),
-                            "generator": generator.get_state(),
-                            "torch_rng": torch.get_rng_state(),
-                            "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
-                            "batches": batches.state_dict(),
-                            "curve": curve,
-                            "loss_sum": loss_sum,
-                            "loss_count": loss_count,
-                            "window_loss": window_loss,
-                            "train_seconds": train_seconds,
-                        },
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                if recipe.grad_clip is not None:
+                    nn.utils.clip_grad_norm_(model.parameters(), recipe.grad_clip)
+                optimizer.step()
+                pending.append(loss.detach())
+                step += 1
+                if step in snapshot_steps:
+                    save_snapshot(snapshot_run, step, model)
+
+                evaluate_now = step % task.eval_every == 0 or step == target
+                checkpoint_now = step % checkpoint_every == 0 or step == target or stop[0]
+                if evaluate_now or checkpoint_now or len(pending) >= SYNC_EVERY:
+                    losses = torch.stack(pending).double().cpu()  # the host sync of this interval
+                    check_finite(losses, step - len(pending) + 1, target, recipe)
+                    loss_sum, loss_count = loss_sum + losses.sum().item(), loss_count + len(pending)
+                    step_losses += losses.tolist()
+                    seconds = time.perf_counter() - tick
+                    train_seconds += seconds
+                    bar.update(step - tick_step)
+                    bar.set_postfix(
+                        loss=f"{losses[-1].item():.4f}",
+                        lr=f"{lr:.3g}",
+                        ex_s=f"{(step - tick_step) * batches.batch_size / max(seconds, 1e-9):.0f}",
                     )
-                tick, tick_step = time.perf_counter(), step
-                if stop[0]:
-                    raise Stopped(f"training stopped by SIGTERM at step {step} of {total_steps}, checkpointed in "
-                                  f"{checkpoint_dir}; run the same command again to resume there")  # fmt: skip
-            if on_step is not None:
-                on_step(step)
+                    pending = []
+                    if evaluate_now:
+                        curve.append(test_point(step, loss_sum / loss_count))
+                        loss_sum, loss_count = 0.0, 0
+                    if checkpoint_now:
+                        save_checkpoint(
+                            checkpoint_dir,
+                            {
+                                "run": run,
+                                "step": step,
+                                "target": target,
+                                "model": model.state_dict(),
+                                "optimizer": optimizer.state_dict(),
+                                "generator": generator.get_state(),
+                                "torch_rng": torch.get_rng_state(),
+                                "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+                                "batches": batches.state_dict(),
+                                "curve": curve,
+                                "loss_sum": loss_sum,
+                                "loss_count": loss_count,
+                                "step_losses": step_losses,
+                                "train_seconds": train_seconds,
+                            },
+                        )
+                    tick, tick_step = time.perf_counter(), step
+                    if stop[0]:
+                        raise Stopped(
+                            f"training stopped by SIGTERM at step {step} of {target}, checkpointed in "
+                            f"{checkpoint_dir}; run the same command again to resume there"
+                        )
+                if on_step is not None:
+                    on_step(step)
+
+            train_loss, train_acc, _ = evaluate(
+                step_model, *task.train_eval, recipe.eval_batch_size, device, task.to_input
+            )
+            examples_per_second = step * batches.batch_size / max(train_seconds, 1e-9)
+            tokens = step * batches.batch_size * task.block_size if task.block_size else None
+            continued = (step - total_steps) // round_steps
+            metrics = {
+                **(labels or {}),
+                "train_loss": train_loss,
+                "train_acc": train_acc,
+                "test_loss": curve[-1]["test_loss"],
+                "test_loss_se": curve[-1].get("test_loss_se", math.nan),
+                "test_acc": curve[-1]["test_acc"],
+                "steps": step,
+                "epochs": step / spe,
+                "parameters": parameters,
+                "tokens_per_parameter": tokens / parameters if tokens else None,
+                **{f"loss_{name}": mean for name, mean in window_means(step_losses, loss_windows(step)).items()},
+                "continued_rounds": continued,
+                "batch_size": batches.batch_size,
+                "examples_per_second": examples_per_second,
+                "tokens_per_second": examples_per_second * task.block_size if task.block_size else None,
+                "train_seconds": train_seconds,
+                "wall_seconds": time.perf_counter() - wall_start,
+                "augment": task.augmented or "none",
+                "train_eval": task.train_eval_note,
+                "device": str(device),
+                "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.machine(),
+                "torch_version": str(torch.__version__),  # a plain str: model.pt loads with weights_only
+                "num_threads": torch.get_num_threads(),
+            }
+            if criterion is None:
+                break
+            met, metrics["criterion_why"] = criterion(metrics)
+            if met or continued >= rounds:
+                break
+            target += round_steps
+            bar.total = target
         bar.close()
 
-        train_loss, train_acc = evaluate(step_model, *task.train_eval, recipe.eval_batch_size, device, task.to_input)
-        examples_per_second = step * batches.batch_size / max(train_seconds, 1e-9)
-        tokens = step * batches.batch_size * task.block_size if task.block_size else None
-        metrics = {
-            **(labels or {}),
-            "train_loss": train_loss,
-            "train_acc": train_acc,
-            "test_loss": curve[-1]["test_loss"],
-            "test_acc": curve[-1]["test_acc"],
-            "steps": step,
-            "epochs": step / spe,
-            "parameters": parameters,
-            "tokens_per_parameter": tokens / parameters if tokens else None,
-            **{f"loss_{name}": total / n if n else None for name, (total, n) in window_loss.items()},
-            "batch_size": batches.batch_size,
-            "examples_per_second": examples_per_second,
-            "tokens_per_second": examples_per_second * task.block_size if task.block_size else None,
-            "train_seconds": train_seconds,
-            "wall_seconds": time.perf_counter() - wall_start,
-            "augment": task.augmented or "none",
-            "train_eval": task.train_eval_note,
-            "device": str(device),
-            "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.machine(),
-            "torch_version": str(torch.__version__),  # a plain str: model.pt loads with weights_only
-            "num_threads": torch.get_num_threads(),
-        }
         out_dir.mkdir(parents=True, exist_ok=True)
         save_model(
             out_dir / "model.pt",
@@ -469,12 +520,11 @@ def loss_windows(total_steps: int) -> dict[str, tuple[int, int]]:
     return {"first": (0, 1), "late": (at_80 - w, at_80), "end": (total_steps - w, total_steps)}
 
 
-def window_sums(losses: Tensor, first_step: int, windows: dict[str, tuple[int, int]]) -> dict[str, list[float]]:
-    """``{window: [Σ loss, count]}`` of the step losses ``losses`` (steps ``first_step, first_step+1, …``) that
-    fall in each window of ``loss_windows``."""
-    steps = torch.arange(first_step, first_step + len(losses))
-    sums = {}
+def window_means(step_losses: list[float], windows: dict[str, tuple[int, int]]) -> dict[str, float | None]:
+    """``{window: mean loss}`` of the steps (1-based; ``step_losses[s − 1]`` is step ``s``'s loss) each window
+    of ``loss_windows`` names; None for an empty window."""
+    means = {}
     for name, (lo, hi) in windows.items():
-        inside = (steps > lo) & (steps <= hi)
-        sums[name] = [losses[inside].sum().item(), int(inside.sum())]
-    return sums
+        inside = step_losses[lo:hi]
+        means[name] = sum(inside) / len(inside) if inside else None
+    return means

@@ -5,7 +5,9 @@ reads by table.
 
 ``CLAIM_TABLES``: the tables the claims read, and ``training`` (the training criterion decides which models
 every claim rests on), from the modules' sources without importing them: the workflow's parse reads it, so
-it plans the report without loading statsmodels. ``claim_modules`` imports them (``verdicts.CLAIMS``).
+it plans the report without loading statsmodels. A module whose tables are all measured again at an early
+snapshot (``core.tables.early_tables``) reads their ``early_<table>`` too (``report.regimes``).
+``claim_modules`` imports them (``verdicts.CLAIMS``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import importlib
 import pkgutil
 from pathlib import Path
 from types import ModuleType
+
+from ...core.tables import EARLY, early_tables
 
 
 def _module_names() -> list[str]:
@@ -38,4 +42,10 @@ def read_tables(name: str) -> set[str]:
     raise TypeError(f"{path} assigns no READS (table → the columns its rule reads)")
 
 
-CLAIM_TABLES: list[str] = sorted({"training"}.union(*(read_tables(name) for name in _module_names())))
+def _with_early(names: set[str]) -> set[str]:
+    """``names`` and, where every one of them is measured again early, their ``early_<table>``."""
+    early = {EARLY + name for name in names}
+    return names | early if early <= set(early_tables()) else names
+
+
+CLAIM_TABLES: list[str] = sorted({"training"}.union(*(_with_early(read_tables(name)) for name in _module_names())))

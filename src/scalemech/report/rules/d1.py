@@ -39,7 +39,7 @@ def rule_d1(tables: Tables) -> Result:
         statistic += "; " + mean.null_text("ρ̄²", sign=-1, null=D1_MAX_MEAN_SQ_CORR)
     detail = (
         f"{len(judged)} of {len(cov)} model × point rows ({int(low_rank.sum())} low-rank, excluded; "
-        f"{len(cov) - len(judged) - int(low_rank.sum())} without a ratio or null) over {mean.units} models; "
+        f"{len(cov) - len(judged) - int(low_rank.sum())} without a ratio or null) over {mean.counted}; "
         f"pooled dims p = {', '.join(f'{d:g}' for d in sorted(p.unique()))}; median ρ̄² by p: "
         + ", ".join(f"{d:g}: {m:.3g}" for d, m in rows.groupby("dim")["rho2"].median().items())
     )

@@ -1,10 +1,14 @@
 """D3: test loss improves when depth and width grow together; depth alone at too small a width rebounds.
 
-Per (dataset, family), on the grid of cells (depth, width): each cell's mean test loss over its seeds
-with an SE, from the seeds (pooled within-cell variance, t with Σ(n − 1) df) where every cell has ≥ 2
-seeds, else from the evaluation SE ``test_loss_se`` where the table has one (normal; it covers only
-the test-set draw, so the verdict is about these trained models, not the recipe's seed spread); with
-one seed and no evaluation SE the claim is not measured. Two contrasts, each decided by its interval:
+Per (dataset, family), on the cells (depth, width) the grids hold (a full grid or not: the rebound needs
+≥ 3 depths at the smallest width, the position ≥ 2 widths): each cell's mean test loss over its ``n`` seeds
+with an SE. From the seeds where some cells have ≥ 2: the within-cell variance pooled over those cells
+(t with Σ(n − 1) df), ``SE = √(pooled/n)`` for every cell, so a cell left with one seed (its other model
+failed the training criterion) keeps an SE, the seed spread its sister cells show, and the detail names it.
+Where no cell has two seeds, from the evaluation SE ``test_loss_se`` (the per-example test losses' ``sd/√n``,
+training's metrics; normal; it covers only the test-set draw, so the verdict is about these trained models,
+not the recipe's seed spread). With one seed a cell and no evaluation SE the claim is not measured.
+Two contrasts, each decided by its interval:
 
 - **rebound** at the smallest width: the best interior depth ``j*`` against both ends, ``fall = L(d₁) −
   L(j*)`` and ``rise = L(d_k) − L(j*)``; shown when both lower bounds are above 0 (one-sided 2.5 %,
@@ -80,11 +84,16 @@ def grid(rows: pd.DataFrame) -> Grid | str:
     """The cells of one (dataset, family) with their SEs (module doc), or why there are none."""
     cells = rows.groupby(["depth", "width"])["test_loss"]
     mean, n = cells.mean(), cells.count()
-    if n.min() >= MIN_SEEDS:
-        within = cells.var(ddof=1)
-        df = float((n - 1).sum())
-        pooled = float(((n - 1) * within).sum() / df)
-        return Grid(mean, np.sqrt(pooled / n), df, f"seeds ({n.min()}–{n.max()} per cell, t with {df:g} df)", len(rows))
+    if n.max() >= MIN_SEEDS:
+        seeded = n >= MIN_SEEDS
+        df = float((n[seeded] - 1).sum())
+        pooled = float(((n - 1) * cells.var(ddof=1).fillna(0.0))[seeded].sum() / df)
+        alone = tuple(n.index[~seeded])
+        source = f"seeds ({n.min()}–{n.max()} per cell, t with {df:g} df)"
+        if alone:
+            cells_text = ", ".join(f"d{d:g}-w{w:g}" for d, w in alone)
+            source += f"; one seed left in {cells_text}: its SE the seed spread pooled over the other cells"
+        return Grid(mean, np.sqrt(pooled / n), df, source, len(rows))
     if EVALUATION_SE in rows and np.isfinite(rows[EVALUATION_SE].astype(float)).all():
         se = np.sqrt(rows.groupby(["depth", "width"])[EVALUATION_SE].agg(lambda s: np.mean(s**2)) / n)
         return Grid(mean, se, np.inf, "evaluation SE (test-set draw only, normal)", len(rows))
@@ -154,9 +163,6 @@ def rule_d3(tables: Tables) -> Result:
         if isinstance(g, str):
             skipped.append(f"{name}: {g}")
             continue
-        if len(g.loss) < g.loss.index.get_level_values(0).nunique() * g.loss.index.get_level_values(1).nunique():
-            skipped.append(f"{name}: the depth × width grid has empty cells")
-            continue
         parts.append((name, g, rebound(g, rows["width"].min()), position(g, rows["width"].max())))
     if not parts:
         why = (
@@ -183,13 +189,14 @@ def rule_d3(tables: Tables) -> Result:
 D3 = Claim(
     "D3",
     "Test loss improves when depth and width grow together; depth alone at too small a width rebounds.",
-    "per (dataset, family), each depth × width cell's mean test loss with its SE (from ≥ 2 seeds per cell, else "
-    "the evaluation SE; one seed and none: not measured); rebound: at the smallest width the best interior depth "
-    "below both the shallowest and the deepest (one-sided 97.5 % bounds, Bonferroni over interior depths), refuted "
-    "if every interior depth is above an end; position: the best cell at the largest width below every other cell "
-    "(Bonferroni over its choice), refuted if another cell is below all of them; confirmed if both parts are in "
-    "every (dataset, family), refuted if any part is (not confirmed if another is confirmed), else not detectable "
-    "with the contrasts' MDE",
+    "per (dataset, family), each depth × width cell's mean test loss with its SE (the seeds' within-cell variance "
+    "pooled over the cells with ≥ 2 seeds, a cell left with one seed included; with one seed a cell everywhere, the"
+    " evaluation SE over test examples; neither: not measured); rebound: at the smallest width the best interior "
+    "depth below both the shallowest and the deepest (one-sided 97.5 % bounds, Bonferroni over interior depths), "
+    "refuted if every interior depth is above an end; position: the best cell at the largest width below every "
+    "other cell (Bonferroni over its choice), refuted if another cell is below all of them; confirmed if both parts"
+    " are in every (dataset, family), refuted if any part is (not confirmed if another is confirmed), else not "
+    "detectable with the contrasts' MDE",
     rule_d3,
     READS,
     figure="F3_rebound",

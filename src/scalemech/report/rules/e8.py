@@ -76,14 +76,13 @@ def rule_expansion(tables: Tables) -> Result:
         f"intervals at {100 * level:.3g} % (Bonferroni over {len(parts)} families"
         + (" and the pool); " if families > 1 else "); ")
         + "; ".join(
-            f"{family}: {n} rows, {gain.units} models, t with {gain.df} df, control − old {control.text(2)}"
+            f"{family}: {n} rows, {gain.counted}, t with {gain.df} df, control − old {control.text(2)}"
             + ("" if part != NOT_DETECTABLE else f", {gain.null_text('gain')}")
             for family, part, gain, control, _, n in parts
         )
     )
     detail += (
-        f"; all families: {pooled.units} models, t with {pooled.df} df, each family's gains divided by the RMS of "
-        "their SEs"
+        f"; all families: {pooled.counted}, t with {pooled.df} df, each family's gains divided by the RMS of their SEs"
     )
     return Result(
         verdict,

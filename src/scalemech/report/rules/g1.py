@@ -106,7 +106,7 @@ def rule_g1(tables: Tables) -> Result:
     pooled = over_models(usable, "z")
     verdict = pooled.verdict(sign=1)
     snapshots = split(usable, "snapshot", "z")
-    statistic = f"ρ {rho_text(pooled)} ({pooled.units} models); " + "; ".join(
+    statistic = f"ρ {rho_text(pooled)} ({pooled.counted}); " + "; ".join(
         f"{name} {rho_text(estimate)}" for name, estimate in snapshots.items()
     )
     if verdict == NOT_DETECTABLE:
@@ -115,10 +115,10 @@ def rule_g1(tables: Tables) -> Result:
     detail = (
         f"{len(rows)} rows; {len(usable)} of {len(units)} model × snapshot units with ≥ {MIN_POINTS} points "
         f"(median {usable['n'].median():g}) entered, {len(units) - len(usable)} not usable; per model the mean "
-        f"z over its snapshots, across {pooled.units} models t with {pooled.df} df (mean z {pooled.text(2)}); "
-        + "; ".join(f"{family}: ρ {rho_text(e)} at {e.units} models" for family, e in families.items())
+        f"z over its snapshots, across {pooled.counted} t with {pooled.df} df (mean z {pooled.text(2)}); "
+        + "; ".join(f"{family}: ρ {rho_text(e)} at {e.counted}" for family, e in families.items())
         + "; "
-        + "; ".join(f"{name} snapshot: {e.units} models, t with {e.df} df" for name, e in snapshots.items())
+        + "; ".join(f"{name} snapshot: {e.counted}, t with {e.df} df" for name, e in snapshots.items())
     )
     return Result(verdict, statistic, detail, (("mean z", pooled),))
 

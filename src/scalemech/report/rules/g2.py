@@ -57,7 +57,7 @@ def rule_g2(tables: Tables) -> Result:
     parts = {strategy: means[strategy].verdict(sign=1) for strategy in DECIDING}
     verdict = combined(*parts.values())
     statistic = "; ".join(f"certificate − {strategy} {means[strategy].text(2)}" for strategy in DECIDING)
-    statistic += f" (RMS SE units, {means['random'].units} models)"
+    statistic += f" (RMS SE units, {means['random'].counted})"
     nulls = [
         means[strategy].null_text(strategy, parts=len(DECIDING))
         for strategy in DECIDING

@@ -40,7 +40,7 @@ def rule_g3(tables: Tables) -> Result:
     verdict = combined(*(estimate.verdict(sign=1) for estimate in means.values()))
     verdict = NOT_CONFIRMED if verdict == CONFIRMED and damaged else verdict
     statistic = "; ".join(f"gain over {name} control {e.text(2)}" for name, e in means.items())
-    statistic += f" (RMS SE units, {means['tokens'].units} models)" + ("; control damaged f_old" if damaged else "")
+    statistic += f" (RMS SE units, {means['tokens'].counted})" + ("; control damaged f_old" if damaged else "")
     undecided = {name: e for name, e in means.items() if e.verdict(sign=1) == NOT_DETECTABLE}
     if verdict == NOT_DETECTABLE:
         statistic += "; MDE " + ", ".join(f"{e.mde(len(CONTROLS)):.2g} ({name})" for name, e in means.items())

@@ -50,9 +50,11 @@ def adaptation_rows(tables: Tables, columns: list[str], arm: str, placements: li
 
 def over_bases(rows: pd.DataFrame, value: str, level: float = LEVEL) -> Estimate:
     """Per base the row's ``value`` with its paired SE, across bases the random-effects mean with a two-sided
-    ``level`` t interval (``units``); rows without a finite value or SE are left out."""
+    ``level`` t interval (``units``); rows without a finite value or SE are left out. Each base is a unit, its
+    seeds not nested: E12's claims are about growing these trained bases (four, of two architectures in
+    config/growth.yaml: nested, no interval would remain)."""
     finite = np.isfinite(rows[[value, f"{value}_se"]].astype(float)).all(axis=1)
-    return across_models(per_model(rows[finite], value, f"{value}_se"), level=level)
+    return across_models(per_model(rows[finite], value, f"{value}_se"), level=level, nest=False)
 
 
 def safeguarded(primary: str, harmed: bool) -> str:

@@ -89,7 +89,7 @@ def rule_w3(tables: Tables) -> Result:
     mean = across_models(per_model(finite.assign(one=1.0), "t", "one"))
     ends = square.groupby("M")["b_exact_ucb"].median()
     statistic = (
-        f"E/SE = {mean.text()} (mean over {mean.units} models); median B_exact UCB {ends.iloc[0]:.2g} at M=K="
+        f"E/SE = {mean.text()} (mean over {mean.counted}); median B_exact UCB {ends.iloc[0]:.2g} at M=K="
         f"{ends.index[0]:g} → {ends.iloc[-1]:.2g} at {ends.index[-1]:g}"
     )
     verdict = mean.verdict(sign=1)

@@ -86,7 +86,7 @@ def rule_w1_paper(tables: Tables) -> Result:
         statistic += f"; {'below' if first.hi < PAPER_EXPONENT else 'above'} the paper's γ"
     detail = (
         f"view={W1_VIEW}, split={W1_SPLIT}, widths ≥ {MIN_PAPER_WIDTH}; at each step per model the mean d_align "
-        f"over points, log₂ of it (SE s/(y ln 2)), a weighted regression on log₂ width across {first.units} models "
+        f"over points, log₂ of it (SE s/(y ln 2)), a weighted regression on log₂ width across {first.counted} "
         f"with one intercept per ({', '.join(W1_STRATA)}), t with {first.df} df ({dropped} models with a mean "
         f"d_align ≤ 0 left out at step 0); the paper's values are γ ≈ {PAPER_EXPONENT:.3f}, ≈ {PAPER_SLOPE:.2g} "
         f"in d_align per doubling. "
@@ -107,4 +107,5 @@ W1_PAPER = Claim(
     rule_w1_paper,
     READS,
     figure="F9_dalign_at_paper_widths",
+    regime="initialization (E10's step 0)",
 )

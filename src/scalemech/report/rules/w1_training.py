@@ -97,7 +97,7 @@ def rule_w1_training(tables: Tables) -> Result:
     step, loss = _part(trajectory, "step"), _part(at_matched_loss(trajectory), "level")
     verdict = step.slope.verdict(sign=1)
     statistic = (
-        f"slope per width doubling at equal step {step.slope.text()} ({step.slope.units} models); equal loss "
+        f"slope per width doubling at equal step {step.slope.text()} ({step.slope.counted}); equal loss "
         f"{loss.slope.text()} (not decided on)"
     )
     last = trajectory[trajectory["step"] == trajectory.groupby("model")["step"].transform("max")]
@@ -128,4 +128,5 @@ W1_TRAINING = Claim(
     rule_w1_training,
     READS,
     figure="F8_dalign_over_training",
+    regime="along training (every E10 snapshot)",
 )

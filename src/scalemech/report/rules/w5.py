@@ -129,4 +129,5 @@ W5 = Claim(
     f"else not detectable",
     rule_w5,
     READS,
+    regime="none: the method's cost",
 )
