@@ -840,13 +840,13 @@ def test_the_standard_design():
 
 
 def check_power(case: Case, scenario: str) -> None:
-    """``case`` meets ``scenario``'s bound (``holds``); where a seed alone has too few models, its rows say
-    "not checked against a reseed" instead; planted never refuted, opposite never confirmed."""
+    """``case`` meets ``scenario``'s bound (``holds``); where a seed alone has too few models, the one-seed rows
+    also say "not checked against a reseed" (or how the seeds compared, where a draw's seeds do have intervals)
+    and its confirmations are counted all the same; planted never refuted, opposite never confirmed."""
     salt = SALTS[scenario]
-    if scenario == "one seed" and unchecked_alone(case):
+    if scenario == "one seed" and unchecked_alone(case):  # where a seed alone has no interval, the row says so
         cells = [case.evaluate(drawn(case, scenario, salt, draw))[1] for draw in range(UNCHECKED_DRAWS)]
-        assert all(UNCHECKED in cell for cell in cells), cells
-        return
+        assert all(UNCHECKED in cell or "seeds" in cell for cell in cells), cells
     ok, found = holds(case, scenario, salt)
     print(case.claim, scenario, found)
     assert ok, found
