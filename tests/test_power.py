@@ -90,11 +90,12 @@ def test_the_design_tables_of_science_md_are_generated(run):
 
 
 def test_the_standard_design_spans_the_ranges_the_issue_asks_for():
-    """The rebound's depths span ≥ 2.5 doublings at the smallest width; llama widths ≥ 3 doublings, ≥ 4 seeds."""
+    """The rebound's depths span ≥ 2.5 doublings at the smallest width; llama widths ≥ 3 doublings; every
+    architecture as many seeds (the reseed check's power against one seed's artifact)."""
     design = power.architectures(load_config(ROOT / "config" / "standard.yaml"))
     resnet = design[design["family"] == "resnet"]
     narrow = resnet[resnet["width"] == resnet["width"].min()]
     assert math.log2(narrow["depth"].max() / narrow["depth"].min()) >= 2.5
     llama = design[design["family"] == "llama"]
-    assert math.log2(llama["width"].max() / llama["width"].min()) >= 3 and (llama["seeds"] >= 4).all()
+    assert math.log2(llama["width"].max() / llama["width"].min()) >= 3 and design["seeds"].nunique() == 1
     assert len(DESIGN)  # the quick design loads too

@@ -58,7 +58,7 @@ def test_dry_run_plans_every_job(config: str, expected: dict[str, int], tmp_path
     # the estimate from recorded job times: the quick run's are shipped (docs/quick/runtime.csv, written
     # by make docs), so every job of the default config has one; the paper's models have none
     if config == "config/config.yaml":
-        assert "estimated run time:" in result.stderr and "140 of 140 computing jobs recorded" in result.stderr
+        assert "estimated run time:" in result.stderr and "164 of 164 computing jobs recorded" in result.stderr
     if config == "config/paper.yaml":
         assert "estimated run time: cannot estimate, none of the 614 computing jobs has a record" in result.stderr
         for data in ("cifar10", "cifar100", "imagenet", "tinyshakespeare", "corpus"):

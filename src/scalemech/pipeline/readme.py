@@ -131,9 +131,10 @@ def claims_table(report_md: str) -> list[str]:
 
 
 def training_line(report_md: str) -> list[str]:
-    """The training criterion's line of a ``report.md`` and a blank line (none in a report written before it)."""
-    found = [line for line in report_md.splitlines() if line.startswith("**Training criterion**")]
-    return [found[0], ""] if found else []
+    """The design's line (what the run can decide at the papers' effect sizes) and the training criterion's line
+    of a ``report.md``, each with a blank line (none in a report written before them)."""
+    starts = ("This run is", "**At the papers' effect sizes**", "**Training criterion**")
+    return [part for line in report_md.splitlines() if line.startswith(starts) for part in (line, "")]
 
 
 def linked_from(folder: str, lines: list[str]) -> list[str]:
@@ -159,6 +160,13 @@ def _machine(record: dict) -> str:
     caps = record.get("kernel_caps") or {}
     kernels = f", CPU kernels capped with {' '.join(f'{k}={v}' for k, v in caps.items())}" if caps else ""
     return f"{record['cores']} cores of an {record['cpu']} (no GPU{kernels}), {record['date']}"
+
+
+def why_moved(docs: Path) -> list[str]:
+    """``docs/<run>/why-moved.md``: why the verdicts that moved moved (a change of a rule, not of the models),
+    written beside the run that moved them; none without one."""
+    path = docs / "why-moved.md"
+    return ["", *path.read_text().strip().splitlines()] if path.exists() else []
 
 
 def between_runs(previous_md: str | None, previous: dict | None, report_md: str) -> list[str]:
@@ -277,7 +285,7 @@ def update(readme: Path, results: Path, figures: Path, docs: Path, run: str) -> 
         (baseline / "report.md").read_text() if (baseline / "report.md").exists() else None,
         json.loads((baseline / "reproduce.json").read_text()) if (baseline / "reproduce.json").exists() else None,
         report_md,
-    )
+    ) + why_moved(docs)
     docs.mkdir(parents=True, exist_ok=True)
     (docs / "report.md").write_text(report_md)
     shutil.copyfile(results / "reproduce.json", docs / "reproduce.json")

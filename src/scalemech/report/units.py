@@ -70,11 +70,18 @@ class Estimate:
     models: int = 0  # models behind the units (seeds nested in architectures); 0: the units themselves
 
     @property
+    def kind(self) -> str:
+        """What the units are: ``architectures`` where seeds are nested in them, else ``models``."""
+        return "architectures" if self.models > self.units else "models"
+
+    @property
     def counted(self) -> str:
         """``N models``, or ``N architectures (M models)`` where seeds are nested."""
-        if self.models > self.units:
-            return f"{self.units} architectures ({self.models} models)"
-        return f"{self.units} models"
+        return (
+            f"{self.units} architectures ({self.models} models)"
+            if self.kind == "architectures"
+            else f"{self.units} models"
+        )
 
     @property
     def standard_error(self) -> float:
@@ -97,14 +104,13 @@ class Estimate:
 
     def null_text(self, name: str, sign: int = 1, null: float = 0.0, digits: int = 2, parts: int = 1) -> str:
         """What a null bounds: the interval's limit in the claim's direction (``sign``, rounded outward)
-        and the verdict's MDE (from ``null``; ``parts`` as in ``mde``) at this many models."""
+        and the verdict's MDE at ``POWER`` (from ``null``; ``parts`` as in ``mde``) at this many units."""
         if not np.isfinite(self.lo):
             return f"{name}: no interval ({self.counted}, df {self.df})"
         limit, op = (outward(self.hi, digits, up=True), "≤") if sign > 0 else (outward(self.lo, digits, up=False), "≥")
-        origin = f" from {null:g}" if null else ""
+        origin = f" from {null:.3g}" if null else ""
         return (
-            f"{name} {op} {limit} ({100 * self.level:.3g} % limit); MDE {self.mde(parts):.{digits}g}{origin} at "
-            f"{self.counted} ({self.df} df, {100 * POWER:.0f} % power)"
+            f"{name} {op} {limit}; MDE {self.mde(parts):.{digits}g}{origin} at {self.units} {self.kind}, {self.df} df"
         )
 
     def weights_text(self) -> str:
@@ -112,8 +118,7 @@ class Estimate:
         if not np.isfinite(self.effective):
             return ""
         floor = " (below half: equal weights)" if self.effective < KISH_FLOOR * self.units - 1e-9 else ""
-        kind = "architectures" if self.models > self.units else "models"
-        return f"{self.effective:.3g} of {self.units} {kind} effective (Kish){floor}"
+        return f"{self.effective:.3g} of {self.units} {self.kind} effective (Kish){floor}"
 
     def verdict(self, sign: int = 1, null: float = 0.0) -> str:
         """CONFIRMED when the interval lies beyond ``null`` on the side of ``sign``, REFUTED when on the other."""

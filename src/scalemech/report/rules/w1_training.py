@@ -98,7 +98,7 @@ def rule_w1_training(tables: Tables) -> Result:
     verdict = step.slope.verdict(sign=1)
     statistic = (
         f"slope per width doubling at equal step {step.slope.text()} ({step.slope.counted}); equal loss "
-        f"{loss.slope.text()} (not decided on)"
+        f"{loss.slope.text()} (description)"
     )
     last = trajectory[trajectory["step"] == trajectory.groupby("model")["step"].transform("max")]
     if verdict == NOT_DETECTABLE:

@@ -43,8 +43,8 @@ def rule_w2_level(tables: Tables) -> Result:
     verdict = mean.verdict(sign=1, null=floor)
     b_align = 1 / (1 + n_eff(M, M) * BAND[0])
     statistic = (
-        f"at M=K={M}: mean E/√V {mean.text()} over {mean.counted} vs ≥ {floor:.3g} implied by the paper's "
-        f"d_align ≥ {BAND[0]:g} (B_align ≤ {b_align:.2g})"
+        f"at M=K={M}: mean E/√V {mean.text()} over {mean.counted} vs ≥ {floor:.3g}, the paper's d_align ≥ "
+        f"{BAND[0]:g} through the certificate"
     )
     if verdict == REFUTED:
         statistic += f": {below(mean.hi, floor)}"
@@ -52,7 +52,8 @@ def rule_w2_level(tables: Tables) -> Result:
         statistic += "; " + mean.null_text("mean E/√V", null=floor)
     detail = (
         f"E/√V = mu_cross/√v_mk (signed), families {', '.join(LEVEL_FAMILIES)}; r² ≥ n_eff·d_align with n_eff = "
-        f"{n_eff(M, M):.3g} at M = K = {M}; {len(rows)} rows with a ratio over {mean.counted}, per model the "
+        f"{n_eff(M, M):.3g} at M = K = {M} (B_align ≤ {b_align:.2g} at d_align = {BAND[0]:g}); {len(rows)} rows "
+        f"with a ratio over {mean.counted}, per model the "
         f"mean over points, across models a t interval ({mean.df} df, equal weights)"
     )
     return Result(verdict, statistic, detail, (("mean E/√V", mean),))
