@@ -61,7 +61,7 @@ from scalemech.experiments.arms import ArmConfig, ArmData, train_steps
 from scalemech.experiments.measure import measure
 from scalemech.gradients.batches import to_device
 from scalemech.models import build_model, load_model
-from scalemech.training.train import non_embedding_parameters, train
+from scalemech.training.train import SYNC_EVERY, non_embedding_parameters, train
 
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS (DET)
 CPU_BOXES = 3  # a CPU's boxes are this many times longer (toy sizes, and a machine maybe shared)
@@ -217,8 +217,6 @@ def sync(device: str, work: Path, args) -> tuple[str, str]:
             finally:
                 torch.cuda.set_sync_debug_mode(0)
         counts[name] = (seen[-2] - seen[0]) / (len(seen) - 2)  # steps 2 … 59: no evaluation among them
-    from scalemech.training.train import SYNC_EVERY
-
     target = 1 / SYNC_EVERY
     status = "ok" if max(counts.values()) <= target + 1e-9 else "FAIL"
     per_step = ", ".join(f"{name} {count:.2f}" for name, count in counts.items())

@@ -1,4 +1,4 @@
-"""GPU-hours of a config, counted from FLOPs (``scalemech gpu-hours``; ``snakemake -n`` prints the total).
+"""GPU-hours of a config, counted from FLOPs (``scalemech gpu-hours``; ``make docs`` writes the paper config's).
 
 A job's seconds on one GPU are its FLOPs at a stated share of the GPU's dense bf16 peak, but never fewer than
 its optimizer or evaluation steps times a per-layer launch floor, since small models wait on kernel launches,
@@ -33,6 +33,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from ..config import ModelJob, model_jobs
 from ..gradients.views import VIEWS
 from ..models import build_model
+from ..training.train import non_embedding_parameters
 
 PEAK_FLOPS = 989e12  # an H200's dense bf16 FLOP/s (NVIDIA's datasheet)
 UTILIZATION = 0.40  # of the peak: a tuned transformer's step (make gpu-check measured 29 % at width 512)
@@ -106,9 +107,7 @@ def model_costs(config: dict[str, Any], job: ModelJob) -> list[dict[str, Any]]:
     if train_examples is not None:
         examples = job.recipe["epochs"] * train_examples
     else:
-        embeddings = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
-        parameters = sum(p.numel() for p in model.parameters() if id(p) not in embeddings)
-        examples = job.recipe["tokens_per_parameter"] * parameters / spec["block_size"]
+        examples = job.recipe["tokens_per_parameter"] * non_embedding_parameters(model) / spec["block_size"]
     rows = [
         {"step": "train", "flops": 3 * per_example * examples, "steps": examples / job.recipe["batch_size"]},
         {"step": "measure", "flops": 3 * per_example * pools, "steps": pools / batch},
@@ -156,12 +155,12 @@ def markdown(frame: pd.DataFrame) -> list[str]:
     return ["| " + " | ".join(r) + " |" for r in [header, ["---"] * len(header), *rows]]
 
 
-def line(frame: pd.DataFrame) -> str:
-    """One line for ``snakemake -n``: the total and the largest step."""
+def line(frame: pd.DataFrame, label: str = "estimated GPU time") -> str:
+    """One line, ``label`` first: the total and each step's H200-hours."""
     per_step = frame.groupby("step")["hours"].sum().sort_values(ascending=False)
     steps = ", ".join(f"{step} {hours:,.0f}" for step, hours in per_step.items())
     return (
-        f"estimated GPU time: {frame['hours'].sum():,.0f} H200-hours ({steps}), FLOPs at "
+        f"{label}: {frame['hours'].sum():,.0f} H200-hours ({steps}), FLOPs at "
         f"{UTILIZATION:.0%} of {PEAK_FLOPS / 1e12:.0f} TFLOP/s or {LAUNCH_FLOOR * 1e3:.2f} ms per layer-step, "
         "whichever is longer (scalemech gpu-hours)"
     )

@@ -386,7 +386,7 @@ def gpu_hours_block(config: str = "config/paper.yaml") -> str:
 
     start, end = markers("gpu-hours")
     frame = gpu_hours(load_config(config))
-    return "\n".join([start, *markdown(frame), "", line(frame).replace("estimated GPU time", config), end])
+    return "\n".join([start, *markdown(frame), "", line(frame, config), end])
 
 
 def _duration(seconds: float) -> str:
