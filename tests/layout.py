@@ -67,4 +67,6 @@ def assert_laid_out(stem: str, fig: Figure, verdicts: pd.DataFrame) -> None:
             assert not covered, f"{stem}, panel {ax.get_title()!r}: its legend covers {covered} point(s)"
     text = " ".join(" ".join(t.get_text() for t in fig.texts).split())
     for row in verdicts[verdicts["figure"] == stem].itertuples():
-        assert f"{row.claim}: {row.verdict}: {' '.join(row.statistic.split())}" in text, (stem, row.claim)
+        regime = f" ({row.regime})" if getattr(row, "regime", "") else ""
+        stated = f"{row.claim}{regime}: {row.verdict}: {' '.join(row.statistic.split())}"
+        assert stated in text, (stem, row.claim, stated)

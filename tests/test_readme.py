@@ -20,6 +20,7 @@ from scalemech.pipeline.readme import (
     main,
     markers,
     page,
+    results_block,
     suite_block,
     update,
 )
@@ -115,7 +116,19 @@ def test_update_rewrites_only_the_results_block(tmp_path):
     )
     for _ in range(2):  # a new run is compared with the one shown before, again after a second make docs
         update(readme, results, figures, docs, "r")
-        assert "| D1 | refuted: 0.2 | refuted: 0.3 |" in readme.read_text()
+        assert "| D1 | refuted: 0.2 | refuted: 0.3 |" in (docs / "between-runs.md").read_text()
+        assert "1 deciding numbers moved: [what moved, and why](docs/r/between-runs.md)." in readme.read_text()
+
+
+def test_a_block_on_a_page_in_docs_links_relative_to_it(tmp_path, monkeypatch):
+    """growth's block lives in docs/grow.md (``PAGES``): its links lead into docs/growth/ from there."""
+    monkeypatch.chdir(tmp_path)
+    record = {"cores": 2, "cpu": "C", "date": "d", "wall_seconds": 1.0, "user_cpu_seconds": 1.0}
+    report = "| claim | verdict | deciding number | figure |\n|---|---|---|---|\n| [G4](#g4) | refuted | 0.1 | |\n"
+    block = results_block("growth", report, record, ["F11_adaptation"], ["moved"], page_path=page("growth"))
+    assert page("growth") == Path("docs/grow.md")
+    assert "| [G4](growth/report.md#g4) |" in block and "(growth/F11_adaptation.png)" in block
+    assert "docs/growth/report.md`](growth/report.md)" in block
 
 
 def test_citation_names_this_project_and_both_papers():
@@ -207,3 +220,17 @@ def test_make_docs_writes_a_block_to_its_page(tmp_path, monkeypatch):
     assert (tmp_path / "docs" / "cluster.md").read_text() == f"# cluster\n{start}\nnew\n{end}\n"
     with pytest.raises(ValueError, match="README.md has no"):
         main(["--gpu-hours", "--readme", "README.md"])
+
+
+def test_every_relative_link_of_the_docs_resolves():
+    """Every relative link of the README, config/README.md and docs/ (blocks moved between pages included)
+    leads to a file of the checkout; the reports kept in docs/<run>/previous/ only for the comparison aside."""
+    kept = sorted(path for path in (ROOT / "docs").rglob("*.md") if "previous" not in path.parts)
+    pages = [ROOT / "README.md", ROOT / "config" / "README.md", *kept]
+    broken = [
+        f"{page.relative_to(ROOT)}: {target}"
+        for page in pages
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text())
+        if not re.match(r"[a-z]+:|#", target) and not (page.parent / target.split("#")[0]).exists()
+    ]
+    assert not broken, broken

@@ -5,7 +5,7 @@ models of ``adapt.grids``, each with its SE multiple spread over ``SE_SPREAD``),
 its rivals. The scenarios, draws and pass criteria are those of every rule (``tests/test_rules_power.py``):
 noise (the deciding quantities at the rule's nulls), offsets (plus a persistent per-base offset),
 planted (the quantities at the rule's printed minimum detectable effect), opposite, and one seed (a seed
-alone has too few bases for an interval: its rows must say "not checked against a reseed"). G4 and G5 keep
+alone has too few bases for an interval: its rows must say "not checked against a reseed"). G4, G5 and G6 keep
 the bases as units (two architectures in growth.yaml: nested, no interval would remain), so the scenario
 of an offset shared by an architecture's seeds is not theirs (``SCENARIOS``).
 

@@ -1,6 +1,6 @@
 """``make docs``: the README's results block and ``docs/quick/`` regenerated from a finished run,
 and (``--tests``) the test suite's times from ``make test``'s records; each block is written to its
-page (``PAGES``: the README, ``docs/grow.md`` or ``docs/cluster.md``).
+page (``PAGES``: the README, ``docs/grow.md`` or ``docs/cluster.md``), its links relative to that page.
 
     python -m scalemech.pipeline.readme --run quick
 
@@ -8,17 +8,18 @@ copies the run's ``report.md``, run record and figure PNGs into ``docs/<run>/`` 
 README between ``<!-- results:<run>:start -->`` and ``<!-- results:<run>:end -->``: the machine, date,
 wall time and CPU time of the command that made it (``results/<run>/reproduce.json``,
 ``scalemech.pipeline.runrecord``),
-the verdict table as ``report.md`` has it (its links pointed into ``docs/<run>/``), what moved
-since the run shown before (``docs/<run>/report.md`` and ``reproduce.json`` before they are
-replaced), and a few figures. With ``--not-run-ok`` a run without a report gets a block saying it
-has not been made. Nothing is typed by hand; ``tests/test_readme.py`` checks that the README's
-table is ``docs/<run>/report.md``'s.
+the verdict table as ``report.md`` has it (its links pointed into ``docs/<run>/``), how many verdicts
+and numbers moved since the run shown before (``docs/<run>/report.md`` and ``reproduce.json`` before
+they are replaced; the full comparison in ``docs/<run>/between-runs.md``), and a few figures. With
+``--not-run-ok`` a run without a report gets a block saying it has not been made. Nothing is typed by
+hand; ``tests/test_readme.py`` checks that the README's table is ``docs/<run>/report.md``'s.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 from dataclasses import dataclass
@@ -98,11 +99,12 @@ def adaptation_summary(path: Path) -> list[str]:
 
 
 SUMMARIES = {"adaptation": adaptation_summary}
+BETWEEN = "between-runs.md"  # docs/<run>/'s full comparison with the run shown before
 
 
 PAGES = {
     **dict.fromkeys([*RUNS, "tests"], "README.md"),
-    **dict.fromkeys(["growing-7b", "bench-certify", "bench-grow"], "docs/grow.md"),
+    **dict.fromkeys(["growth", "growing-7b", "bench-certify", "bench-grow"], "docs/grow.md"),
     "gpu-hours": "docs/cluster.md",
 }
 
@@ -169,6 +171,14 @@ def why_moved(docs: Path) -> list[str]:
     return ["", *path.read_text().strip().splitlines()] if path.exists() else []
 
 
+def write_between_runs(docs: Path, run: str, moved: list[str]) -> list[str]:
+    """``docs/<run>/between-runs.md``: the comparison ``moved`` (``between_runs``) and ``why_moved``; returns
+    the block's lines: its first line, with a link to the file where anything moved (``BETWEEN``)."""
+    page = [f"# Between runs: {run}", "", *moved, *why_moved(docs)]
+    (docs / BETWEEN).write_text("\n".join(page) + "\n")
+    return [moved[0].removesuffix(":") + (f": [what moved, and why]({BETWEEN})." if len(moved) > 1 else "")]
+
+
 def between_runs(previous_md: str | None, previous: dict | None, report_md: str) -> list[str]:
     """What moved between the run shown before and this one, measured from their verdict tables; a
     placeholder saying what is missing where there is no earlier table of this form."""
@@ -196,6 +206,11 @@ def between_runs(previous_md: str | None, previous: dict | None, report_md: str)
     return lines
 
 
+def folder(run: str, page_path: Path) -> str:
+    """``docs/<run>`` as a link from ``page_path`` (the README: ``docs/quick``; docs/grow.md: ``growth``)."""
+    return Path(os.path.relpath(Path("docs", run), Path(page_path).parent)).as_posix()
+
+
 def results_block(
     run: str,
     report_md: str,
@@ -204,15 +219,18 @@ def results_block(
     moved: list[str],
     summary: list[str] = (),
     design: list[str] = (),
+    page_path: Path = Path("README.md"),
 ) -> str:
-    """The README block: where the numbers came from, the verdict table (the run's claims), what ``moved``
-    since the run shown before, the ``summary`` of its tables, its ``design`` table, the figures ``shown``."""
+    """The block of ``page_path`` (relative to the repository): where the numbers came from, the verdict table
+    (the run's claims), what ``moved`` since the run shown before, the ``summary`` of its tables, its ``design``
+    table, the figures ``shown``; every link relative to ``page_path``."""
     start, end = markers(run)
+    here = folder(run, page_path)
     table = claims_table(report_md)
     wanted = run_docs(run).claims
     if wanted:
         table = table[:2] + [line for line in table[2:] if any(f"[{claim}]" in line for claim in wanted)]
-    figures = [f"![{stem}](docs/{run}/{stem}.png)" for stem in shown] + [""] * (len(shown) % 2)
+    figures = [f"![{stem}]({here}/{stem}.png)" for stem in shown] + [""] * (len(shown) % 2)
     grid = ["| | |", "|---|---|"] + [f"| {a} | {b} |" for a, b in zip(figures[::2], figures[1::2])]
     return "\n".join(
         [
@@ -220,18 +238,18 @@ def results_block(
             f"`{run_docs(run).command}` on {_machine(record)}: "
             f"{_duration(record['wall_seconds'])} of wall time, {record['user_cpu_seconds']:.0f} s of user CPU "
             f"(`results/{run}/reproduce.json`; regenerate this block with `make docs`). Claims and figures "
-            f"link to their sections of [`docs/{run}/report.md`](docs/{run}/report.md): rule, full statistics.",
+            f"link to their sections of [`docs/{run}/report.md`]({here}/report.md): rule, full statistics.",
             "",
             *training_line(report_md),
-            *linked_from(f"docs/{run}", table),
+            *linked_from(here, table),
             "",
-            *moved,
+            *linked_from(here, moved),
             "",
             *([*summary, ""] if summary else []),
             *([*design, ""] if design else []),
             *grid,
             "",
-            f"All figures and the full report with captions are in [`docs/{run}/`](docs/{run}/).",
+            f"All figures and the full report with captions are in [`docs/{run}/`]({here}/).",
             end,
         ]
     )
@@ -276,17 +294,21 @@ def previous_run(docs: Path, record: dict) -> Path:
 
 
 def update(readme: Path, results: Path, figures: Path, docs: Path, run: str) -> None:
-    """Copy the run's report, run record, figures and job runtimes into ``docs`` and rewrite the README's
-    results block (``docs/<run>/runtime.csv`` is the reference that ``snakemake -n`` estimates from)."""
+    """Copy the run's report, run record, figures and job runtimes into ``docs`` and rewrite the results block
+    of ``readme`` (``docs/<run>/runtime.csv`` is the reference that ``snakemake -n`` estimates from)."""
     report_md = (results / "report.md").read_text().replace(f"../../figures/{run}/", "")
     record = json.loads((results / "reproduce.json").read_text())
     baseline = previous_run(docs, record)
-    moved = between_runs(
-        (baseline / "report.md").read_text() if (baseline / "report.md").exists() else None,
-        json.loads((baseline / "reproduce.json").read_text()) if (baseline / "reproduce.json").exists() else None,
-        report_md,
-    ) + why_moved(docs)
     docs.mkdir(parents=True, exist_ok=True)
+    moved = write_between_runs(
+        docs,
+        run,
+        between_runs(
+            (baseline / "report.md").read_text() if (baseline / "report.md").exists() else None,
+            json.loads((baseline / "reproduce.json").read_text()) if (baseline / "reproduce.json").exists() else None,
+            report_md,
+        ),
+    )
     (docs / "report.md").write_text(report_md)
     shutil.copyfile(results / "reproduce.json", docs / "reproduce.json")
     for png in sorted(figures.glob("*.png")):
@@ -296,7 +318,8 @@ def update(readme: Path, results: Path, figures: Path, docs: Path, run: str) -> 
     summary = [line for name in run_docs(run).summaries for line in SUMMARIES[name](results / "tables" / f"{name}.csv")]
     write_noise(results / "tables", run)
     design = design_lines(run) if run_docs(run).design else []
-    replace_block(readme, run, results_block(run, report_md, record, shown, moved, summary, design))
+    block = results_block(run, report_md, record, shown, moved, summary, design, page(run))
+    replace_block(readme, run, block)
 
 
 def noise_path(run: str) -> Path:

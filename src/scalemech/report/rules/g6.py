@@ -8,7 +8,8 @@ at no detectable loss on the new domain (docs/science.md §5 E12, §6, §7.5.1).
   once: ``copied``), Spearman's ρ between ``predicted_forgetting`` (``forget_A = −μ_Bᵀμ_A`` at the point, the
   base's certificate) and the grown arm's realized ``forgetting`` (fewer than ``g1.MIN_POINTS`` points, or a
   constant column: not usable). Fisher's z as G1's (``g1.fisher_z``); across bases the mean z with a t
-  interval (equal weights: z has no per-base SE).
+  interval (equal weights: z has no per-base SE; the bases are the units, as in G4 and G5: E12's two
+  architectures would leave no interval with their seeds nested).
 - **Dominance.** Per base and rival ``r`` (``best``, ``adept``, ``bi``: one new layer, as ``pareto``), the
   grown rows' ``vs_pareto_forgetting = F_r − F_pareto`` (> 0: pareto forgets less) and, as a safeguard,
   ``vs_pareto_new = L_r(B) − L_pareto(B)`` (< 0: pareto learns B worse); across bases random-effects
@@ -86,7 +87,7 @@ def rule_g6(tables: Tables) -> Result:
     if usable.empty:
         raise NotMeasured(f"no base has ≥ {MIN_POINTS} points grown one layer each with finite forgetting")
     level = 1 - (1 - LEVEL) / (1 + 2 * len(chosen))
-    ranking = across_models(per_model(usable, "z", None), level=level)
+    ranking = across_models(per_model(usable, "z", None), level=level, nest=False)  # bases as units, as G4's
     at = {r: rows[rows["placement"] == r] for r in chosen}
     saved = {r: over_bases(at[r], "vs_pareto_forgetting", level) for r in chosen}
     new = {r: over_bases(at[r], "vs_pareto_new", level) for r in chosen}
