@@ -16,6 +16,7 @@ from scalemech.pipeline.readme import (
     PAGES,
     between_runs,
     claims_table,
+    gpu_hours_blocks,
     linked_from,
     main,
     markers,
@@ -209,17 +210,36 @@ def test_every_block_is_once_in_its_page_and_nowhere_else():
 
 
 def test_make_docs_writes_a_block_to_its_page(tmp_path, monkeypatch):
-    """``--gpu-hours`` writes docs/cluster.md's block, not the README's (``--readme`` overrides)."""
+    """``--gpu-hours`` writes docs/cluster.md's table and the README's total line, each to its page
+    (``--readme`` overrides)."""
     monkeypatch.chdir(tmp_path)
     start, end = markers("gpu-hours")
+    total = markers("gpu-hours-total")
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "cluster.md").write_text(f"# cluster\n{start}\nold\n{end}\n")
-    (tmp_path / "README.md").write_text("# no block here\n")
-    monkeypatch.setattr("scalemech.pipeline.readme.gpu_hours_block", lambda: f"{start}\nnew\n{end}")
+    (tmp_path / "README.md").write_text(f"# readme\n{total[0]}\nold\n{total[1]}\n")
+    blocks = {"gpu-hours": f"{start}\nnew\n{end}", "gpu-hours-total": f"{total[0]}\n366\n{total[1]}"}
+    monkeypatch.setattr("scalemech.pipeline.readme.gpu_hours_blocks", lambda: blocks)
     main(["--gpu-hours"])
     assert (tmp_path / "docs" / "cluster.md").read_text() == f"# cluster\n{start}\nnew\n{end}\n"
+    assert (tmp_path / "README.md").read_text() == f"# readme\n{total[0]}\n366\n{total[1]}\n"
+    (tmp_path / "README.md").write_text("# no block here\n")
     with pytest.raises(ValueError, match="README.md has no"):
         main(["--gpu-hours", "--readme", "README.md"])
+
+
+def test_the_gpu_hours_blocks_share_one_count(monkeypatch):
+    """The README's total line is the last line of docs/cluster.md's table block, from one count."""
+    import pandas as pd
+
+    monkeypatch.chdir(ROOT)
+    calls = []
+    frame = pd.DataFrame({"grid": ["g", "g"], "step": ["train", "growth"], "hours": [300.0, 66.0]})
+    monkeypatch.setattr("scalemech.pipeline.gpu_cost.gpu_hours", lambda config: calls.append(1) or frame)
+    blocks = gpu_hours_blocks()
+    total = blocks["gpu-hours-total"].splitlines()[1]
+    assert len(calls) == 1 and total.startswith("config/paper.yaml: 366 H200-hours (train 300, growth 66)")
+    assert blocks["gpu-hours"].splitlines()[-2] == total
 
 
 def test_every_relative_link_of_the_docs_resolves():

@@ -589,11 +589,12 @@ def g3_tables(k: float, offset: bool, rng) -> dict:
 D3_SD = 0.01  # the sd of one seed's test loss
 
 
-def training_tables(k: float, offset: bool, rng, evaluation_se: bool = False) -> dict:
+def training_tables(k: float, offset: bool, rng, evaluation_se: bool = False, underfit: bool = False) -> dict:
     """The design's training grid, every seed: test loss 0.8 + δ·(f(depth) + g(width)) + noise, δ = k·PLANT
-    SEs of a cell contrast. Planted (k > 0): at every width the middle depth is best by δ (a rebound) and the
-    largest width best by δ; opposite: the reverse. ``evaluation_se``: seed 0 alone and a ``test_loss_se``
-    column (the evaluation SE the rule falls back on)."""
+    SEs of a cell contrast, train loss 0.05 below it but for the rebound (Paper D's: a generalization cost;
+    ``underfit``: the train loss carries it too). Planted (k > 0): at every width the middle depth is best by δ
+    (a rebound) and the largest width best by δ; opposite: the reverse. ``evaluation_se``: seed 0 alone and a
+    ``test_loss_se`` column (the evaluation SE the rule falls back on)."""
     base = models()
     base = base[base["seed"] == SEEDS[0]] if evaluation_se else base
     n = 1 if evaluation_se else len(SEEDS)
@@ -604,12 +605,13 @@ def training_tables(k: float, offset: bool, rng, evaluation_se: bool = False) ->
     g = np.where(width_rank == width_rank.max(), 0.0, 1.0)  # the largest width best
     per_seed = offsets(base, OFFSET * D3_SD, rng, offset)  # a model is one seed of a cell
     loss = 0.8 + delta * (f + g) + per_seed + rng.normal(0, D3_SD, len(base))
+    train = loss - 0.05 - (0.0 if underfit else delta * f)  # a seed's noise in both; the rebound in the gap alone
     training = base[model_keys()].assign(
         test_loss=loss,
-        train_loss=loss - 0.05,
+        train_loss=train,
         loss_first=loss + 2,
-        loss_late=loss - 0.05,
-        loss_end=loss - 0.05,
+        loss_late=train,
+        loss_end=train,
         tokens_per_parameter=np.nan,
     )  # trained to a plateau (docs/science.md §7.1)
     if evaluation_se:
@@ -916,6 +918,19 @@ def test_d3_decides_with_one_seed_missing():
     alone = training_tables(1.0, False, np.random.default_rng(0), evaluation_se=True)["training"]
     result = case.rule.judge({"training": alone})
     assert result.verdict != NOT_MEASURED and "evaluation SE" in result.detail, result
+
+
+def test_d3_does_not_take_underfitting_for_a_rebound():
+    """A rise of test loss with depth that the train loss carries as well (the gap flat: deep narrow models
+    that fit worse) is never confirmed as Paper D's rebound, and the row says why; the same rise in the gap is
+    (``test_d3_is_judged_on_the_cells_the_design_has``)."""
+    case = OWN_CASES["D3"]
+    results = [
+        case.rule.judge(training_tables(1.0, False, np.random.default_rng([14, draw]), underfit=True))
+        for draw in range(DRAWS)
+    ]
+    assert not any(result.verdict == CONFIRMED for result in results), [r.statistic for r in results]
+    assert sum("underfitting not excluded" in result.statistic for result in results) >= HIT_MIN
 
 
 def test_e8_shows_a_refuting_family_in_the_headline():

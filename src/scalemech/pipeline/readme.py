@@ -106,6 +106,7 @@ PAGES = {
     **dict.fromkeys([*RUNS, "tests"], "README.md"),
     **dict.fromkeys(["growth", "growing-7b", "bench-certify", "bench-grow"], "docs/grow.md"),
     "gpu-hours": "docs/cluster.md",
+    "gpu-hours-total": "README.md",
 }
 
 
@@ -402,14 +403,16 @@ def memory_block() -> str:
     )  # fmt: skip
 
 
-def gpu_hours_block(config: str = "config/paper.yaml") -> str:
-    """The block of the paper config's GPU-hours (``docs/cluster.md``; ``pipeline.gpu_cost``)."""
+def gpu_hours_blocks(config: str = "config/paper.yaml") -> dict[str, str]:
+    """The blocks of the paper config's GPU-hours (``pipeline.gpu_cost``, counted once): per grid and step
+    (``gpu-hours``, docs/cluster.md) and its total line (``gpu-hours-total``, the README)."""
     from ..config import load_config
     from .gpu_cost import gpu_hours, line, markdown
 
-    start, end = markers("gpu-hours")
     frame = gpu_hours(load_config(config))
-    return "\n".join([start, *markdown(frame), "", line(frame, config), end])
+    table = [*markdown(frame), "", line(frame, config)]
+    blocks = {"gpu-hours": table, "gpu-hours-total": [line(frame, config)]}
+    return {block: "\n".join([markers(block)[0], *lines, markers(block)[1]]) for block, lines in blocks.items()}
 
 
 def _duration(seconds: float) -> str:
@@ -437,7 +440,8 @@ def main(argv: list[str] | None = None) -> None:
     block = "gpu-hours" if args.gpu_hours else "growing-7b" if args.memory else "tests" if args.tests else args.run
     target = args.readme or page(block)
     if args.gpu_hours:
-        replace_block(target, block, gpu_hours_block())
+        for name, text in gpu_hours_blocks().items():
+            replace_block(args.readme or page(name), name, text)
         return
     if args.memory:
         replace_block(target, block, memory_block())

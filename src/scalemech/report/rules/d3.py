@@ -12,8 +12,12 @@ Two contrasts, each decided by its interval:
 
 - **rebound** at the smallest width: the best interior depth ``j*`` against both ends, ``fall = L(d₁) −
   L(j*)`` and ``rise = L(d_k) − L(j*)``; shown when both lower bounds are above 0 (one-sided 2.5 %,
-  Bonferroni over the interior depths ``j*`` is chosen from); refuted when every interior depth is
-  above one end (each of the two at 1.25 %);
+  Bonferroni over the interior depths ``j*`` is chosen from) and the rise is one of generalization: the
+  gap ``G = L − L_train`` (test minus train loss, each model's, its cells' SEs as the test loss's, or √2
+  times the evaluation SE) rises too, ``G(d_k) − G(j*)`` with its lower bound above 0. Paper D's rebound is
+  a generalization cost; a rise of test loss that the train loss carries (a deep narrow model that fits its
+  training set worse) is underfitting, and the part says so and stays not detectable. Refuted when every
+  interior depth is above one end (each of the two at 1.25 %);
 - **best cell's position**: the best cell at the largest width ``b*`` against every other cell,
   ``margin = min_c L(c) − L(b*)``; shown when every ``L(c) − L(b*)`` has its lower bound above 0
   (Bonferroni over the cells ``b*`` is chosen from), refuted when some other cell is below every
@@ -48,7 +52,8 @@ from ..common import (
 ALPHA = 0.025  # one-sided level per direction (a 95 % two-sided interval)
 MIN_SEEDS = 2  # seeds per cell for an SE from the seeds
 EVALUATION_SE = "test_loss_se"  # optional: the evaluation SE of one model's test loss
-READS = {"training": ["test_loss", EVALUATION_SE]}
+GAP = "gap"  # test minus train loss, the generalization gap a rebound must carry
+READS = {"training": ["test_loss", "train_loss", EVALUATION_SE]}
 
 
 @dataclass(frozen=True)
@@ -80,9 +85,10 @@ class Grid:
         return float((stats.t.ppf(1 - alpha, self.df) + stats.t.ppf(POWER, self.df)) * self.contrast(a, b)[1])
 
 
-def grid(rows: pd.DataFrame) -> Grid | str:
-    """The cells of one (dataset, family) with their SEs (module doc), or why there are none."""
-    cells = rows.groupby(["depth", "width"])["test_loss"]
+def grid(rows: pd.DataFrame, column: str = "test_loss") -> Grid | str:
+    """The cells of one (dataset, family) with their SEs (module doc) of ``column`` (``test_loss`` or ``GAP``:
+    its evaluation SE √2 times the test loss's, a train subset evaluated as the test set is), or why none."""
+    cells = rows.groupby(["depth", "width"])[column]
     mean, n = cells.mean(), cells.count()
     if n.max() >= MIN_SEEDS:
         seeded = n >= MIN_SEEDS
@@ -96,7 +102,8 @@ def grid(rows: pd.DataFrame) -> Grid | str:
         return Grid(mean, np.sqrt(pooled / n), df, source, len(rows))
     if EVALUATION_SE in rows and np.isfinite(rows[EVALUATION_SE].astype(float)).all():
         se = np.sqrt(rows.groupby(["depth", "width"])[EVALUATION_SE].agg(lambda s: np.mean(s**2)) / n)
-        return Grid(mean, se, np.inf, "evaluation SE (test-set draw only, normal)", len(rows))
+        scale = np.sqrt(2.0) if column == GAP else 1.0
+        return Grid(mean, scale * se, np.inf, "evaluation SE (test-set draw only, normal)", len(rows))
     return f"{n.min()} seed(s) in some cell and no evaluation SE ({EVALUATION_SE})"
 
 
@@ -110,21 +117,28 @@ class Part:
     mde: float
 
 
-def rebound(g: Grid, width: float) -> Part:
-    """The rebound part at ``width`` (module doc)."""
+def rebound(g: Grid, gap: Grid, width: float) -> Part:
+    """The rebound part at ``width`` (module doc): test loss ``g`` down then up with depth, and the rise carried
+    by the generalization ``gap``."""
     depths = sorted(d for d, w in g.loss.index if w == width)
     ends, interior = ((depths[0], width), (depths[-1], width)), [(d, width) for d in depths[1:-1]]
     best = min(interior, key=lambda cell: g.loss[cell])
     alpha = ALPHA / len(interior)
+    generalization = gap.lower(ends[1], best, alpha) > 0
     if all(g.lower(end, best, alpha) > 0 for end in ends):
-        verdict = CONFIRMED
+        verdict = CONFIRMED if generalization else NOT_DETECTABLE
     elif all(any(g.lower(j, end, ALPHA / 2) > 0 for end in ends) for j in interior):
         verdict = REFUTED
     else:
         verdict = NOT_DETECTABLE
-    rise = g.interval(ends[1], best, alpha)
-    text = f"at width {width:g}, best interior depth {best[0]:g}: fall {g.interval(ends[0], best, alpha)}, rise {rise}"
-    return Part(verdict, f"rise {rise}", text, max(g.mde(end, best, alpha) for end in ends))
+    rise, gap_rise = g.interval(ends[1], best, alpha), gap.interval(ends[1], best, alpha)
+    carried = "" if generalization else ", not carried by the gap: underfitting not excluded"
+    short = f"rise {rise}, of the gap {gap_rise}{carried}"
+    text = (
+        f"at width {width:g}, best interior depth {best[0]:g}: fall {g.interval(ends[0], best, alpha)}, rise {rise};"
+        f" the gap test − train loss rises {gap_rise}{carried}"
+    )
+    return Part(verdict, short, text, max(*(g.mde(end, best, alpha) for end in ends), gap.mde(ends[1], best, alpha)))
 
 
 def position(g: Grid, width: float) -> Part:
@@ -149,8 +163,10 @@ def position(g: Grid, width: float) -> Part:
 def rule_d3(tables: Tables) -> Result:
     """Per (dataset, family) the rebound at the smallest width and the best cell at the largest width,
     each decided by its intervals; ``combined`` over parts and families."""
-    training = table(tables, "training", ["test_loss"])
-    finite = training.dropna(subset=["test_loss"])
+    training = table(tables, "training", ["test_loss", "train_loss"])
+    finite = training.dropna(subset=["test_loss", "train_loss"]).assign(
+        **{GAP: lambda t: t["test_loss"].astype(float) - t["train_loss"].astype(float)}
+    )
     if finite.empty:
         raise NotMeasured("training table has only NaN test losses")
     parts, skipped = [], []
@@ -159,11 +175,11 @@ def rule_d3(tables: Tables) -> Result:
         if narrow["depth"].nunique() < MIN_LEVELS or rows["width"].nunique() < 2:
             continue
         name = f"{dataset}/{family}"
-        g = grid(rows)
+        g, gap = grid(rows), grid(rows, GAP)
         if isinstance(g, str):
             skipped.append(f"{name}: {g}")
             continue
-        parts.append((name, g, rebound(g, rows["width"].min()), position(g, rows["width"].max())))
+        parts.append((name, g, rebound(g, gap, rows["width"].min()), position(g, rows["width"].max())))
     if not parts:
         why = (
             "; ".join(skipped) or f"no (dataset, family) has ≥ {MIN_LEVELS} depths at its smallest width and ≥ 2 widths"
@@ -182,7 +198,7 @@ def rule_d3(tables: Tables) -> Result:
         for name, g, r, p in parts
     )
     detail += "".join(f"; {why}" for why in skipped)
-    detail += f"; {len(training) - len(finite)} of {len(training)} models with a NaN test loss"
+    detail += f"; {len(training) - len(finite)} of {len(training)} models with a NaN test or train loss"
     return Result(verdict, statistic, detail)
 
 
@@ -192,9 +208,11 @@ D3 = Claim(
     "per (dataset, family), each depth × width cell's mean test loss with its SE (the seeds' within-cell variance "
     "pooled over the cells with ≥ 2 seeds, a cell left with one seed included; with one seed a cell everywhere, the"
     " evaluation SE over test examples; neither: not measured); rebound: at the smallest width the best interior "
-    "depth below both the shallowest and the deepest (one-sided 97.5 % bounds, Bonferroni over interior depths), "
-    "refuted if every interior depth is above an end; position: the best cell at the largest width below every "
-    "other cell (Bonferroni over its choice), refuted if another cell is below all of them; confirmed if both parts"
+    "depth below both the shallowest and the deepest (one-sided 97.5 % bounds, Bonferroni over interior depths) "
+    "with the rise carried by the gap test − train loss (its lower bound above 0: a generalization cost, not "
+    "underfitting), refuted if every interior depth is above an end; position: the best cell at the largest width "
+    "below every other cell (Bonferroni over its choice), refuted if another cell is below all of them; confirmed if "
+    "both parts"
     " are in every (dataset, family), refuted if any part is (not confirmed if another is confirmed), else not "
     "detectable with the contrasts' MDE",
     rule_d3,
