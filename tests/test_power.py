@@ -71,6 +71,21 @@ def test_an_unresolved_relative_statistic_has_almost_no_effect_in_its_units():
     assert table["ratio"] > 10 and "zero within noise" in table["note"]
 
 
+def test_a_ratio_above_one_says_what_it_would_take():
+    """Above 1 the row says how many architectures would bring the ratio to 1 (MDE ∝ 1/√architectures), and
+    where the rows are resolved that no pool size would; at or below 1 nothing."""
+    assert power.needed(0.9, 9, 5.0) == ""
+    text = power.needed(2.0, 9, 5.0)
+    assert "about 36 architectures (now 9)" in text and "no pool reduces" in text
+    assert "no pool" not in power.needed(2.0, 9, 0.5) and "no pool" not in power.needed(2.0, 9, float("nan"))
+    design = power.architectures(CONFIGURED)
+    row = pd.DataFrame([dict(claim="W1", regime="trained", sigma=1.0, pool=1000, seeds=2.0, z=5.0, level=np.nan,
+                             parts=1)])  # fmt: skip
+    table = power.design_table(CONFIGURED, row, "t").iloc[0]
+    wanted = math.ceil(len(design) * table["ratio"] ** 2)
+    assert table["ratio"] <= 1 or f"about {wanted} architectures (now {len(design)})" in table["note"]
+
+
 def test_the_preface_names_what_the_design_decides():
     table = pd.DataFrame(
         {"claim": ["W1", "W1 along training", "W4"], "regime": ["trained", "along", "trained"], "effect": 1.0}

@@ -280,8 +280,24 @@ def design_table(config: dict, measured: pd.DataFrame, source: str) -> pd.DataFr
             if row.z < RESOLVED_Z:
                 note += f"; the run's rows are zero within noise (median |z| {row.z:.2g})"
         mde = mde_factor(df, int(row.parts)) * sigma / math.sqrt(lev) if df >= 1 and lev > 0 else math.nan
+        note += needed(mde / effect, len(design), row.z)
         rows.append(dict(claim=row.claim, regime=row.regime, effect=effect, mde=mde, ratio=mde / effect, note=note))
     return pd.DataFrame(rows, columns=TABLE_COLUMNS)
+
+
+def needed(ratio: float, units: int, z: float) -> str:
+    """What a ratio above 1 would take: the MDE falls as 1/√(leverage), and leverage grows in proportion to the
+    architectures at the design's spread of depth or width, so about ``units · ratio²`` of them (the t quantiles'
+    fall with df aside); where the rows are resolved (median |z| ≥ ``RESOLVED_Z``) the scatter is between
+    architectures, which no pool size reduces. Empty at a ratio ≤ 1."""
+    if not ratio > 1:
+        return ""
+    resolved = (
+        f"; the rows are resolved (median |z| {z:.2g}): the scatter is between architectures, which no pool reduces"
+        if np.isfinite(z) and z >= RESOLVED_Z
+        else ""
+    )
+    return f"{resolved}; about {math.ceil(units * ratio**2)} architectures (now {units}) would bring the ratio to 1"
 
 
 def measured_noise(tables: Tables, config: dict) -> pd.DataFrame:
