@@ -19,7 +19,7 @@ from scalemech.pipeline.gpu_cost import (
     gpu_hours,
     pythia_parameters,
 )
-from scalemech.pipeline.readme import gpu_hours_block, page
+from scalemech.pipeline.readme import gpu_hours_blocks, page
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -78,6 +78,9 @@ def test_paper_config_hours_and_readme_block():
     assert (frame["hours"] * 3600).to_numpy() == pytest.approx(seconds.to_numpy())
     assert set(frame["step"]) == {"train", "measure", "trajectory", "intervene", "growth"}
     assert frame["hours"].sum() <= 400  # the goal for the whole paper config
-    readme = (ROOT / page("gpu-hours")).read_text()
-    table = [row for row in gpu_hours_block(str(ROOT / "config" / "paper.yaml")).splitlines() if row.startswith("|")]
-    assert len(table) == 9 and all(row in readme for row in table)  # make docs wrote it from this config
+    blocks = gpu_hours_blocks(str(ROOT / "config" / "paper.yaml"))
+    cluster, readme = ((ROOT / page(name)).read_text() for name in ("gpu-hours", "gpu-hours-total"))
+    table = [row for row in blocks["gpu-hours"].splitlines() if row.startswith("|")]
+    assert len(table) == 9 and all(row in cluster for row in table)  # make docs wrote it from this config
+    total = blocks["gpu-hours-total"].splitlines()[1].split(": ", 1)[1]  # the README's line, its label aside
+    assert total in readme
