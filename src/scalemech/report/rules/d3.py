@@ -125,14 +125,15 @@ def rebound(g: Grid, gap: Grid, width: float) -> Part:
     best = min(interior, key=lambda cell: g.loss[cell])
     alpha = ALPHA / len(interior)
     generalization = gap.lower(ends[1], best, alpha) > 0
-    if all(g.lower(end, best, alpha) > 0 for end in ends):
+    rebounds = all(g.lower(end, best, alpha) > 0 for end in ends)
+    if rebounds:
         verdict = CONFIRMED if generalization else NOT_DETECTABLE
     elif all(any(g.lower(j, end, ALPHA / 2) > 0 for end in ends) for j in interior):
         verdict = REFUTED
     else:
         verdict = NOT_DETECTABLE
     rise, gap_rise = g.interval(ends[1], best, alpha), gap.interval(ends[1], best, alpha)
-    carried = "" if generalization else ", not carried by the gap: underfitting not excluded"
+    carried = ", not carried by the gap: underfitting not excluded" if rebounds and not generalization else ""
     short = f"rise {rise}, of the gap {gap_rise}{carried}"
     text = (
         f"at width {width:g}, best interior depth {best[0]:g}: fall {g.interval(ends[0], best, alpha)}, rise {rise};"
