@@ -133,8 +133,8 @@ def rebound(g: Grid, gap: Grid, width: float) -> Part:
     else:
         verdict = NOT_DETECTABLE
     rise, gap_rise = g.interval(ends[1], best, alpha), gap.interval(ends[1], best, alpha)
-    carried = ", not carried by the gap: underfitting not excluded" if rebounds and not generalization else ""
-    short = f"rise {rise}, of the gap {gap_rise}{carried}"
+    carried = ": underfitting not excluded" if rebounds and not generalization else ""
+    short = f"rise {rise}, gap {gap_rise}{carried}"
     text = (
         f"at width {width:g}, best interior depth {best[0]:g}: fall {g.interval(ends[0], best, alpha)}, rise {rise};"
         f" the gap test − train loss rises {gap_rise}{carried}"
@@ -188,11 +188,11 @@ def rule_d3(tables: Tables) -> Result:
         raise NotMeasured(f"D3 needs an SE of each cell's test loss: {why}" if skipped else why)
     verdict = combined(*[combined(r.verdict, p.verdict) for _, _, r, p in parts])
     statistic = "; ".join(
-        f"{name}: rebound {r.verdict} ({r.short}), best cell at the largest width {p.verdict} ({p.short})"
+        f"{name}: rebound {r.verdict} ({r.short}), best cell at the widest {p.verdict} ({p.short})"
         for name, _, r, p in parts
     )
     if verdict == NOT_DETECTABLE:
-        statistic += "; MDE of a contrast " + ", ".join(f"{max(r.mde, p.mde):.2g}" for _, _, r, p in parts)
+        statistic += "; contrast MDE " + ", ".join(f"{max(r.mde, p.mde):.2g}" for _, _, r, p in parts)
     detail = "; ".join(
         f"{name}: {g.models} models in {len(g.loss)} cells, SE from {g.source}; rebound {r.verdict}: {r.text} (MDE "
         f"{r.mde:.2g}); position {p.verdict}: {p.text} (MDE {p.mde:.2g})"
