@@ -32,8 +32,10 @@ def fig_rebound(
     training: pd.DataFrame, powerlaw: pd.DataFrame, verdicts: pd.DataFrame, out: str | Path, *, dpi: int = DPI
 ) -> None:
     """F3 (claims D3, D4): one row per dataset/family with more than one depth (``_depth_panels``): test
-    loss vs depth (ticks at the depths), one line per width (the family's own colours), with D4's fitted
-    law dotted in each width's colour (``powerlaw_overlay``); beside it a depth × width heat map of test
+    loss vs depth (ticks at the depths), one line per width (the family's own colours), the train loss beside
+    it in open markers and a thin line of the same colour (``train_lines``: D3's rebound is a generalization
+    cost only where the gap between them carries it), with D4's fitted law dotted in each width's colour
+    (``powerlaw_overlay``); beside it a depth × width heat map of test
     loss (mean over seeds; the best cell framed solid, the cells within noise of it dashed, ``near_best``).
     D3's and D4's verdicts under the panels."""
     _required(training, "training", ["test_loss"])
@@ -43,13 +45,14 @@ def fig_rebound(
     if not panels:
         return _empty(out, title, notes, dpi, verdicts)
     fig, axes = _figure(len(panels), 2, width=4.2, height=3.2)
-    fitted = False
+    fitted = trained = False
     for r, (name, part) in enumerate(panels):
         grid = over_seeds(part, ["test_loss"])
         _lines(axes[r, 0], grid, "depth", "test_loss", "width", "width")
+        trained = train_lines(axes[r, 0], part) or trained
         fits = powerlaw.merge(part[["run", "dataset", "family"]].drop_duplicates())
         fitted |= powerlaw_overlay(axes[r, 0], fits, grid)
-        _finish(axes[r, 0], "depth (layers)", "test loss (nats)", name, xticks=grid["depth"])
+        _finish(axes[r, 0], "depth (layers)", "loss (nats)", name, xticks=grid["depth"])
         cells = part.groupby(["depth", "width"])["test_loss"].agg(test_loss="mean", se="sem").reset_index()
         cells = cells.assign(near=near_best(cells))
         table = cells.pivot(index="depth", columns="width", values="test_loss")  # (depths, widths)
@@ -75,11 +78,30 @@ def fig_rebound(
         ax.set(xlabel="width", ylabel="depth (layers)", title=f"{name}\nbest (solid), within {noise} of it (dashed)")
         ax.title.set_fontsize(8)
     key = [Line2D([], [], color="black", linestyle=":", linewidth=FIT_WIDTH, label=FIT_LABEL)] if fitted else []
+    key += [Line2D([], [], color="black", marker="o", markerfacecolor="white", linewidth=TRAIN_WIDTH,
+                   label=TRAIN_LABEL)] if trained else []  # fmt: skip
     common._save(fig, out, title, notes, dpi, verdicts, key=key)
 
 
 FIT_LABEL = "dotted, in each width's colour: D4's fit a·D^−α + b·W^−β + c"
 FIT_WIDTH = 1.3
+TRAIN_LABEL = "open markers, thin: train loss"
+TRAIN_WIDTH = 0.7
+
+
+def train_lines(ax: Axes, part: pd.DataFrame) -> bool:
+    """The train loss (mean over seeds) vs depth per width, open markers on a thin line in the width's colour and
+    marker (``_style``, as ``_lines`` draws the test loss); False where the table has no train loss."""
+    if "train_loss" not in part or not np.isfinite(part["train_loss"].astype(float)).any():
+        return False
+    grid = over_seeds(part, ["train_loss"])
+    levels = sorted(grid["width"].unique())
+    for i, width in enumerate(levels):
+        line = grid[grid["width"] == width].sort_values("depth")
+        style = _style(i, len(levels))
+        ax.plot(line["depth"], line["train_loss"], color=style["color"], marker=style["marker"], markersize=4,
+                markerfacecolor="white", linewidth=TRAIN_WIDTH)  # fmt: skip
+    return True
 
 
 def powerlaw_overlay(ax: Axes, fits: pd.DataFrame, measured: pd.DataFrame) -> bool:
