@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 from torch import nn
@@ -84,3 +85,21 @@ def test_paper_config_hours_and_readme_block():
     assert len(table) == 9 and all(row in cluster for row in table)  # make docs wrote it from this config
     total = blocks["gpu-hours-total"].splitlines()[1].split(": ", 1)[1]  # the README's line, its label aside
     assert total in readme
+
+
+def test_snakemake_n_prints_the_gpu_hours_of_a_gpu_config_once_counted(tmp_path, monkeypatch):
+    """``planned_line`` (what ``snakemake -n`` prints): None for a config that asks for no GPU; the paper
+    config's line, counted once and then read from its cache until the config changes."""
+    import scalemech.pipeline.gpu_cost as gpu_cost
+    from scalemech.config import load_config
+
+    assert gpu_cost.planned_line(load_config(ROOT / "config" / "config.yaml"), tmp_path) is None
+    paper = load_config(ROOT / "config" / "paper.yaml")
+    frame = pd.DataFrame({"grid": ["g"], "step": ["train"], "hours": [5.0]})
+    calls = []
+    monkeypatch.setattr(gpu_cost, "gpu_hours", lambda config: calls.append(1) or frame)
+    first = gpu_cost.planned_line(paper, tmp_path)
+    assert first.startswith("paper on GPUs: 5 H200-hours (train 5)")
+    assert gpu_cost.planned_line(paper, tmp_path) == first and len(calls) == 1
+    gpu_cost.planned_line({**paper, "seed_offset": 1}, tmp_path)
+    assert len(calls) == 2  # another config: counted anew

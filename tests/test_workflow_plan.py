@@ -61,6 +61,7 @@ def test_dry_run_plans_every_job(config: str, expected: dict[str, int], tmp_path
         assert "estimated run time:" in result.stderr and "164 of 164 computing jobs recorded" in result.stderr
     if config == "config/paper.yaml":
         assert "estimated run time: cannot estimate, none of the 614 computing jobs has a record" in result.stderr
+        assert "paper on GPUs: " in result.stderr and " H200-hours (train " in result.stderr  # pipeline.gpu_cost
         for data in ("cifar10", "cifar100", "imagenet", "tinyshakespeare", "corpus"):
             assert f"results/paper/data/{data}" in result.stdout
         assert "hf-pythia-6.9b" in result.stdout and "llama-d12-w3072-s0" in result.stdout

@@ -3,6 +3,7 @@
 # scalemech.core.steps, which the CLI uses too).
 import re
 import sys
+from pathlib import Path
 
 from scalemech.config import ConfigError, gpu_share, model_jobs, read_config, validate_config
 from scalemech.core import steps
@@ -172,6 +173,7 @@ def planned_cores():
 def print_estimate():
     """Print how long the whole run takes from scratch, from recorded job times (scalemech.pipeline.estimate)."""
     from scalemech.pipeline.estimate import estimate, planned_jobs, read_records
+    from scalemech.pipeline.gpu_cost import planned_line
 
     if planned_cores():
         records, source = read_records(
@@ -180,3 +182,6 @@ def print_estimate():
         planned = estimate(planned_jobs(config["datasets"], COMPUTING_STEPS), records, source)
         cluster_jobs = None if workflow.local_exec else workflow.nodes  # --jobs of a cluster executor
         print(planned.line(planned_cores(), config["threads"], cluster_jobs), file=sys.stderr)
+        gpu_hours = planned_line(config, Path(".snakemake", "gpu-hours"))  # a config asking for GPUs
+        if gpu_hours:
+            print(gpu_hours, file=sys.stderr)

@@ -1,4 +1,5 @@
-"""GPU-hours of a config, counted from FLOPs (``scalemech gpu-hours``; ``make docs`` writes the paper config's).
+"""GPU-hours of a config, counted from FLOPs (``scalemech gpu-hours``; ``snakemake -n`` prints a config's that asks
+for GPUs, ``planned_line``; ``make docs`` writes the paper config's).
 
 A job's seconds on one GPU are its FLOPs at a stated share of the GPU's dense bf16 peak, but never fewer than
 its optimizer or evaluation steps times a per-layer launch floor, since small models wait on kernel launches,
@@ -23,7 +24,10 @@ checkpoint's name (``pythia-2.8b``). The constants come from ``make gpu-check`` 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -135,6 +139,19 @@ def gpu_hours(config: dict[str, Any]) -> pd.DataFrame:
     return frame.assign(
         hours=pd.concat([compute, launches], axis=1).max(axis=1) / 3600, launch_bound=launches > compute
     )
+
+
+def planned_line(config: dict[str, Any], cache: Path) -> str | None:
+    """``line`` of a config whose grids ask for GPUs (None for one that asks for none), kept in ``cache`` under
+    the config's hash: counting costs seconds of CPU, and every parse of the Snakefile would pay them."""
+    if not any(job.resources.get("gpu", 0) for job in model_jobs(config)):
+        return None
+    digest = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    path = cache / f"{digest}.txt"
+    if not path.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        path.write_text(line(gpu_hours(config), f"{config['run']} on GPUs"))
+    return path.read_text()
 
 
 def summary(frame: pd.DataFrame) -> pd.DataFrame:
