@@ -29,6 +29,7 @@ VERDICTS = pd.DataFrame(
         "verdict": ["refuted", "fragile", "confirmed"],
         "per_seed": ["one seed (0): not checked against a reseed", "seed 0: confirmed; seed 1: *not* detectable", ""],
         "models": ["3", "2 of 3 (1 not trained)", ""],
+        "removals": ["0 of 3", "1 of 2", ""],
     }
 )
 KEYS = {"run": "quick", "dataset": "mnist5k", "family": "resnet", "depth": 8, "seed": 0, "steps": 460, "epochs": 20}
@@ -79,6 +80,8 @@ def test_first_page_shows_every_verdict_in_an_html_table_with_figure_links():
     assert rows[1][2] == "seed 0: confirmed; seed 1: *not* detectable"  # each seed alone, literally
     # statistics come through literally: no RST emphasis, no Jinja expression evaluated
     assert rows[1][3] == "2 of 3 (1 not trained)"  # the models each claim rests on
+    assert [row[4] for row in rows] == ["0 of 3", "1 of 2", ""]  # single-model removals that change it
+    rows = [row[:4] + row[5:] for row in rows]  # the removals read, the rest as before
     assert rows[0][4] == "median r_off = 0.12 [0.1, 0.2]; *3 of 4* rows"
     assert rows[1][4] == "ρ = 0.5 {{ not jinja }} |x|_2"
     assert rows[2][4] == "x`y"

@@ -4,7 +4,8 @@ Snakemake shows the file named by the Snakefile's ``report:`` directive on the r
 page, rendered as reStructuredText (after Jinja), in a narrow column beside the workflow graph,
 centred vertically: a page taller than the window loses its top, out of scrolling reach.
 ``claims_report`` writes that file for the run: a style block that puts the page at the top, as
-wide as the window with the graph below it, the verdict table (claim · regime · verdict · per seed · deciding
+wide as the window with the graph below it, the verdict table (claim · regime · verdict · per seed · models ·
+one model out · deciding
 number · figure, linking ``F4_dalign_vs_width.png_``, a link Snakemake defines for every figure of the
 report), the training criterion's verdict and its table of the trained models (``trained``), then the
 static description ``workflow/report/workflow.rst``. The Snakefile points
@@ -43,13 +44,14 @@ def rst_text(text: object) -> str:
 
 
 def verdict_table(verdicts: pd.DataFrame, figure_names: set[str]) -> str:
-    """An RST ``list-table`` of ``verdicts``: claim, regime, verdict, each seed's verdict alone, deciding number
+    """An RST ``list-table`` of ``verdicts``: claim, regime, verdict, each seed's verdict alone, the models it rests
+    on, how many single-model removals change it (``removals``; empty in a table without them), deciding number
     (the statistic) and a link to the report's entry of the claim's figure, where ``figure_names`` (PNG
     names) has it."""
     lines = [
         ".. list-table::",
         "   :header-rows: 1",
-        "   :widths: 9 9 10 17 6 40 9",
+        "   :widths: 9 9 10 16 6 7 35 8",
         f"   :name: {TABLE_ID}",
         "",
         "   * - claim",
@@ -57,6 +59,7 @@ def verdict_table(verdicts: pd.DataFrame, figure_names: set[str]) -> str:
         "     - verdict",
         "     - per seed",
         "     - models",
+        "     - one model out",
         "     - deciding number",
         "     - figure",
     ]
@@ -69,6 +72,7 @@ def verdict_table(verdicts: pd.DataFrame, figure_names: set[str]) -> str:
             f"     - **{rst_text(row.verdict)}**",
             f"     - {rst_text(row.per_seed)}",
             f"     - {rst_text(row.models)}",
+            f"     - {rst_text(getattr(row, 'removals', ''))}",
             f"     - {rst_text(row.statistic)}",
             f"     - `{stem.split('_')[0]} <{stem}.png_>`_" if shown else "     -",
         ]
