@@ -6,8 +6,8 @@ centred vertically: a page taller than the window loses its top, out of scrollin
 ``claims_report`` writes that file for the run: a style block that puts the page at the top, as
 wide as the window with the graph below it, the verdict table (claim · regime · verdict · per seed · models ·
 one model out · deciding number · figure, linking ``F4_dalign_vs_width.png_``, a link Snakemake defines for
-every figure of the report), the training criterion's verdict and its table of the trained models (``trained``), then the
-static description ``workflow/report/workflow.rst``. The Snakefile points
+every figure of the report), the training criterion's verdict and its table of the trained models
+(``trained``), then the static description ``workflow/report/workflow.rst``. The Snakefile points
 ``report:`` at it once it exists, and at the static description before the run has one.
 """
 
