@@ -40,6 +40,12 @@ def choose(frame: pd.DataFrame, column: str, wanted: object | None) -> object:
     return wanted
 
 
+def one_view(frame: pd.DataFrame, view: object | None, split: object | None) -> tuple[pd.DataFrame, object, object]:
+    """The rows of ``frame`` at one gradient view and split, each ``choose``n; with the view and split chosen."""
+    view, split = choose(frame, "view", view), choose(frame, "split", split)
+    return frame[(frame["view"] == view) & (frame["split"] == split)], view, split
+
+
 def as_flag(values: pd.Series) -> pd.Series:
     """A boolean column as floats 1/0, NaN where missing (CSV gives bools, strings or NaN)."""
     text = values.astype(str).str.strip().str.lower()

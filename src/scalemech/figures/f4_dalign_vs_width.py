@@ -10,7 +10,7 @@ from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
 from . import common
-from .aggregate import choose
+from .aggregate import one_view
 from .common import (
     DPI,
     MEDIAN,
@@ -68,8 +68,7 @@ def fig_dalign(
     notes: list[str] = []
     if dalign.empty:
         return _empty(out, title, notes, dpi, verdicts)
-    view, split = choose(dalign, "view", view), choose(dalign, "split", split)
-    frame = dalign[(dalign["view"] == view) & (dalign["split"] == split)]
+    frame, view, split = one_view(dalign, view, split)
     if frame.empty:
         raise ValueError(f"dalign has no rows with view={view!r} and split={split!r} together")
     panels = _panels(frame)

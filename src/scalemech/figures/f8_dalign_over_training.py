@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import common
-from .aggregate import choose
+from .aggregate import one_view
 from .common import DPI, MEDIAN, _clean, _detection_key, _empty, _estimates, _figure, _finish, _required, _signed
 
 
@@ -30,13 +30,8 @@ def fig_trajectory(
     notes: list[str] = []
     if trajectory.empty:
         return _empty(out, title, notes, dpi, verdicts)
-    view, split = choose(trajectory, "view", view), choose(trajectory, "split", split)
-    frame = _clean(
-        trajectory[(trajectory["view"] == view) & (trajectory["split"] == split)],
-        ["d_align"],
-        notes,
-        why="undetermined: the estimate of ‖μ‖² is ≤ 0",
-    )
+    frame, view, split = one_view(trajectory, view, split)
+    frame = _clean(frame, ["d_align"], notes, why="undetermined: the estimate of ‖μ‖² is ≤ 0")
     columns = [
         (f"{ds} / {fam} / depth {depth:g}", part)
         for (ds, fam, depth), part in frame.groupby(["dataset", "family", "depth"], sort=True)

@@ -9,7 +9,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from . import common
-from .aggregate import choose
+from .aggregate import one_view
 from .common import DPI, _clean, _detection_key, _empty, _estimates, _figure, _finish, _required, _signed
 from .paper_values import PAPER_W_DALIGN
 
@@ -33,13 +33,8 @@ def fig_dalign_paper_widths(
     llamas = trajectory[trajectory["family"] == "llama"]
     if llamas.empty:
         return _empty(out, title, notes, dpi, verdicts)
-    view, split = choose(llamas, "view", view), choose(llamas, "split", split)
-    frame = _clean(
-        llamas[(llamas["view"] == view) & (llamas["split"] == split)],
-        ["d_align"],
-        notes,
-        why="undetermined: the estimate of ‖μ‖² is ≤ 0",
-    )
+    frame, view, split = one_view(llamas, view, split)
+    frame = _clean(frame, ["d_align"], notes, why="undetermined: the estimate of ‖μ‖² is ≤ 0")
     panels = [(f"{ds} / llama / depth {depth:g}", part) for (ds, depth), part in frame.groupby(["dataset", "depth"])]
     fig, axes = _figure(1, len(panels), width=5.0, height=3.6)
     paper = Line2D([], [], color="black", marker="*", markersize=9, linestyle="none", label="Paper W (LLaMA)")
