@@ -85,9 +85,9 @@ class Grid:
         return float((stats.t.ppf(1 - alpha, self.df) + stats.t.ppf(POWER, self.df)) * self.contrast(a, b)[1])
 
 
-def grid(rows: pd.DataFrame, column: str = "test_loss") -> Grid | str:
-    """The cells of one (dataset, family) with their SEs (module doc) of ``column`` (``test_loss`` or ``GAP``:
-    its evaluation SE √2 times the test loss's, a train subset evaluated as the test set is), or why none."""
+def grid(rows: pd.DataFrame, column: str = "test_loss", evaluation: float = 1.0) -> Grid | str:
+    """The cells of one (dataset, family) with their SEs (module doc) of ``column``, or why none; without seeds
+    the evaluation SE times ``evaluation`` (the gap's: √2, a train subset evaluated as the test set is)."""
     cells = rows.groupby(["depth", "width"])[column]
     mean, n = cells.mean(), cells.count()
     if n.max() >= MIN_SEEDS:
@@ -102,8 +102,7 @@ def grid(rows: pd.DataFrame, column: str = "test_loss") -> Grid | str:
         return Grid(mean, np.sqrt(pooled / n), df, source, len(rows))
     if EVALUATION_SE in rows and np.isfinite(rows[EVALUATION_SE].astype(float)).all():
         se = np.sqrt(rows.groupby(["depth", "width"])[EVALUATION_SE].agg(lambda s: np.mean(s**2)) / n)
-        scale = np.sqrt(2.0) if column == GAP else 1.0
-        return Grid(mean, scale * se, np.inf, "evaluation SE (test-set draw only, normal)", len(rows))
+        return Grid(mean, evaluation * se, np.inf, "evaluation SE (test-set draw only, normal)", len(rows))
     return f"{n.min()} seed(s) in some cell and no evaluation SE ({EVALUATION_SE})"
 
 
@@ -176,7 +175,7 @@ def rule_d3(tables: Tables) -> Result:
         if narrow["depth"].nunique() < MIN_LEVELS or rows["width"].nunique() < 2:
             continue
         name = f"{dataset}/{family}"
-        g, gap = grid(rows), grid(rows, GAP)
+        g, gap = grid(rows), grid(rows, GAP, evaluation=np.sqrt(2.0))
         if isinstance(g, str):
             skipped.append(f"{name}: {g}")
             continue
