@@ -230,7 +230,7 @@ def test_a_grow_arm_is_locked_the_same_way(tmp_path: Path, monkeypatch) -> None:
     def arm() -> continued.Arm:
         return continued.train_arm("arm", model, task, recipe, 7, directory, {"arm": 1}, 0, 2, progress=False)
 
-    original, calls = continued.WindowBatches.next, {"n": 0, "dies_after": 3}
+    original, calls = continued.TaskBatches.next, {"n": 0, "dies_after": 3}
 
     def counted(self):  # the batches drawn: one a step; a kill after ``dies_after`` steps
         calls["n"] += 1
@@ -238,7 +238,7 @@ def test_a_grow_arm_is_locked_the_same_way(tmp_path: Path, monkeypatch) -> None:
             raise Killed("simulated kill")
         return original(self)
 
-    monkeypatch.setattr(continued.WindowBatches, "next", counted)
+    monkeypatch.setattr(continued.TaskBatches, "next", counted)
     with pytest.raises(Killed):
         arm()
     before = files(directory)

@@ -28,6 +28,7 @@ from scalemech.models.hf import decoder_layers_path
 from scalemech.models.hf_growth import check_grown, grow_layers, grown_config, new_positions
 from scalemech.tasks.tokens import TokenIdTask
 from scalemech.training import continued
+from scalemech.training.train import SYNC_EVERY
 
 TINY = GrowSettings(
     at="layer.0", steps=3, lr=1e-3, batch_size=4, block_size=8, eval_windows=8, pool=6, M=2, K=2, device="cpu"
@@ -215,7 +216,7 @@ def test_an_arm_killed_mid_run_resumes_to_the_same_weights(tmp_path: Path, monke
 
     reference = arm(tmp_path / "whole")
     calls = {"n": 0}
-    original = continued.WindowBatches.next
+    original = continued.TaskBatches.next
 
     def dying(self):
         calls["n"] += 1
@@ -223,13 +224,54 @@ def test_an_arm_killed_mid_run_resumes_to_the_same_weights(tmp_path: Path, monke
             raise KeyboardInterrupt
         return original(self)
 
-    monkeypatch.setattr(continued.WindowBatches, "next", dying)
+    monkeypatch.setattr(continued.TaskBatches, "next", dying)
     with pytest.raises(KeyboardInterrupt):
         arm(tmp_path / "killed")
-    monkeypatch.setattr(continued.WindowBatches, "next", original)
+    monkeypatch.setattr(continued.TaskBatches, "next", original)
     resumed = arm(tmp_path / "killed")
     assert all(torch.equal(resumed[k], reference[k]) for k in reference)
     assert not all(torch.equal(reference[k], source.state_dict()[k]) for k in reference)
+
+
+def test_an_arm_waits_for_the_device_once_per_sync_interval_and_copies_its_batches_in_blocks(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """120 steps without resume states: the losses come to the host 3 times (after steps 50, 100 and 120:
+    ``SYNC_EVERY``), and the batches' examples are fetched and copied 3 times (``STEPS_AHEAD`` steps each),
+    where a step-by-step loop would do both 120 times."""
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(tiny_config("llama"))
+    task = TokenIdTask(load_token_ids(token_file(tmp_path / "ids.npy")), 8, VOCAB)
+    recipe = Recipe(optimizer="adamw", lr=1e-3, steps=120, batch_size=4)
+    waits, fetches = [], []
+    check, examples = continued._check_finite, TokenIdTask.examples
+    monkeypatch.setattr(continued, "_check_finite", lambda name, losses, *a: waits.append(len(losses)) or check(
+        name, losses, *a))  # fmt: skip
+    monkeypatch.setattr(TokenIdTask, "examples", lambda self, *a: fetches.append(1) or examples(self, *a))
+    continued.train_arm("arm", model, task, recipe, 7, None, {"arm": 1}, progress=False)
+    assert waits == [SYNC_EVERY, SYNC_EVERY, 120 - 2 * SYNC_EVERY] and len(fetches) == -(-120 // continued.STEPS_AHEAD)
+
+
+def test_an_arm_under_bf16_autocast_ends_within_its_tolerance_of_float32(tmp_path: Path) -> None:
+    """``grow --precision bf16``: the same steps from the same start end at a held-out loss within 2 %
+    (relative) of float32's, the weights stay float32, and bf16 is a different computation."""
+    torch.manual_seed(0)
+    source = AutoModelForCausalLM.from_config(tiny_config("llama")).state_dict()
+    task = TokenIdTask(load_token_ids(stdlib_bytes(tmp_path / "code.npy", 100_000)), 8, VOCAB)  # real text
+    recipe = Recipe(optimizer="adamw", lr=3e-3, steps=30, batch_size=8)
+    x, y = task.examples("test", task.draw("test", 32, 0))
+    losses = {}
+    for precision in ("fp32", "bf16"):
+        model = AutoModelForCausalLM.from_config(tiny_config("llama"))
+        model.load_state_dict(source)
+        continued.train_arm("arm", model, task, recipe, 7, None, {}, progress=False, precision=precision)
+        assert all(p.dtype == torch.float32 for p in model.parameters())
+        losses[precision] = float(continued.sequence_losses(model, x, y, 16).mean())
+    model.load_state_dict(source)
+    assert losses["fp32"] < float(continued.sequence_losses(model, x, y, 16).mean())  # the arms trained
+    assert losses["bf16"] == pytest.approx(losses["fp32"], rel=0.02) and losses["bf16"] != losses["fp32"]
+    with pytest.raises(ValueError, match="precision = 'fp16' must be one of fp32, bf16"):
+        GrowSettings(precision="fp16").check()
 
 
 def stdlib_bytes(path: Path, size: int = 300_000) -> Path:
@@ -334,7 +376,7 @@ def test_train_all_moves_old_weights_and_a_killed_grow_resumes_to_the_same_resul
     old, new = load_file(source / "model.safetensors"), load_file(tmp_path / "whole" / "model.safetensors")
     assert not torch.equal(old["model.embed_tokens.weight"], new["model.embed_tokens.weight"])
     calls = {"n": 0}
-    original = continued.WindowBatches.next
+    original = continued.TaskBatches.next
 
     def dying(self):
         calls["n"] += 1
@@ -344,14 +386,14 @@ def test_train_all_moves_old_weights_and_a_killed_grow_resumes_to_the_same_resul
             raise KeyboardInterrupt
         return original(self)
 
-    monkeypatch.setattr(continued.WindowBatches, "next", dying)
+    monkeypatch.setattr(continued.TaskBatches, "next", dying)
     with pytest.raises(KeyboardInterrupt):
         grow(str(source), str(data), tmp_path / "killed", settings)
     state = tmp_path / "killed" / ".grow-state"
     assert (state / "grown-1" / "complete.json").is_file() and (
         state / "control_tokens" / "step-000000002.pt"
     ).is_file()
-    monkeypatch.setattr(continued.WindowBatches, "next", original)
+    monkeypatch.setattr(continued.TaskBatches, "next", original)
     resumed = grow(str(source), str(data), tmp_path / "killed", settings)
     assert resumed["held_out"]["mean_loss"] == whole["held_out"]["mean_loss"]
     assert resumed["arms"] == whole["arms"]

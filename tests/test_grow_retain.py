@@ -315,7 +315,7 @@ def test_a_grow_killed_inside_the_lora_arm_resumes_to_the_same_result(tmp_path: 
     data, retain = token_file(tmp_path / "new.npy"), token_file(tmp_path / "old.npy", seed=1)
     settings = GrowSettings(**{**vars(TINY), "retain": str(retain), "steps": 4, "checkpoint_every": 2})
     whole = grow(source, str(data), tmp_path / "whole", settings)
-    original_train, original_next = grow_arms.train_arm, continued.WindowBatches.next
+    original_train, original_next = grow_arms.train_arm, continued.TaskBatches.next
     calls = {"lora": 0}
 
     def dying(self):
@@ -329,7 +329,7 @@ def test_a_grow_killed_inside_the_lora_arm_resumes_to_the_same_result(tmp_path: 
         calls["lora"] = int(name == "lora")
         return original_train(name, *args, **kwargs)
 
-    monkeypatch.setattr(continued.WindowBatches, "next", dying)
+    monkeypatch.setattr(continued.TaskBatches, "next", dying)
     monkeypatch.setattr(grow_arms, "train_arm", train_arm)
     with pytest.raises(KeyboardInterrupt):
         grow(source, str(data), tmp_path / "killed", settings)

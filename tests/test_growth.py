@@ -7,6 +7,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import importlib
+import os
+import signal
 
 import numpy as np
 import pandas as pd
@@ -23,8 +25,10 @@ from scalemech.experiments import arms
 from scalemech.experiments.growth import grow_points, signal_step
 from scalemech.gradients.batches import mean_loss, per_example_losses, to_device
 from scalemech.models import build_model
+from scalemech.training import continued
 from scalemech.training.checkpoints import snapshot_paths
 from scalemech.training.continued import step_flops
+from scalemech.training.train import Stopped
 
 KEYS = {"run": "t", "dataset": "mnist5k", "family": "resnet", "depth": 8, "width": 0.5, "seed": 0, "model": "m"}
 PREPARE = to_device("cpu")
@@ -106,7 +110,7 @@ def test_a_killed_growth_resumes_at_the_next_arm_with_the_same_rows(monkeypatch,
     data = arms.ArmData(TensorTask(*train), train, test, PREPARE, derive_seed(0, "order"))
     with pytest.raises(KeyboardInterrupt):
         grow_points(model, points, data, old, config, 0, tmp_path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [f"{points[0]}.pt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["arms", f"{points[0]}.pt"]  # arms: their resume states
     monkeypatch.setattr(
         growth, "grow_at", lambda model, point, *args: grown_at.append(point) or original(model, point, *args)
     )
@@ -116,6 +120,34 @@ def test_a_killed_growth_resumes_at_the_next_arm_with_the_same_rows(monkeypatch,
     again = pd.DataFrame(grow_points(model, points, data, old, config, 0, tmp_path))  # all kept: nothing trains
     assert len(grown_at) == 4 and (tmp_path / "controls.pt").exists()
     pd.testing.assert_frame_equal(again, expected)
+
+
+def test_an_arm_stopped_by_sigterm_keeps_its_step_and_a_rerun_resumes_there_with_the_same_rows(monkeypatch, tmp_path):
+    """SIGTERM (a cluster's time limit) in the middle of the controls' run: the arm writes its state at the
+    step it is at and stops (``Stopped``); the rerun trains only the steps after it and ends with the rows
+    of an uninterrupted run."""
+    model, train, test = _setup()
+    config = settings(steps=9, batch_size=8, lr_factors=[0.0, 1.0], train_mode="all")
+    points = model.insertion_points()[:1]
+    expected = _rows(model, points, train, test, config)
+    old = (mean_loss(model, *train, config.eval_batch_size, PREPARE),
+           per_example_losses(model, *test, config.eval_batch_size, PREPARE))  # fmt: skip
+    data = arms.ArmData(TensorTask(*train), train, test, PREPARE, derive_seed(0, "order"))
+    original, steps = continued.TaskBatches.next, []
+
+    def batch_then_sigterm(batches):
+        steps.append(len(steps))
+        if len(steps) == config.steps + 4:  # the controls' 4th step (the grown arm took the first 9)
+            os.kill(os.getpid(), signal.SIGTERM)
+        return original(batches)
+
+    monkeypatch.setattr(continued.TaskBatches, "next", batch_then_sigterm)
+    with pytest.raises(Stopped, match="stopped by SIGTERM at step 4"):
+        grow_points(model, points, data, old, config, 0, tmp_path)
+    steps.clear()
+    rows = pd.DataFrame(grow_points(model, points, data, old, config, 0, tmp_path))
+    assert len(steps) == max(config.steps, *rows.steps_control_flops) - 4  # the controls' steps after the 4th
+    pd.testing.assert_frame_equal(rows, expected)
 
 
 def test_grown_model_equals_old_and_the_jumpboard_descends():
@@ -180,15 +212,17 @@ def test_every_arm_sees_the_same_batches_and_each_control_learning_rate_trains_o
     task = TensorTask(*train)
     config = settings(steps=3, batch_size=8, lr_factors=[0.0, 1.0], train_mode="all")
     runs = []
-    original = arms.train_steps
+    original = arms.train_params
     monkeypatch.setattr(
-        arms, "train_steps", lambda *a, **k: runs.append(a[5] if len(a) > 5 else None) or original(*a, **k)
+        arms, "train_params", lambda *a, **k: runs.append(a[5] if len(a) > 5 else None) or original(*a, **k)
     )
     rows = _rows(model, model.insertion_points()[:3], train, test, config, task=task)
     assert runs[:3] == [None] * 3 and runs[3:] == [max(config.steps, *rows.steps_control_flops)]  # lr factor 0: f_old
+    ahead = continued.STEPS_AHEAD  # each arm draws its batches this many steps at a time, in order
+    assert len(task.drawn) == 4 * ahead
     first = task.drawn[:3]
     for run in range(1, 4):  # the two other grown arms, then the control: the same first three batches
-        assert all(torch.equal(a, b) for a, b in zip(first, task.drawn[3 * run : 3 * run + 3]))
+        assert all(torch.equal(a, b) for a, b in zip(first, task.drawn[ahead * run : ahead * run + 3]))
 
 
 def test_a_control_of_k_steps_is_the_first_k_steps_of_a_longer_run():

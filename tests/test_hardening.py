@@ -449,10 +449,10 @@ def json_of(path: Path) -> dict:
 
 
 def interrupted_after(monkeypatch, batches: int) -> None:
-    """Ctrl-C at the training batch after ``batches`` (``continued.WindowBatches.next``)."""
+    """Ctrl-C at the training batch after ``batches`` (``continued.TaskBatches.next``)."""
     from scalemech.training import continued
 
-    original, calls = continued.WindowBatches.next, {"n": 0}
+    original, calls = continued.TaskBatches.next, {"n": 0}
 
     def next_batch(self):
         calls["n"] += 1
@@ -460,7 +460,7 @@ def interrupted_after(monkeypatch, batches: int) -> None:
             raise KeyboardInterrupt
         return original(self)
 
-    monkeypatch.setattr(continued.WindowBatches, "next", next_batch)
+    monkeypatch.setattr(continued.TaskBatches, "next", next_batch)
 
 
 def test_ctrl_c_says_where_to_resume_and_a_resume_checks_what_it_resumes(capsys, monkeypatch, tmp_path, grown) -> None:

@@ -377,7 +377,7 @@ LAUNCHES = {
 }
 REFUSED_LAUNCHES = {
     "--mixed_precision bf16": "the launcher asks for what grow does not do: mixed_precision bf16 (allowed: no",
-    "mixed_precision: bf16 in a config file": "mixed_precision bf16 (allowed: no: grow trains in float32",
+    "mixed_precision: bf16 in a config file": "mixed_precision bf16 (allowed: no: grow sets its own",
     "MULTI_CPU with num_processes: 2": "num_processes above 1, yet one process started (accelerate launch starts "
     "several CPU processes only with --mpirun_hostfile) (allowed: torchrun --nproc_per_node N",
     "FSDP1 with offload, and --shard": "accelerate's FSDP configuration asks for what grow does not do: fsdp_version "

@@ -282,6 +282,7 @@ def _grow(args: argparse.Namespace) -> None:
         train=args.train,
         steps=args.steps,
         lr=args.lr,
+        precision=args.precision,
         batch_size=args.batch_size,
         block_size=args.block_size,
         eval_windows=args.eval_windows,
@@ -465,6 +466,12 @@ def parser() -> argparse.ArgumentParser:
     )
     grow.add_argument("--steps", type=int, default=200, help="training steps after each insertion round")
     grow.add_argument("--lr", type=float, default=2e-4, help="peak AdamW learning rate (10%% warmup, cosine)")
+    grow.add_argument(
+        "--precision",
+        choices=["fp32", "bf16"],
+        default="fp32",
+        help="the arms' forward and loss in float32 or under bf16 autocast (float32 weights and optimizer state)",
+    )
     grow.add_argument("--batch-size", type=int, default=8, help="sequences per step (and per measurement batch)")
     grow.add_argument("--block-size", type=int, help="tokens per sequence (default: certify's)")
     grow.add_argument("--eval-windows", type=int, default=128, help="held-out sequences scoring every model")

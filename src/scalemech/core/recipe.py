@@ -28,7 +28,7 @@ class Recipe:
     tokens: int | None = None  # ... or tokens (LMs): steps = tokens // (batch_size·block_size) ...
     tokens_per_parameter: float | None = None  # ... or tokens per non-embedding parameter (LMs; Chinchilla ~20)
     warmup_fraction: float = 0.0  # share of the steps with linear warmup from lr/warmup_steps
-    min_lr_fraction: float = 0.0  # cosine floor as a fraction of lr
+    min_lr_fraction: float = 0.0  # cosine floor as a fraction of lr (1: a constant lr)
     grad_clip: float | None = None  # max global gradient norm, None = no clipping
     eval_batch_size: int = 512  # examples per evaluation batch
     augment: bool | str = "auto"  # auto: crop+flip for 3×32×32 images only; true/false; shift: translations only
@@ -59,9 +59,11 @@ class Recipe:
                 raise ValueError(f"recipe {key} must be an integer >= 1, got {value!r}")
         if not self.lr > 0:
             raise ValueError(f"recipe lr must be > 0, got {self.lr!r}")
-        for key in ("warmup_fraction", "min_lr_fraction", "label_smoothing"):
+        for key in ("warmup_fraction", "label_smoothing"):
             if not 0 <= getattr(self, key) < 1:
                 raise ValueError(f"recipe {key} must lie in [0, 1), got {getattr(self, key)!r}")
+        if not 0 <= self.min_lr_fraction <= 1:
+            raise ValueError(f"recipe min_lr_fraction must lie in [0, 1], got {self.min_lr_fraction!r}")
         if self.grad_clip is not None and not self.grad_clip > 0:
             raise ValueError(f"recipe grad_clip must be None or > 0, got {self.grad_clip!r}")
         if self.augment not in ("auto", True, False, "shift"):

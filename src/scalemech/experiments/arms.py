@@ -17,28 +17,35 @@ Norm statistics stay frozen throughout: ``f_old``'s BatchNorm statistics are fir
 its weights (``norms.recalibrate_batch_norm``, as in every measurement), then every model runs in
 eval mode, so BatchNorm uses those running statistics and only parameters change (a fine-tuning
 of a trained model, and the setting in which the jumpboard's first-order argument holds).
+
+Every arm trains through the engine ``grow``'s arms train in (``training.continued.train_arm``: its
+precision, resume states, batches copied to the device 50 steps at a time, one host sync per
+``SYNC_EVERY`` steps), with this protocol as its recipe (``ArmConfig.recipe``, ``train_params``).
 """
 
 from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import torch
 from torch import Tensor, nn
 
+from ..core.recipe import Recipe
 from ..gradients.batches import PrepareBatch, mean_loss
 from ..gradients.signal import block_grad
 from ..models.base import ResidualModel
 from ..tasks import Task
-from ..training.train import optimizer_for
+from ..training import continued
+from ..training.engine import PRECISIONS
 
 TRAIN_MODES = ("block", "all")
 MAX_WIDENINGS = 6  # extensions of the jumpboard's line search by 10x past an end of its grid
 OPTIMIZERS = ("sgd", "adam")
-PRECISIONS = ("fp32", "bf16")  # an arm's forward and backward: float32, or under bf16 autocast
+CHECKPOINT_EVERY = 250  # steps between an arm's resume states (and one on SIGTERM)
 
 
 @dataclass
@@ -69,6 +76,17 @@ class ArmConfig:
             raise ValueError(f"need steps >= 0 and positive jump_lengths; got {self.steps}, {self.jump_lengths}")
         if not self.lr_factors or min(self.lr_factors) < 0:
             raise ValueError(f"need a non-empty grid of lr_factors >= 0; got {self.lr_factors}")
+
+    def recipe(self, lr: float, steps: int) -> Recipe:
+        """Paper D's arm as the engine's ``Recipe``: ``steps`` steps at the constant ``lr`` (no warmup, a
+        floor of 1), SGD with ``momentum`` (not Nesterov) or AdamW (betas 0.9, 0.999), ``weight_decay`` on
+        weight matrices only (``train.make_optimizer``), no clipping."""
+        sgd = self.optimizer == "sgd"
+        return Recipe(
+            optimizer="sgd" if sgd else "adamw", lr=lr, momentum=self.momentum if sgd else 0.9, beta2=0.999,
+            weight_decay=self.weight_decay, nesterov=False, batch_size=self.batch_size, steps=steps,
+            min_lr_fraction=1.0, eval_batch_size=self.eval_batch_size,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -106,46 +124,41 @@ def train_loss(
     return ranked(mean_loss(model, *pool, config.eval_batch_size, prepare_batch))
 
 
-def train_steps(
+def arm_loss(model: ResidualModel, x: Tensor, y: Tensor) -> Tensor:
+    """The batch's mean loss ``(1/B) Σ_i ℓ(f(x_i), y_i)``, reduced in float32 (under autocast too)."""
+    return model.per_example_loss(model(x).float(), y).mean()
+
+
+def train_params(
     model: ResidualModel,
     params: Iterable[nn.Parameter],
     data: ArmData,
     config: ArmConfig,
     lr: float | None = None,
     steps: int | None = None,
-) -> Iterator[int]:
-    """Train ``params`` only (model in eval mode) for ``steps`` (default ``config.steps``) steps at the
-    constant ``lr`` (default ``config.lr``) on the mean batch loss, yielding the steps done: 0 first,
-    then after each step. A run of ``k`` steps is the first ``k`` steps of a longer one. With
-    ``config.precision`` bf16 the forward and backward run under bf16 autocast (float32 weights and
-    optimizer state, the loss reduced in float32).
-
-    Batches are drawn from the whole train split of ``data.task`` (``Task.sample``) by a generator
-    seeded with ``data.order_seed``: the same seed, the same batches in the same order.
-    """
-    params = train_only(model, params)
-    task, generator = data.task, torch.Generator().manual_seed(data.order_seed)
-    groups = [{"params": params, "weight_decay": config.weight_decay}]
-    optimizer = optimizer_for(groups, config.optimizer, config.lr if lr is None else lr, config.momentum)
-    model.eval()
-    yield 0
-    for step in range(config.steps if steps is None else steps):
-        xb, yb = data.prepare_batch(*task.examples("train", task.sample("train", config.batch_size, generator)))
-        with torch.autocast(xb.device.type, dtype=torch.bfloat16, enabled=config.precision == "bf16"):
-            output = model(xb)
-        loss = model.per_example_loss(output.float(), yb).mean()
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        yield step + 1
-
-
-def train_params(
-    model: ResidualModel, params: Iterable[nn.Parameter], data: ArmData, config: ArmConfig, lr: float | None = None
+    directory: Path | None = None,
+    visit: Callable[[int], None] | None = None,
 ) -> None:
-    """``train_steps`` run to its end: ``config.steps`` steps of ``params`` at ``lr``."""
-    for _ in train_steps(model, params, data, config, lr):
-        pass
+    """Train ``params`` only of ``model`` for ``steps`` (default ``config.steps``) steps at the constant
+    ``lr`` (default ``config.lr``) through the engine ``grow``'s arms train in (``continued.train_arm``) with
+    Paper D's recipe (``ArmConfig.recipe``): eval mode throughout (norm statistics frozen), ``arm_loss``,
+    ``config.precision``. Batches are drawn from the whole train split of ``data.task`` by a generator
+    seeded with ``data.order_seed``: the same seed, the same batches in the same order, so a run of ``k``
+    steps is the first ``k`` steps of a longer one. With ``directory`` the arm keeps resume states there
+    and a finished one is loaded; ``visit(done)`` after every step (``train_arm``). ``ArmDiverged`` when
+    the loss stops being finite."""
+    steps, lr = config.steps if steps is None else steps, config.lr if lr is None else lr
+    train_only(model, params)
+    if steps == 0 or lr == 0:
+        return
+    recipe = config.recipe(lr, steps)
+    identity = {"arm": "E11", "recipe": asdict(recipe), "precision": config.precision, "order_seed": data.order_seed}
+    name = "E11 arm" if directory is None else f"E11 {directory.parent.name}/{directory.name}"
+    continued.train_arm(
+        name, model, data.task, recipe, data.order_seed, directory, identity, checkpoint_every=CHECKPOINT_EVERY,
+        progress=False, loss=arm_loss, prepare=data.prepare_batch, frozen_norms=True, precision=config.precision,
+        visit=visit,
+    )  # fmt: skip
 
 
 def best_trained(
@@ -153,16 +166,23 @@ def best_trained(
     params_of: Callable[[ResidualModel], Iterable[nn.Parameter]],
     data: ArmData,
     config: ArmConfig,
+    directory: Path | None = None,
 ) -> tuple[ResidualModel, float, float]:
     """``(model, lr, train-pool loss)`` of the copy of ``model`` trained (``train_params`` on ``params_of(copy)``,
-    batches in ``data``'s order) at the ``lr = config.lr·f``, ``f`` in ``config.lr_factors``, with the lowest
-    train-pool loss (non-finite counts as worst; ties: the first). ``f = 0`` is ``model`` untouched."""
+    batches in ``data``'s order, resume states in ``directory/lr-<i>`` for the grid's ``i``-th factor) at the
+    ``lr = config.lr·f``, ``f`` in ``config.lr_factors``, with the lowest train-pool loss (diverged or
+    non-finite counts as worst; ties: the first). ``f = 0`` is ``model`` untouched."""
     best: tuple[ResidualModel, float, float] | None = None  # only the best copy so far stays in memory
-    for factor in config.lr_factors:
+    for i, factor in enumerate(config.lr_factors):
         candidate, lr = copy.deepcopy(model), config.lr * factor
-        if lr > 0:
-            train_params(candidate, params_of(candidate), data, config, lr)
-        loss = train_loss(candidate, data.train_pool, config, data.prepare_batch)
+        try:
+            if lr > 0:
+                train_params(
+                    candidate, params_of(candidate), data, config, lr, directory=directory and directory / f"lr-{i}"
+                )
+            loss = train_loss(candidate, data.train_pool, config, data.prepare_batch)
+        except continued.ArmDiverged:
+            loss = math.inf
         if best is None or loss < best[2]:
             best = (candidate, lr, loss)
     return best

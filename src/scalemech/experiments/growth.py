@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -50,7 +51,7 @@ from ..models.base import ResidualModel, check_preserved
 from ..tasks import Task
 from ..tasks.base import draw_disjoint, draw_examples
 from ..training.checkpoints import identity_hash, snapshot_paths
-from ..training.continued import step_flops
+from ..training.continued import ArmDiverged, step_flops
 from . import arms
 from .arms import ArmConfig, ArmData
 from .decision import CONTROLS, control_steps, decide, gains_over
@@ -81,41 +82,59 @@ def _flops_per_step(model: ResidualModel, params: list[torch.nn.Parameter], prob
 
 
 def controls(
-    model: ResidualModel, data: ArmData, config: ArmConfig, counts: Sequence[int], old: tuple[float, Tensor]
+    model: ResidualModel,
+    data: ArmData,
+    config: ArmConfig,
+    counts: Sequence[int],
+    old: tuple[float, Tensor],
+    directory: Path | None = None,
 ) -> dict[int, tuple[Tensor, float]]:
     """``{steps: (held-out losses, lr)}`` of ``f_old`` trained on every weight for each of ``counts``
-    steps at the learning rate of the grid whose train-pool loss is lowest there (non-finite: worst;
-    ties: the first factor). Each learning rate trains once, to the most steps: the learning rate is
-    constant and the batches one order, so ``k`` steps are the first ``k`` of that run. ``old``:
-    ``f_old``'s train-pool loss and held-out losses, which a learning rate of 0 keeps."""
-    wanted, best, prepare_batch = sorted(set(counts)), {}, data.prepare_batch
-
-    def keep(at: Sequence[int], candidate: ResidualModel | None, lr: float) -> None:
-        loss = (
-            arms.ranked(old[0])
-            if candidate is None
-            else arms.train_loss(candidate, data.train_pool, config, prepare_batch)
-        )
-        better = [count for count in at if count not in best or loss < best[count][0]]
-        if better:
-            losses = (
-                old[1]
-                if candidate is None
-                else per_example_losses(candidate, *data.heldout_pool, config.eval_batch_size, prepare_batch)
-            )
-            best.update({count: (loss, losses, lr) for count in better})
-
-    for factor in config.lr_factors:
+    steps at the learning rate of the grid whose train-pool loss is lowest there (diverged or non-finite:
+    worst; ties: the first factor). Each learning rate trains once, to the most steps: the learning rate
+    is constant and the batches one order, so ``k`` steps are the first ``k`` of that run. ``old``:
+    ``f_old``'s train-pool loss and held-out losses, which a learning rate of 0 keeps. With ``directory``,
+    the ``i``-th learning rate keeps its resume states in ``lr-<i>`` and its scores at each count there
+    as they are taken (``kept``), so a rerun after a kill resumes mid-run."""
+    wanted = sorted(set(counts))
+    scores: dict[int, list[tuple[float, Tensor, float]]] = {count: [] for count in wanted}  # in the grid's order
+    for i, factor in enumerate(config.lr_factors):
         lr = config.lr * factor
         if lr == 0:  # the model as it started, at every count
-            keep(wanted, None, lr)
-            continue
-        candidate = copy.deepcopy(model)
-        trained = arms.train_steps(candidate, candidate.parameters(), data, config, lr, max(wanted))
-        for done in trained:
-            if done in wanted:
-                keep([done], candidate, lr)
+            scored = {count: (arms.ranked(old[0]), old[1], lr) for count in wanted}
+        else:
+            scored = _control_scores(model, data, config, lr, wanted, directory and directory / f"lr-{i}")
+        for count in wanted:
+            scores[count].append(scored[count])
+    best = {count: min(scored, key=lambda s: s[0]) for count, scored in scores.items()}  # the first of the lowest
     return {count: (losses, lr) for count, (_, losses, lr) in best.items()}
+
+
+def _control_scores(
+    model: ResidualModel, data: ArmData, config: ArmConfig, lr: float, counts: Sequence[int], at: Path | None
+) -> dict[int, tuple[float, Tensor, float]]:
+    """``{count: (train-pool loss, held-out losses, lr)}`` of one run of ``f_old`` on every weight at ``lr``
+    to the most ``counts`` steps, scored as it passes each count (``inf``: a count it did not reach before
+    diverging), each score kept in ``at`` as it is taken: a run loaded finished from ``at`` visits none."""
+    candidate, taken, prepare_batch = copy.deepcopy(model), {}, data.prepare_batch
+
+    def score(diverged: bool = False) -> tuple[float, Tensor, float]:
+        loss = math.inf if diverged else arms.train_loss(candidate, data.train_pool, config, prepare_batch)
+        return loss, per_example_losses(candidate, *data.heldout_pool, config.eval_batch_size, prepare_batch), lr
+
+    def visit(done: int) -> None:
+        if done in counts:
+            taken[done] = kept(at and at / f"at-{done}.pt", score)
+
+    try:
+        arms.train_params(candidate, candidate.parameters(), data, config, lr, max(counts), at, visit)
+        diverged = False
+    except ArmDiverged:
+        diverged = True
+    return {
+        count: taken[count] if count in taken else kept(at and at / f"at-{count}.pt", lambda: score(diverged))
+        for count in counts
+    }
 
 
 def _numpy(losses: Tensor) -> np.ndarray:
@@ -146,11 +165,17 @@ class Grown:
 
 
 def grow_at(
-    model: ResidualModel, point: str, data: ArmData, config: ArmConfig, seed: int, control_step_flops: int
+    model: ResidualModel,
+    point: str,
+    data: ArmData,
+    config: ArmConfig,
+    seed: int,
+    control_step_flops: int,
+    directory: Path | None = None,
 ) -> Grown:
     """The grown arm at ``point`` (module doc): insert (the output unchanged, checked), jumpboard,
-    train on ``data``'s batches, fall back; its FLOPs against ``control_step_flops`` (one step of
-    the controls)."""
+    train on ``data``'s batches (resume states in ``directory``, ``arms.best_trained``), fall back; its
+    FLOPs against ``control_step_flops`` (one step of the controls)."""
     train_pool, heldout_pool, prepare_batch = data.train_pool, data.heldout_pool, data.prepare_batch
     model.eval()
     with seeded(derive_seed(seed, "new_block")):
@@ -164,7 +189,7 @@ def grow_at(
         jump_model, jump_model.blocks[jump_model.index(new_name)], train_pool, config, prepare_batch
     )
     trained, lr_selected, train_grown = arms.best_trained(
-        expanded, lambda m: _new_block(m, new_name, config.train_mode), data, config
+        expanded, lambda m: _new_block(m, new_name, config.train_mode), data, config, directory
     )
     fallback = not train_grown <= jump_train  # also when the trained loss is nan
     grown_flops = config.steps * _flops_per_step(expanded, _new_block(expanded, new_name, config.train_mode), probe)
@@ -202,18 +227,22 @@ def grow_points(
     """``grow_at`` every point, then the controls at equal steps and at each point's equal FLOPs
     (``controls``), every arm on ``data``'s one batch order; the arms' columns, held-out losses and
     paired gains. ``old``: ``f_old``'s train-pool loss and held-out losses. With ``saved``, each point's
-    grown arm and the controls are kept there as they finish (``kept``), and a rerun reads them back."""
+    grown arm and the controls are kept there as they finish (``kept``), and a rerun reads them back; an arm
+    cut short resumes from its last state in ``saved/arms/<point>/lr-<i>`` (the controls': ``controls/lr-<i>``).
+    """
     old_heldout = old[1]
     probe = data.prepare_batch(*(t[: config.batch_size] for t in data.train_pool))
     control_step = _flops_per_step(model, list(model.parameters()), probe)  # f_old: the same at every point
     arms_at = [
         Grown(**kept(saved and saved / f"{point}.pt",
                      lambda point=point: dataclasses.asdict(grow_at(model, point, data, config,
-                                                                    derive_seed(seed, point), control_step))))
+                                                                    derive_seed(seed, point), control_step,
+                                                                    saved and saved / "arms" / point))))
         for point in tqdm(points, desc="growth")
     ]  # fmt: skip
     counts = [config.steps, *(arm.steps_flops for arm in arms_at)]
-    trained = kept(saved and saved / "controls.pt", lambda: controls(model, data, config, counts, old))
+    at = saved and saved / "arms" / "controls"
+    trained = kept(saved and saved / "controls.pt", lambda: controls(model, data, config, counts, old, at))
     rows = []
     for arm in arms_at:
         (tokens, lr_tokens), (flops, lr_flops) = trained[config.steps], trained[arm.steps_flops]

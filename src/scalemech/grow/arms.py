@@ -17,7 +17,7 @@ from ..core.device import placed
 from ..core.seeding import derive_seed
 from ..experiments.decision import control_steps
 from ..models.hf import decoder_layers_path
-from ..training.continued import Arm, WindowBatches, sequence_losses, step_flops, train_arm, window_loss
+from ..training.continued import Arm, TaskBatches, sequence_losses, step_flops, train_arm, window_loss
 from .alternatives import LORA_ALPHA_PER_RANK, layers_count, lora_model, lora_rank, lora_units, merged, trainable_count
 from .output import STATE_DIR
 from .tradeoff import decide_tradeoff
@@ -76,7 +76,7 @@ class Arms:
     def flops_of(self, model: PreTrainedModel) -> int:
         """One training step's FLOPs (``step_flops``): one window's on the device, times the batch size (every
         operation's FLOPs are linear in the batch), so counting needs no more memory than scoring."""
-        x, y = WindowBatches(self.task, 1, self.batches_seed(), self.device).next()
+        x, y = TaskBatches(self.task, 1, self.batches_seed(), self.device).next()
         with placed(model, self.device):
             return self.settings.batch_size * step_flops(model, lambda: window_loss(model, x, y))
 
@@ -97,6 +97,7 @@ class Arms:
             shard=self.settings.shard,
             device=self.device,
             recompute=self.settings.activation_checkpointing,
+            precision=self.settings.precision,
         )
         frozen(model)
         self.save_record()

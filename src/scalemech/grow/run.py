@@ -31,7 +31,7 @@ from ..models.hf_growth import index_dependence
 from ..models.hub import decoder_config, hub_id
 from ..stats import sizes
 from ..training.checkpoints import checkpoint_lock
-from ..training.engine import check_engine, launch_processes, lost_peer, stopped_by_launcher, world
+from ..training.engine import PRECISIONS, check_engine, launch_processes, lost_peer, stopped_by_launcher, world
 from .alternatives import layers_count
 from .arms import Arms, totals
 from .card import write_card
@@ -72,6 +72,7 @@ IDENTITY_OPTIONS = (
     "train",
     "steps",
     "lr",
+    "precision",
     "batch_size",
     "eval_windows",
     "pool",
@@ -95,6 +96,8 @@ class GrowSettings:
     train: str = "new"
     steps: int = 200
     lr: float = 2e-4
+    precision: str = "fp32"
+    """The arms' forward and loss in float32, or under bf16 autocast (``engine.PRECISIONS``; float32 weights)."""
     batch_size: int = 8
     block_size: int | None = None
     eval_windows: int = 128
@@ -128,6 +131,8 @@ class GrowSettings:
             self.pool, self.M, self.K, self.batch_size, self.block_size, self.view, self.points_per_pass
         )
         problems += cap_problems(self)
+        if self.precision not in PRECISIONS:
+            problems.append(f"precision = {self.precision!r} must be one of {', '.join(PRECISIONS)}")
         if self.train not in TRAIN_MODES:
             problems.append(f"train = {self.train!r} must be one of {', '.join(TRAIN_MODES)}")
         for name in ("steps", "eval_windows", "checkpoint_every"):
@@ -215,6 +220,8 @@ class Grower(Placing, Arms):
             )
             check_retain(self.retained.record, self.data)
         options = {name: getattr(settings, name) for name in IDENTITY_OPTIONS}
+        if settings.precision == "fp32":  # the one precision before --precision: those runs keep their identity
+            del options["precision"]
         self.record = RunRecord(
             self.out,
             {

@@ -49,8 +49,8 @@ from .checkpoints import (
     resume_state,
     save_checkpoint,
 )
-from .engine import accelerator, check_engine, shard_layers, share
-from .train import lr_at, make_optimizer
+from .engine import PRECISIONS, accelerator, check_engine, shard_layers, share
+from .train import SYNC_EVERY, Stopped, lr_at, make_optimizer, sigterm_requested
 
 
 def window_loss(model: nn.Module, x: Tensor, y: Tensor) -> Tensor:
@@ -73,18 +73,60 @@ def sequence_losses(model: nn.Module, x: Tensor, y: Tensor, batch_size: int) -> 
     return torch.cat(out)
 
 
-class WindowBatches:
-    """Training batches of ``batch_size`` train windows at random starts (``Task.sample``), from one
-    seeded CPU generator whose state is part of a checkpoint."""
+STEPS_AHEAD = 50  # training steps whose examples are drawn, fetched and copied to the device together
 
-    def __init__(self, task: Task, batch_size: int, seed: int, device: torch.device):
+
+class TaskBatches:
+    """Training batches of ``batch_size`` examples of ``task``'s train split at random (``Task.sample``),
+    drawn by one seeded CPU generator, made ready by ``prepare`` (default: as they come, on ``device``).
+
+    The examples of ``STEPS_AHEAD`` steps are drawn as step-by-step draws would take them, fetched at once
+    and copied to the device together (from pinned memory, without blocking, on CUDA): one host-device
+    transfer per ``STEPS_AHEAD`` steps, not one per step. ``position()`` is the generator's state after the
+    batches handed out, as if drawn one by one (kept as they were drawn): what a checkpoint keeps and a next
+    stage continues from."""
+
+    def __init__(
+        self,
+        task: Task,
+        batch_size: int,
+        seed: int,
+        device: torch.device,
+        prepare: Callable[[Tensor, Tensor], tuple[Tensor, Tensor]] | None = None,
+    ):
         self.task, self.batch_size, self.device = task, batch_size, device
+        self.prepare = prepare or (lambda x, y: (x, y))
         self.generator = torch.Generator().manual_seed(seed)
+        self.ahead: list[tuple[Tensor, Tensor]] = []
+        self.states = [self.generator.get_state()]  # the generator's before each batch of ``ahead``, then after
+        self.used = 0  # batches of ``ahead`` handed out
 
     def next(self) -> tuple[Tensor, Tensor]:
-        starts = self.task.sample("train", self.batch_size, self.generator)
-        x, y = self.task.examples("train", starts)
-        return x.to(self.device), y.to(self.device)
+        if self.used == len(self.ahead):
+            index, self.states = [], []
+            for _ in range(STEPS_AHEAD):
+                self.states.append(self.generator.get_state())
+                index.append(self.task.sample("train", self.batch_size, self.generator))
+            self.states.append(self.generator.get_state())
+            fetched = [self._to_device(t) for t in self.task.examples("train", torch.cat(index))]
+            self.ahead, self.used = list(zip(*(t.split(self.batch_size) for t in fetched))), 0
+        x, y = self.ahead[self.used]
+        self.used += 1
+        return self.prepare(x, y)
+
+    def _to_device(self, tensor: Tensor) -> Tensor:
+        if self.device.type == "cuda":
+            return tensor.pin_memory().to(self.device, non_blocking=True)
+        return tensor.to(self.device)
+
+    def position(self) -> Tensor:
+        """The generator's state after the batches handed out."""
+        return self.states[self.used]
+
+    def set_position(self, state: Tensor) -> None:
+        """Continue from the generator ``state`` (a ``position()``): the next batch is drawn there."""
+        self.generator.set_state(state)
+        self.ahead, self.states, self.used = [], [state], 0
 
 
 def trainable_state(model: nn.Module) -> dict[str, Tensor]:
@@ -187,35 +229,60 @@ def _finished(directory: Path, identity: dict[str, Any]) -> dict[str, Any] | Non
         return None
 
 
+class ArmDiverged(ValueError):
+    """An arm's training loss stopped being finite (its learning rate is too high)."""
+
+
+Loss = Callable[[nn.Module, Tensor, Tensor], Tensor]
+"""``(model, x, y) -> mean training loss`` of one batch (``window_loss`` for a causal LM)."""
+
+
 def train_arm(
     name: str,
     model: nn.Module,
     task: Task,
     recipe: Recipe,
     seed: int,
-    directory: Path,
+    directory: Path | None,
     identity: dict[str, Any],
-    flops_per_step: int,
+    flops_per_step: int = 0,
     checkpoint_every: int = 50,
     progress: bool = True,
     generator_state: Tensor | None = None,
     shard: bool = False,
     device: torch.device | None = None,
     recompute: bool = False,
+    *,
+    loss: Loss = window_loss,
+    prepare: Callable[[Tensor, Tensor], tuple[Tensor, Tensor]] | None = None,
+    frozen_norms: bool = False,
+    precision: str = "fp32",
+    visit: Callable[[int], None] | None = None,
 ) -> Arm:
     """Train ``model``'s parameters that require grad in place (module doc) and return the ``Arm``.
 
+    Each step minimizes ``loss(model, x, y)`` on a batch of ``TaskBatches(task, ..., prepare)``, at
+    ``lr_at(step)`` of ``recipe`` (a ``min_lr_fraction`` of 1: constant), in train mode, or in eval mode
+    with ``frozen_norms`` (norm statistics as they are: Paper D's arms); with ``precision`` ``"bf16"`` the
+    forward and loss run under bf16 autocast (float32 weights and optimizer state). The host waits for the
+    device once per ``SYNC_EVERY`` steps, and at a resume state: there the losses are checked
+    (``ArmDiverged`` when one is not finite) and the progress bar moves. ``visit(done)`` is called after
+    every step, before that step's resume state is written.
+
     The batches come from ``seed``, or continue from ``generator_state`` (a previous stage's
     ``Arm.generator_state``). ``identity`` says what decides the result (a resumed or loaded state
-    must match it); states go to ``directory``, locked throughout (``checkpoint_lock``:
-    ``CheckpointLockedError`` at once while another trainer holds it). ``ValueError`` when the loss
-    stops being finite. On several processes (module doc) each trains on its share of the batch,
-    replicated (DDP) or, with ``shard``, sharded per decoder layer (FSDP2); only the main process
-    locks and writes ``directory``. The arm trains on ``device`` (default: where ``model`` is), and
-    ``model`` returns to where it was: a replica moves there whole while it trains; a sharded copy
-    moves there unit by unit, each process holding its shards only. With ``recompute``, each decoder
-    layer's activations are recomputed in the backward rather than kept (``transformers``' activation
-    checkpointing, non-reentrant; the RNG state replayed): the same steps, less memory."""
+    must match it); states go to ``directory`` every ``checkpoint_every`` steps, at the end, and on
+    SIGTERM (then ``Stopped``), locked throughout (``checkpoint_lock``: ``CheckpointLockedError`` at once
+    while another trainer holds it); ``directory`` None keeps none. On several processes (module doc)
+    each trains on its share of the batch, replicated (DDP) or, with ``shard``, sharded per decoder
+    layer (FSDP2); only the main process locks and writes ``directory``. The arm trains on ``device``
+    (default: where ``model`` is), and ``model`` returns to where it was: a replica moves there whole
+    while it trains; a sharded copy moves there unit by unit, each process holding its shards only. With
+    ``recompute``, each decoder layer's activations are recomputed in the backward rather than kept
+    (``transformers``' activation checkpointing, non-reentrant; the RNG state replayed): the same steps,
+    less memory."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision {precision!r}; allowed: {PRECISIONS}")
     device = device or next(model.parameters()).device
     configured = check_engine(device.type)  # accelerate's FSDP configuration: as shard
     engine = accelerator(device.type)
@@ -224,14 +291,14 @@ def train_arm(
     if sharded:  # its states are another layout (gathered, the optimizer's by name): never resumed unsharded
         identity = {**identity, "states": "fsdp2 full state dicts"}
     with contextlib.ExitStack() as held:
-        if main:
+        if main and directory is not None:
             held.enter_context(checkpoint_lock(directory))  # before any state is read
         engine.wait_for_everyone()
-        block = task.block_size
+        block = getattr(task, "block_size", None) or 1
         arm = Arm(
             name, recipe.steps, recipe.steps * recipe.batch_size * block, recipe.steps * flops_per_step, seed, 0.0
         )
-        finished = _finished(directory, identity)
+        finished = None if directory is None else _finished(directory, identity)
         if finished is not None:
             copy_into(model, finished["trainable"])
             arm.generator_state = finished["generator"]
@@ -249,54 +316,69 @@ def train_arm(
         forward = trained
         if several and not sharded:  # DDP: a replica in every process
             forward, optimizer = engine.prepare(model, optimizer)
-        batches = WindowBatches(task, recipe.batch_size, seed, device)
+        batches = TaskBatches(task, recipe.batch_size, seed, device, prepare)
         if generator_state is not None:
-            batches.generator.set_state(generator_state)
-        state = resume_state(directory, identity)
+            batches.set_position(generator_state)
+        state = None if directory is None else resume_state(directory, identity)
         first = 0
         if state is not None:
             load_arm_state(trained, optimizer, state)
-            batches.generator.set_state(state["generator"])
+            batches.set_position(state["generator"])
             first = state["step"]
+        stop = held.enter_context(sigterm_requested()) if not several else [False]  # several: the launcher's
         trainable = [p for p in trained.parameters() if p.requires_grad]
         start = time.perf_counter()
-        trained.train()
-        bar = tqdm(
-            range(first, recipe.steps),
-            desc=f"grow: {name}",
-            initial=first,
-            total=recipe.steps,
-            disable=not (progress and main),
-        )
-        for step in bar:
+        trained.train(not frozen_norms)
+        bar = held.enter_context(tqdm(total=recipe.steps, initial=first, desc=name, disable=not (progress and main)))
+        pending: list[Tensor] = []  # step losses not yet checked on the host
+        for step in range(first, recipe.steps):
             for group in optimizer.param_groups:
                 group["lr"] = lr_at(step, recipe.steps, recipe)
             x, y = share(batches.next(), engine.process_index, engine.num_processes)  # all of it on one process
-            loss = window_loss(forward, x, y)
-            if not torch.isfinite(loss):
-                raise ValueError(f"grow: arm {name!r} reached a non-finite loss at step {step}; lower --lr")
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
+                value = loss(forward, x, y)
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()  # DDP's hooks all-reduce the gradients, FSDP's reduce-scatter them into the shards
+            value.backward()  # DDP's hooks all-reduce the gradients, FSDP's reduce-scatter them into the shards
             if recipe.grad_clip is not None:
                 nn.utils.clip_grad_norm_(trainable, recipe.grad_clip)  # the whole gradient's norm on every process
             optimizer.step()
-            bar.set_postfix(loss=f"{loss.item():.4f}")
+            pending.append(value.detach())
             done = step + 1
-            if done % checkpoint_every == 0 or done == recipe.steps:
+            keep = directory is not None and (done % checkpoint_every == 0 or done == recipe.steps or stop[0])
+            if keep or len(pending) >= SYNC_EVERY or done == recipe.steps:
+                _check_finite(name, torch.stack(pending).float().cpu(), done, recipe)  # the host waits here
+                bar.update(len(pending))
+                pending = []
+            if visit is not None:
+                visit(done)
+            if keep:
                 full = arm_state(trained, optimizer)  # every process: a collective when sharded
                 if main:
-                    save_checkpoint(
-                        directory,
-                        {"run": identity, "step": done, **full, "generator": batches.generator.get_state()},
-                    )
+                    save_checkpoint(directory, {"run": identity, "step": done, **full, "generator": batches.position()})
+            if stop[0]:
+                where = f"its state kept in {directory}" if directory is not None else "no state kept"
+                raise Stopped(f"arm {name!r} stopped by SIGTERM at step {done} of {recipe.steps}, {where}")
+        bar.close()  # before the lines that follow the arm
         if trained is not model:  # the sharded copy's trained tensors, gathered, into the plain model
             copy_into(model, arm_state(trained, optimizer)["trainable"])
             del trained, forward
         model.eval()
-        if main:
+        if main and directory is not None:
             mark_complete(directory, identity)
         engine.wait_for_everyone()
         if several and not sharded:
             engine.free_memory()  # the prepared DDP wrappers: the next arm's model is another
-        arm.seconds, arm.generator_state = time.perf_counter() - start, batches.generator.get_state()
+        arm.seconds, arm.generator_state = time.perf_counter() - start, batches.position()
         return arm
+
+
+def _check_finite(name: str, losses: Tensor, done: int, recipe: Recipe) -> None:
+    """``ArmDiverged`` naming the first step (1-based) among the last ``len(losses)`` up to ``done`` whose
+    loss is not finite."""
+    finite = torch.isfinite(losses)
+    if not finite.all():
+        step = done - len(losses) + int((~finite).nonzero()[0]) + 1
+        raise ArmDiverged(
+            f"arm {name!r} reached a non-finite loss at step {step} of {recipe.steps} "
+            f"(lr {lr_at(step - 1, recipe.steps, recipe):.3g}); lower the learning rate"
+        )

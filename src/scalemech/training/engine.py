@@ -33,6 +33,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+PRECISIONS = ("fp32", "bf16")  # an arm's forward and loss: float32, or under bf16 autocast (float32 weights)
+
 
 @cache
 def accelerator(device_type: str):  # -> accelerate.Accelerator
@@ -46,15 +48,15 @@ def accelerator(device_type: str):  # -> accelerate.Accelerator
 def launch_problems(device_type: str, environ: Mapping[str, str]) -> list[str]:
     """What the launcher's environment ``environ`` asks that grow would not do, read before accelerate
     starts, each naming the setting and what is allowed: ``accelerate launch``'s ``mixed_precision`` (grow
-    trains in float32), ``dynamo_backend`` (grow runs eagerly), ``use_cpu`` beside a GPU ``device_type``,
+    sets its own: ``--precision``), ``dynamo_backend`` (grow runs eagerly), ``use_cpu`` beside a GPU ``device_type``,
     DeepSpeed or Megatron-LM; and ``num_processes`` above 1 met by one process (accelerate launch sets
     ``MASTER_ADDR`` for several, yet its MULTI_CPU launcher starts one without ``mpirun``: no ``WORLD_SIZE``)."""
     problems = []
     precision = environ.get("ACCELERATE_MIXED_PRECISION", "no")
     if precision != "no":
         problems.append(
-            f"mixed_precision {precision} (allowed: no: grow trains in float32 and writes the checkpoint's own dtype; "
-            "accelerate launch --mixed_precision no)"
+            f"mixed_precision {precision} (allowed: no: grow sets its own, --precision fp32 or bf16, and writes the "
+            "checkpoint's own dtype; accelerate launch --mixed_precision no)"
         )
     backend = environ.get("ACCELERATE_DYNAMO_BACKEND", "NO")
     if backend.upper() != "NO":
