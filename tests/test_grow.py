@@ -521,3 +521,15 @@ def test_grow_with_activation_checkpointing_gives_the_same_losses_and_says_so(tm
     assert [r["training"]["activation_checkpointing"] for r in (kept, recomputed)] == [False, True]
     one, other = kept["held_out"]["mean_loss"], recomputed["held_out"]["mean_loss"]
     assert one.keys() == other.keys() and all(abs(one[k] - other[k]) < 1e-6 for k in one), (one, other)
+
+
+def test_grow_under_bf16_reaches_every_arm_and_says_so(tmp_path: Path) -> None:
+    """``--precision bf16`` reaches every arm: their held-out losses move from float32's, within 2 %, and
+    ``growth.json`` records the precision."""
+    source, data = save_tiny("llama", tmp_path / "src"), token_file(tmp_path / "ids.npy")
+    full = grow(source, str(data), tmp_path / "fp32", TINY)
+    half = grow(source, str(data), tmp_path / "bf16", GrowSettings(**{**vars(TINY), "precision": "bf16"}))
+    assert [r["training"]["precision"] for r in (full, half)] == ["fp32", "bf16"]
+    one, other = full["held_out"]["mean_loss"], half["held_out"]["mean_loss"]
+    trained = [k for k in one if k not in ("old", "jump")]
+    assert trained and all(one[k] != other[k] and abs(one[k] - other[k]) < 0.02 * one[k] for k in trained), (one, other)

@@ -358,6 +358,7 @@ class Grower(Placing, Arms):
                 "warmup_fraction": WARMUP_FRACTION,
                 "grad_clip": GRAD_CLIP,
                 "optimizer": "adamw",
+                "precision": s.precision,  # of the arms' forward and loss (float32 weights either way)
                 "seed": s.seed,
                 "activation_checkpointing": s.activation_checkpointing,
             },
