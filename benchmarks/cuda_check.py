@@ -18,8 +18,8 @@ LLAMA  the paper's llama (12 layers, head 64, windows of 512, batch 64) of width
 PACK   ResNet-20 step time of 1 process alone against 4 concurrent ones on one device.
 MEAS   the measurement's statistics (covariance, signal, dalign) on CUDA against the CPU, TF32 off and on,
        each float column within ``MEAS_RTOL`` of its largest magnitude; NaN matches NaN, ±inf the same inf.
-E11    the growth arm's step time (``experiments.arms.train_steps``) in fp32 against bf16 autocast (NCHW and
-       channels-last).
+E11    the growth arm's step time (``experiments.arms.train_params``, in grow's engine) in fp32 against bf16
+       autocast (NCHW and channels-last).
 DET    the largest weight difference between two identical runs, and between a run and one killed at
        step 15 and resumed: under cuDNN's deterministic algorithms (must be 0) and under training's
        defaults (autotuned cuDNN, for information).
@@ -57,7 +57,7 @@ from scalemech.core.recipe import Recipe
 from scalemech.core.tables import timing_columns
 from scalemech.data import Prepared, prepare_dataset
 from scalemech.data.prepared import load_prepared
-from scalemech.experiments.arms import ArmConfig, ArmData, train_steps
+from scalemech.experiments.arms import ArmConfig, ArmData, train_params
 from scalemech.experiments.measure import measure
 from scalemech.gradients.batches import to_device
 from scalemech.models import build_model, load_model
@@ -439,14 +439,17 @@ def e11(device: str, work: Path, args) -> tuple[str, str]:
             return x.contiguous(memory_format=layout), y
 
         arm = ArmData(model.task(data), None, None, prepare, order_seed=0)
-        ticks = []
-        for _ in train_steps(model, model.parameters(), arm, config):
-            synchronize(device)
-            ticks.append(time.perf_counter())
-        warm = min(5, steps - 1)
+        warm, ticks = min(5, steps - 1), {}
+
+        def tick(done: int, warm: int = warm, ticks: dict = ticks) -> None:  # after warm-up and at the end
+            if done in (warm, steps):
+                synchronize(device)  # the device caught up
+                ticks[done] = time.perf_counter()
+
+        train_params(model, model.parameters(), arm, config, visit=tick)
         per_step[precision + ("" if layout == torch.contiguous_format else " channels-last")] = (
-            ticks[-1] - ticks[warm]
-        ) / (len(ticks) - 1 - warm)
+            ticks[steps] - ticks[warm]
+        ) / (steps - warm)
     return "info", (
         f"arm steps of ResNet-{spec['depth']} width {spec['width']} (batch 128, every parameter, Adam): "
         + ", ".join(f"{name} {1000 * s:.1f} ms ({per_step['fp32'] / s:.2f}x)" for name, s in per_step.items())
