@@ -16,6 +16,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from scalemech.certify import Sampling, certify_model, point_ranks
 from scalemech.config.schema import schema
@@ -148,6 +149,24 @@ def test_an_arm_stopped_by_sigterm_keeps_its_step_and_a_rerun_resumes_there_with
     rows = pd.DataFrame(grow_points(model, points, data, old, config, 0, tmp_path))
     assert len(steps) == max(config.steps, *rows.steps_control_flops) - 4  # the controls' steps after the 4th
     pd.testing.assert_frame_equal(rows, expected)
+
+
+def test_recomputed_activations_give_the_rows_of_kept_ones(monkeypatch):
+    """``grow.activation_checkpointing``: every block of every training step is recomputed in the backward
+    (``torch.utils.checkpoint``), and the rows equal those of kept activations to float32 rounding."""
+    from scalemech.models import base
+
+    model, train, test = _setup()
+    config = settings(steps=4, batch_size=8, lr_factors=[1.0], train_mode="all")
+    points = model.insertion_points()[:2]
+    kept = _rows(model, points, train, test, config)
+    calls = []
+    monkeypatch.setattr(base, "checkpoint", lambda *a, **k: calls.append(1) or checkpoint(*a, **k))
+    recomputed = _rows(model, points, train, test, dataclasses.replace(config, activation_checkpointing=True))
+    control_steps, blocks = max(config.steps, *kept.steps_control_flops), len(model.blocks)
+    assert len(calls) == len(points) * config.steps * (blocks + 1) + control_steps * blocks  # a grown arm: 1 more
+    pd.testing.assert_frame_equal(recomputed, kept, rtol=1e-6, atol=1e-7)
+    assert not model.recompute
 
 
 def test_grown_model_equals_old_and_the_jumpboard_descends():

@@ -64,6 +64,7 @@ class ArmConfig:
     jump_lengths: Sequence[float]  # candidate ‖θ_J‖ of the jumpboard
     seed: int  # new blocks' weights, data order (shared by every arm of a snapshot) and pools
     precision: str = "fp32"  # of the training steps (PRECISIONS); evaluations stay float32
+    activation_checkpointing: bool = False  # recompute each block's activations in the backward: the same steps
 
     def __post_init__(self) -> None:
         if self.train_mode not in TRAIN_MODES:
@@ -157,7 +158,7 @@ def train_params(
     continued.train_arm(
         name, model, data.task, recipe, data.order_seed, directory, identity, checkpoint_every=CHECKPOINT_EVERY,
         progress=False, loss=arm_loss, prepare=data.prepare_batch, frozen_norms=True, precision=config.precision,
-        visit=visit,
+        recompute=config.activation_checkpointing, visit=visit,
     )  # fmt: skip
 
 

@@ -318,6 +318,7 @@ def growth(
         if checkpoint_dir is not None:
             kept_as = {"model": identity, "snapshot": snapshot, "step": step, "points": points, "pool": pool,
                        "heldout": heldout, **dataclasses.asdict(settings)}  # fmt: skip
+            del kept_as["activation_checkpointing"]  # the same steps either way: arms kept without it are read back
             saved = Path(checkpoint_dir) / identity_hash(kept_as)
         rows += _snapshot_rows(grown_from, snapshot, step, task, points, certificate, pool, heldout, settings,
                                prepare_batch, identity, saved)  # fmt: skip

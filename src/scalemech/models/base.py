@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
 from ..data import Prepared
 from ..tasks import Task
@@ -76,6 +77,10 @@ class ResidualModel(nn.Module):
     """
 
     family: str = "abstract"
+    recompute: bool = False
+    """Recompute each block's activations in the backward instead of keeping them (``torch.utils.checkpoint``,
+    non-reentrant, the RNG state replayed): the same gradients, one block's activations held at a time. For
+    eval-mode norms (E11's arms): in train mode a BatchNorm would count its batch twice."""
     last_point_low_rank: bool = False
     """The (pooled) gradient at the last point is low-rank by construction: a head that is a linear
     classifier on the stream (averaged over space, for a ResNet) gives ``∇z ℓ = Wᵀ(p − y)/HW``, in the span
@@ -135,9 +140,17 @@ class ResidualModel(nn.Module):
     # -- running it --------------------------------------------------------------------
     def forward(self, x: Tensor) -> Tensor:
         z = self.stem(x)
+        recompute = self.recompute and torch.is_grad_enabled()
         for block in self.blocks:
-            z = block(z)
+            z = checkpoint(block, z, use_reentrant=False) if recompute else block(z)
         return self.head(z)
+
+    def activation_checkpointing_enable(self, activation_checkpointing_kwargs: dict | None = None) -> None:
+        """``recompute`` on: the name ``transformers`` gives it, which ``continued.train_arm`` calls."""
+        self.recompute = True
+
+    def activation_checkpointing_disable(self) -> None:
+        self.recompute = False
 
     def forward_streams(
         self, x: Tensor, points: Sequence[str], inserted: Mapping[str, nn.Module] | None = None

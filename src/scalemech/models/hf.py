@@ -216,6 +216,13 @@ class HFCausalLM(LanguageModel):
         with self._hooks():
             return self._logits(x)
 
+    def activation_checkpointing_enable(self, activation_checkpointing_kwargs: dict | None = None) -> None:
+        """Nothing: the checkpoint keeps its activations (its inserted layers run in forward hooks, which a
+        recomputed layer would run again); ``grow.activation_checkpointing`` says so."""
+
+    def activation_checkpointing_disable(self) -> None:
+        """Nothing (``activation_checkpointing_enable``)."""
+
     def forward_streams(
         self, x: Tensor, points: Sequence[str], inserted: Mapping[str, nn.Module] | None = None
     ) -> tuple[Tensor, dict[str, Tensor]]:

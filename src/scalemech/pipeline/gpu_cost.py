@@ -88,12 +88,14 @@ def grown_points(grow: dict[str, Any], points: int) -> int:
 
 def growth_row(grow: dict[str, Any], job: ModelJob, points: int, per_example: float) -> list[dict[str, Any]]:
     """E11's row of ``job`` (none when its grid is not grown): the grown arm at every chosen point and the two
-    controls, each at every non-zero learning rate of the grid, at two snapshots."""
+    controls, each at every non-zero learning rate of the grid, at two snapshots: a forward and a backward of
+    twice its FLOPs per example, and one more forward under ``grow.activation_checkpointing``."""
     if grow is None or job.grid not in grow["grids"]:
         return []
     factors = sum(f > 0 for f in grow.get("lr_factors", (0.0, 0.1, 1.0)))
     trained = 2 * (grown_points(grow, points) + 2) * factors * grow["steps"] * grow["batch_size"]
-    return [{"step": "growth", "flops": 3 * per_example * trained, "steps": trained / grow["batch_size"]}]
+    passes = 4 if grow.get("activation_checkpointing") else 3
+    return [{"step": "growth", "flops": passes * per_example * trained, "steps": trained / grow["batch_size"]}]
 
 
 def model_costs(config: dict[str, Any], job: ModelJob) -> list[dict[str, Any]]:
