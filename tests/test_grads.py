@@ -15,6 +15,7 @@ from scalemech.gradients.signal import block_grad
 from scalemech.gradients.views import broadcast_shift
 from scalemech.models import build_model
 from scalemech.models.base import ResidualModel
+from scalemech.stats import cross_grams
 from scalemech.tasks import Examples
 
 
@@ -151,6 +152,42 @@ def test_pool_roundtrip_mean_and_gram(tmp_path, dtype, rtol):
     assert np.load(tmp_path / "a.npy").dtype == np.dtype(dtype)
     with pytest.raises(ValueError, match="float16"):
         GradientPool.create(tmp_path / "c", 2, 2, "bfloat16")
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_pools_kept_on_the_device_give_the_same_files_and_statistics_without_reading_them(
+    name, dtype, tmp_path, monkeypatch
+):
+    """``keep_bytes`` large enough: every pool stays where its rows were computed, its file holds the bytes
+    the per-batch path writes, and its rows, mean and Grams (with itself and across pools) equal the file's
+    bit for bit while no file is read for them; one byte short of the pools' size, nothing is kept."""
+    from scalemech.gradients import pools as pools_module
+
+    model, x, y = MODELS[name]
+    points = model.insertion_points()
+
+    def capture(where, keep_bytes):
+        return capture_pools(model, labelled(x, y), points, tmp_path / where, 3, to_device("cpu"), dtype,
+                             keep_bytes=keep_bytes)  # fmt: skip
+
+    on_disk = capture("disk", 0)
+    size = sum(pool.n * pool.dim * np.dtype(dtype).itemsize for pool in on_disk.values())
+    assert all(pool.kept is None for pool in capture("short", size - 1).values())
+    kept = capture("kept", size)
+    for key, pool in kept.items():
+        assert pool.kept is not None and pool.meta["files"] == on_disk[key].meta["files"]  # sizes and sha256
+    read = []
+    monkeypatch.setattr(pools_module, "cross_grams", lambda a, others, *rest: read.append(
+        any(isinstance(t, np.ndarray) for t in (a, *others))) or cross_grams(a, others, *rest))  # fmt: skip
+    first, other = (points[0], "full"), (points[-1], "full")
+    for key in (first, other, (points[0], "pooled")):
+        torch.testing.assert_close(kept[key].rows(), on_disk[key].rows(), rtol=0, atol=0)
+        torch.testing.assert_close(kept[key].mean(chunk_rows=2), on_disk[key].mean(chunk_rows=2), rtol=0, atol=0)
+        torch.testing.assert_close(kept[key].gram(chunk_cols=4), on_disk[key].gram(chunk_cols=4), rtol=0, atol=0)
+    if kept[first].dim == kept[other].dim:
+        torch.testing.assert_close(kept[first].gram(kept[other]), on_disk[first].gram(on_disk[other]), rtol=0, atol=0)
+    assert read and not any(read[0::2]) and all(read[1::2])  # the kept pools' Grams read no file, the others do
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float32"])

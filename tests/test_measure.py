@@ -1,7 +1,9 @@
 """measure(): schema tables whose numbers match an independent computation from the gradients."""
 
+import importlib
 import math
 
+import pandas as pd
 import pytest
 import torch
 
@@ -125,6 +127,26 @@ def test_measure_tables_match_brute_force(tmp_path):
     signal = tables["signal"]
     assert (signal.mu_sq_lo <= signal.mu_sq).all() and (signal.mu_sq <= signal.mu_sq_hi).all()
     assert cov_row.dim == pooled.shape[1]
+
+
+def test_pools_kept_on_the_device_give_the_tables_of_pools_read_back(tmp_path, monkeypatch):
+    """On a GPU the pools stay on the device for their statistics (``core.device.memory_for_pools``); with
+    that budget granted on the CPU, every table equals the one computed from the files read back."""
+    from scalemech.gradients import pools as pools_module
+
+    measure_module = importlib.import_module("scalemech.experiments.measure")  # the package's is the function
+
+    data, model = _data(), _model()
+    settings = {**SETTINGS, "points": 2, "train_pool": 24, "test_pool": 16, "batch_size": 10, "covmat_points": 1,
+                "pool_dtype": "float16", "seed": 5}  # fmt: skip
+    read_back = measure(model, data, KEYS, tmp_path / "read", device="cpu", **settings)
+    monkeypatch.setattr(measure_module, "memory_for_pools", lambda device: 2**40)
+    sources, cross_grams = [], pools_module.cross_grams
+    monkeypatch.setattr(pools_module, "cross_grams", lambda a, *rest: sources.append(type(a)) or cross_grams(a, *rest))
+    kept = measure(model, data, KEYS, tmp_path / "kept", device="cpu", **settings)
+    assert sources and set(sources) == {torch.Tensor}  # every Gram from the kept rows, none from a file
+    for name, frame in read_back.items():
+        pd.testing.assert_frame_equal(kept[name], frame, check_exact=True)
 
 
 def test_the_certificate_from_measures_pools_is_certifys_own(tmp_path):

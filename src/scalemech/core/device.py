@@ -28,6 +28,19 @@ def cuda_problem() -> str | None:
     return None
 
 
+POOLS_SHARE = 0.5  # of a GPU's free memory that a measurement's gradient pools may stay in
+
+
+def memory_for_pools(device: torch.device | str) -> int:
+    """Bytes of gradient pools a measurement keeps on ``device`` rather than reading them back from their
+    files: ``POOLS_SHARE`` of a GPU's free memory (the rest for the passes and the Grams); 0 on a CPU, whose
+    files the page cache already holds and whose jobs' memory limits do not count them."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return 0
+    return int(POOLS_SHARE * torch.cuda.mem_get_info(device)[0])
+
+
 def resolve_device(device: str | torch.device, gpu_required: bool = False) -> torch.device:
     """``auto`` → CUDA when usable, else CPU; ``cuda``, or any device of a job that was given a GPU
     (``gpu_required``), fails at once with ``DeviceError`` when CUDA is not usable."""

@@ -32,7 +32,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from .. import stats
-from ..core.device import tf32
+from ..core.device import memory_for_pools, tf32
 from ..core.seeding import derive_seed, model_identity
 from ..core.tables import columns
 from ..data import Prepared
@@ -125,6 +125,7 @@ def capture_split(
         new_block_seeds=[derive_seed(seed, identity, point, "new_block") for point in points] if new_blocks else None,
         checksum=checksum,
         require_finite=require_finite,
+        keep_bytes=memory_for_pools(device),
     )
 
 

@@ -9,6 +9,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
@@ -126,6 +127,7 @@ def capture_pools(
     new_block_seeds: Sequence[int] | None = None,
     checksum: bool = True,
     require_finite: bool = False,
+    keep_bytes: int = 0,
 ) -> dict[tuple[str, str], GradientPool]:
     """Capture ``q`` of ``examples`` at ``points`` and store one ``GradientPool`` per point × view.
 
@@ -138,6 +140,9 @@ def capture_pools(
     passes. Without ``checksum`` the pools are scratch (``GradientPool.create``). With
     ``require_finite`` (certify), each batch's loss and gradients are checked as they are computed
     (``check_finite``): a non-finite one is refused at once, naming the batch, before any pool is kept.
+    When every pool's stored rows together take at most ``keep_bytes``, they also stay on the device they
+    were computed on (``PoolWriter(keep=True)``): no copy to the host per batch, and the pools' Grams are
+    built there (``GradientPool.grams``), not read back from the files.
     """
     x, y, split = examples.x, examples.y, examples.split
     provenance = {**examples.provenance(), **(labels or {})}
@@ -158,6 +163,7 @@ def capture_pools(
         if not writers:
             with torch.no_grad():
                 _, streams = model.forward_streams(xb[:1], points)
+            stored = len(x) * sum(grads[p][v].shape[1] for p in points for v in views) * np.dtype(dtype).itemsize
             writers = {
                 (p, v): GradientPool.create(
                     pool_path(pool_dir, split, p, v),
@@ -165,6 +171,7 @@ def capture_pools(
                     grads[p][v].shape[1],
                     dtype,
                     checksum,
+                    keep=stored <= keep_bytes,
                     point=p,
                     point_index=model.index(p),
                     view=v,

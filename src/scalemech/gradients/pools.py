@@ -15,6 +15,7 @@ from ..data.store import DataError, checked_npy, file_record
 from ..stats import cross_grams
 
 POOL_DTYPES = ("float16", "float32")
+HOST_ROWS = 1024  # rows of a kept pool copied to the host at a time, on the way to its file
 TORCH_DTYPES = {"float16": torch.float16, "float32": torch.float32}
 
 
@@ -93,12 +94,16 @@ class GradientPool:
         scaled_file, scale_file = self.path.with_suffix(".npy"), self.path.with_suffix(".scale.npy")
         self.scaled = _checked_array(scaled_file, meta_file, files.get(scaled_file.name), verify)  # (n, D)
         self.scale = np.array(_checked_array(scale_file, meta_file, files.get(scale_file.name), verify))  # (n,)
+        self.kept: tuple[Tensor, Tensor] | None = None  # the stored rows and scales, still on the device
 
     @staticmethod
-    def create(path: str | Path, n: int, dim: int, dtype: str, checksum: bool = True, **labels) -> PoolWriter:
+    def create(
+        path: str | Path, n: int, dim: int, dtype: str, checksum: bool = True, keep: bool = False, **labels
+    ) -> PoolWriter:
         """A ``PoolWriter`` for ``n`` rows of length ``dim`` stored in ``dtype`` (float16 | float32);
-        without ``checksum`` no sha256 is computed (a scratch pool, opened only with ``verify=False``)."""
-        return PoolWriter(Path(path), n, dim, dtype, labels, checksum)
+        without ``checksum`` no sha256 is computed (a scratch pool, opened only with ``verify=False``); with
+        ``keep`` the rows stay on their device too (``PoolWriter``)."""
+        return PoolWriter(Path(path), n, dim, dtype, labels, checksum, keep)
 
     @property
     def n(self) -> int:
@@ -111,8 +116,17 @@ class GradientPool:
     def rows(self, start: int = 0, stop: int | None = None, device: torch.device | str = "cpu") -> Tensor:
         """Rows ``q_start … q_stop-1`` as float64 (b, D) on ``device``."""
         stop = self.n if stop is None else stop
-        scaled = torch.from_numpy(np.array(self.scaled[start:stop])).to(device, torch.float64)
-        return scaled * torch.from_numpy(self.scale[start:stop]).to(device)[:, None]
+        scaled, scale = self.stored(device)
+        part = scaled[start:stop]
+        part = torch.from_numpy(np.array(part)) if isinstance(part, np.ndarray) else part
+        return part.to(device, torch.float64) * scale[start:stop].to(device)[:, None]
+
+    def stored(self, device: torch.device | str) -> tuple[Tensor | np.ndarray, Tensor]:
+        """The stored rows ``q_i / s_i`` (n, D) and scales ``s_i`` (n,): the copy kept on ``device`` as it was
+        written (``PoolWriter(keep=True)``), else the memory-mapped file and its scales."""
+        if self.kept is not None and self.kept[0].device == torch.device(device):
+            return self.kept
+        return self.scaled, torch.from_numpy(self.scale)
 
     def mean(self, device: torch.device | str = "cpu", chunk_rows: int = 1024) -> Tensor:
         """``(1/n) Σ_i q_i`` (D,), float64."""
@@ -132,8 +146,9 @@ class GradientPool:
         """``[Q_a Q_bᵀ for b in others]`` (``b = a`` where None), float64, from one pass over the
         column chunks of every pool (``stats.cross_grams``).
 
-        ``G_ij = s_i t_j Σ_k Q̃_ik R̃_jk`` from the stored scaled rows; only a column chunk of
-        each pool is in memory at a time (docs/science.md §4).
+        ``G_ij = s_i t_j Σ_k Q̃_ik R̃_jk`` from the stored scaled rows: the copies kept on ``device``
+        where there are, with no trip through the host, else the files, of which only a column chunk of each
+        pool is in memory at a time (docs/science.md §4). The same numbers either way.
         """
         pools = [self if other is None else other for other in others]
         for b in pools:
@@ -141,18 +156,24 @@ class GradientPool:
                 raise ValueError(
                     f"pools of different lengths: {self.path} has D = {self.dim}, {b.path} has D = {b.dim}"
                 )
-        crosses = cross_grams(self.scaled, [None if o is None else o.scaled for o in others], chunk_cols, device)
-        a_scale = torch.from_numpy(self.scale).to(device)
-        return [
-            cross * a_scale[:, None] * torch.from_numpy(b.scale).to(device)[None, :] for cross, b in zip(crosses, pools)
-        ]
+        (a_rows, a_scale), stored = self.stored(device), [b.stored(device) for b in pools]
+        others_rows = [None if o is None else rows for o, (rows, _) in zip(others, stored)]
+        crosses = cross_grams(a_rows, others_rows, chunk_cols, device)
+        a_scale = a_scale.to(device)
+        return [cross * a_scale[:, None] * scale.to(device)[None, :] for cross, (_, scale) in zip(crosses, stored)]
 
 
 class PoolWriter:
     """Fills a ``GradientPool`` batch by batch (``write``, appended to the ``.npy`` file, which is
-    not memory-mapped: written rows leave the process), then ``finish`` makes it readable."""
+    not memory-mapped: written rows leave the process), then ``finish`` makes it readable.
 
-    def __init__(self, path: Path, n: int, dim: int, dtype: str, labels: dict, checksum: bool = True):
+    With ``keep``, the stored rows stay where they were computed instead (no copy to the host per batch)
+    and go to the file in ``finish``, which returns the pool with that copy (``GradientPool.kept``): its
+    statistics are computed there, and the file holds the same bytes."""
+
+    def __init__(
+        self, path: Path, n: int, dim: int, dtype: str, labels: dict, checksum: bool = True, keep: bool = False
+    ):
         if dtype not in POOL_DTYPES:
             raise ValueError(f"pool dtype {dtype!r}; allowed: {POOL_DTYPES}")
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -164,6 +185,7 @@ class PoolWriter:
         np.lib.format.write_array_header_1_0(self.file, header)
         self.scale = np.ones(n, dtype=np.float64)
         self.filled, self.checksum = 0, checksum
+        self.kept: list[tuple[Tensor, Tensor]] | None = [] if keep else None  # (stored rows, scales) per batch
 
     def write(self, rows: Tensor) -> None:
         """Append ``rows`` (b, D)."""
@@ -183,14 +205,25 @@ class PoolWriter:
         scale = torch.where(scale > 0, scale, 1.0)  # (b,), exact
         quotient = rows / scale[:, None]
         stored = to_half(quotient) if self.dtype == np.float16 else quotient.to(TORCH_DTYPES[self.dtype.name])
-        self.file.write(stored.cpu().numpy().tobytes())
-        self.scale[self.filled : stop] = scale.double().cpu().numpy()
+        if self.kept is not None:
+            self.kept.append((stored, scale.double()))
+        else:
+            self._write_host(stored, scale, self.filled)
         self.filled = stop
+
+    def _write_host(self, stored: Tensor, scale: Tensor, start: int) -> None:
+        self.file.write(stored.cpu().numpy().tobytes())
+        self.scale[start : start + len(scale)] = scale.double().cpu().numpy()
 
     def finish(self) -> GradientPool:
         """Flush; write the scales, then the metadata with each file's record; return the pool for reading."""
         if self.filled != self.shape[0]:
             raise ValueError(f"pool {self.path} got {self.filled} of its {self.shape[0]} rows")
+        kept = None
+        if self.kept is not None:
+            kept = tuple(torch.cat(parts) for parts in zip(*self.kept))
+            for start in range(0, self.shape[0], HOST_ROWS):  # the host holds HOST_ROWS rows at a time
+                self._write_host(kept[0][start : start + HOST_ROWS], kept[1][start : start + HOST_ROWS], start)
         self.file.close()
         np.save(self.path.with_suffix(".scale.npy"), self.scale)
         files = {
@@ -198,4 +231,6 @@ class PoolWriter:
             for p in (self.path.with_suffix(suffix) for suffix in (".npy", ".scale.npy"))
         }
         self.path.with_suffix(".json").write_text(json.dumps({**self.meta, "files": files}, indent=1))
-        return GradientPool(self.path, verify=False)  # just written
+        pool = GradientPool(self.path, verify=False)  # just written
+        pool.kept = kept
+        return pool
