@@ -50,7 +50,7 @@ from .checkpoints import (
     save_checkpoint,
 )
 from .engine import PRECISIONS, accelerator, check_engine, shard_layers, share
-from .train import SYNC_EVERY, Stopped, lr_at, make_optimizer, sigterm_requested
+from .train import SYNC_EVERY, NonFiniteLossError, Stopped, check_finite, lr_at, make_optimizer, sigterm_requested
 
 
 def window_loss(model: nn.Module, x: Tensor, y: Tensor) -> Tensor:
@@ -373,12 +373,9 @@ def train_arm(
 
 
 def _check_finite(name: str, losses: Tensor, done: int, recipe: Recipe) -> None:
-    """``ArmDiverged`` naming the first step (1-based) among the last ``len(losses)`` up to ``done`` whose
-    loss is not finite."""
-    finite = torch.isfinite(losses)
-    if not finite.all():
-        step = done - len(losses) + int((~finite).nonzero()[0]) + 1
-        raise ArmDiverged(
-            f"arm {name!r} reached a non-finite loss at step {step} of {recipe.steps} "
-            f"(lr {lr_at(step - 1, recipe.steps, recipe):.3g}); lower the learning rate"
-        )
+    """``train.check_finite`` of the last ``len(losses)`` step losses up to ``done``, as ``ArmDiverged``
+    naming the arm."""
+    try:
+        check_finite(losses, done - len(losses) + 1, recipe.steps, recipe)
+    except NonFiniteLossError as error:
+        raise ArmDiverged(f"arm {name!r}: {error}") from None
